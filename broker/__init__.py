@@ -1,0 +1,1 @@
+"""rmq broker: RocketMQ-compatible store, remoting, NameServer and broker daemon."""

@@ -1,0 +1,127 @@
+"""MessageStoreConfig: the store's settings, under RocketMQ's key names and defaults.
+
+Keys are read from a broker properties file in RocketMQ's camelCase (``mappedFileSizeCommitLog``) and kept as
+snake_case fields; ``from_properties`` is the only place that converts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+from broker.errors import ConfigError
+from broker.store.layout import CQ_UNIT_SIZE, CQ_UNITS_PER_FILE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
+
+
+class FlushDiskType(StrEnum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStoreConfig:
+    store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
+    store_path_commit_log: str = ""  # "" means {store_path_root_dir}/commitlog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = CQ_UNITS_PER_FILE * CQ_UNIT_SIZE
+    max_message_size: int = 4 * 1024 * 1024
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commit_log: int = 500  # ms
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000  # ms
+    flush_interval_consume_queue: int = 1000  # ms
+    sync_flush_timeout: int = 5000  # ms
+    file_reserved_time: int = 72  # hours
+    delete_when: str = "04"  # hours of the day, "04;05"
+    disk_max_used_space_ratio: int = 75  # percent: clean expired files above it at any hour
+    disk_space_clean_forcibly_ratio: int = 85  # percent: delete the oldest files even if not expired
+    disk_space_warning_level_ratio: int = 90  # percent: refuse writes
+    clean_resource_interval: int = 10_000  # ms
+    delete_commit_log_files_interval: int = 100  # ms between two deleted files
+    max_hash_slot_num: int = MAX_HASH_SLOT_NUM
+    max_index_num: int = MAX_INDEX_NUM
+    message_index_enable: bool = True
+    check_crc_on_recover: bool = True
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+
+    @property
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "index")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "abort")
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> MessageStoreConfig:
+        """Take the keys this config knows from a properties mapping (others are the broker's business)."""
+        return dataclasses.replace(cls(), **parse_fields(cls, props))
+
+    def to_properties(self) -> dict[str, str]:
+        return {to_camel(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def to_camel(name: str) -> str:
+    if name in _SPECIAL_NAMES:
+        return _SPECIAL_NAMES[name]
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def to_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+# RocketMQ spells these with upper-case runs that the plain rule would split differently.
+_SPECIAL_KEYS = {"checkCRCOnRecover": "check_crc_on_recover"}
+_SPECIAL_NAMES = {v: k for k, v in _SPECIAL_KEYS.items()}
+
+
+def parse_fields(cls: type, props: dict[str, str]) -> dict[str, object]:
+    """Convert the properties that name fields of dataclass ``cls`` into typed values; ConfigError names the key."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, object] = {}
+    for key, raw in props.items():
+        name = _SPECIAL_KEYS.get(key, to_snake(key))
+        if name not in fields:
+            continue
+        default = getattr(cls(), name)
+        try:
+            values[name] = _convert(type(default), raw.strip())
+        except (ValueError, KeyError) as err:
+            raise ConfigError(f"bad value for {key}: {raw!r} ({err})") from err
+    return values
+
+
+def _convert(kind: type, raw: str) -> object:
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return raw.lower() == "true"
+    if issubclass(kind, Enum):
+        return kind[raw]
+    return kind(raw)
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)

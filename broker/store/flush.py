@@ -1,0 +1,233 @@
+"""Background services of the store, one class each: CommitLog flush (async interval or sync group commit),
+ConsumeQueue/index flush with the checkpoint, and retention (RocketMQ's CleanCommitLogService and
+CleanConsumeQueueService)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.commit_log import CommitLog
+from broker.store.config import MessageStoreConfig
+from broker.store.consume_queue import ConsumeQueueStore
+from broker.store.dispatch import ReputMessageService
+from broker.store.index_file import IndexService
+from broker.store.mapped_file import PAGE_SIZE
+
+log = logging.getLogger(__name__)
+
+
+class _Service:
+    """A loop in a daemon thread, run every ``interval`` seconds until stopped; ``run_once`` does the work."""
+
+    name = "service"
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval):
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s failed", self.name)
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+
+class FlushRealTimeService(_Service):
+    """ASYNC_FLUSH: force the CommitLog every flushIntervalCommitLog ms once flushCommitLogLeastPages pages are dirty,
+    and everything at least every flushCommitLogThoroughInterval ms."""
+
+    name = "FlushRealTimeService"
+
+    def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, checkpoint: StoreCheckpoint) -> None:
+        super().__init__(config.flush_interval_commit_log / 1000)
+        self.config = config
+        self.commit_log = commit_log
+        self.checkpoint = checkpoint
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        now = time.monotonic()
+        thorough = (now - self._last_thorough) * 1000 >= self.config.flush_commit_log_thorough_interval
+        if thorough:
+            self._last_thorough = now
+        elif self.commit_log.queue.unflushed_bytes() < self.config.flush_commit_log_least_pages * PAGE_SIZE:
+            return
+        flush_commit_log(self.commit_log, self.checkpoint)
+
+
+def flush_commit_log(commit_log: CommitLog, checkpoint: StoreCheckpoint) -> int:
+    store_ts = commit_log.last_store_timestamp
+    flushed = commit_log.queue.flush()
+    if store_ts:
+        checkpoint.update(physic_msg_timestamp=store_ts)
+    return flushed
+
+
+class GroupCommitService:
+    """SYNC_FLUSH: a put waits until its bytes are on disk; puts that wait at the same time share one flush."""
+
+    def __init__(self, commit_log: CommitLog, checkpoint: StoreCheckpoint) -> None:
+        self.commit_log = commit_log
+        self.checkpoint = checkpoint
+        self._cond = threading.Condition()
+        self._requests: list[tuple[int, Future[bool]]] = []
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, next_offset: int) -> Future[bool]:
+        """A future that completes with True once the CommitLog is on disk up to ``next_offset``."""
+        fut: Future[bool] = Future()
+        with self._cond:
+            self._requests.append((next_offset, fut))
+            self._cond.notify()
+        return fut
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="GroupCommitService", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+        self._complete(self._take())
+
+    def _take(self) -> list[tuple[int, Future[bool]]]:
+        with self._cond:
+            requests, self._requests = self._requests, []
+            return requests
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._requests and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            self._complete(self._take())
+
+    def _complete(self, requests: list[tuple[int, Future[bool]]]) -> None:
+        if not requests:
+            return
+        try:
+            flushed = flush_commit_log(self.commit_log, self.checkpoint)
+        except Exception as err:
+            for _, fut in requests:
+                fut.set_exception(err)
+            return
+        for offset, fut in requests:
+            fut.set_result(flushed >= offset)
+
+
+class FlushConsumeQueueService(_Service):
+    """Forces ConsumeQueues and the index, then records in the checkpoint how far they are safe."""
+
+    name = "FlushConsumeQueueService"
+
+    def __init__(self, config: MessageStoreConfig, consume_queues: ConsumeQueueStore, index: IndexService | None,
+                 reput: ReputMessageService, checkpoint: StoreCheckpoint) -> None:
+        super().__init__(config.flush_interval_consume_queue / 1000)
+        self.consume_queues = consume_queues
+        self.index = index
+        self.reput = reput
+        self.checkpoint = checkpoint
+
+    def run_once(self) -> None:
+        store_ts = self.reput.last_store_timestamp
+        self.consume_queues.flush_all()
+        updates = {"logics_msg_timestamp": store_ts} if store_ts else {}
+        if self.index is not None:
+            self.index.flush()
+            if store_ts:
+                updates["index_msg_timestamp"] = store_ts
+        self.checkpoint.update(**updates)
+        self.checkpoint.flush()
+
+
+def disk_usage_percent(path: str) -> float:
+    usage = shutil.disk_usage(path)
+    return 100.0 * usage.used / usage.total if usage.total else 0.0
+
+
+class CleanCommitLogService(_Service):
+    """Retention: deletes CommitLog files older than fileReservedTime at the deleteWhen hours or when the disk is
+    fuller than diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio deletes the oldest files even if young;
+    above diskSpaceWarningLevelRatio the store refuses writes. Derived files below the new minimum go with them."""
+
+    name = "CleanCommitLogService"
+    DELETE_FILES_BATCH_MAX = 10
+
+    def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, consume_queues: ConsumeQueueStore,
+                 index: IndexService | None, reput: ReputMessageService,
+                 disk_usage: Callable[[str], float] = disk_usage_percent,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(config.clean_resource_interval / 1000)
+        self.config = config
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index = index
+        self.reput = reput
+        self.disk_usage = disk_usage
+        self.clock = clock
+        self.disk_full = False  # writes are refused while True
+        self.manual_delete_requests = 0
+
+    def _time_up(self) -> bool:
+        hours = {int(h) for h in self.config.delete_when.split(";") if h.strip().isdigit()}
+        return time.localtime(self.clock()).tm_hour in hours
+
+    def run_once(self) -> int:
+        """One retention round; returns how many CommitLog files it deleted."""
+        usage = self.disk_usage(self.config.commit_log_dir)
+        self.disk_full = usage >= self.config.disk_space_warning_level_ratio
+        forcibly = usage >= self.config.disk_space_clean_forcibly_ratio
+        space_full = usage >= self.config.disk_max_used_space_ratio
+        manual = self.manual_delete_requests > 0
+        if not (self._time_up() or space_full or manual):
+            return 0
+        self.manual_delete_requests = max(self.manual_delete_requests - 1, 0)
+        deleted = self.delete_expired(self.config.file_reserved_time * 3600 * 1000, clean_at_once=forcibly)
+        if deleted:
+            self.clean_derived()
+        return deleted
+
+    def delete_expired(self, reserved_ms: float, *, clean_at_once: bool) -> int:
+        queue = self.commit_log.queue
+        candidates = queue.files[:-1] if clean_at_once else queue.expired_head(reserved_ms, self.clock())
+        deleted = 0
+        for mf in candidates[: self.DELETE_FILES_BATCH_MAX]:
+            if mf.file_from_offset + mf.file_size > self.reput.reput_from_offset:
+                break  # never delete what has not been dispatched
+            queue.delete_first()
+            deleted += 1
+            log.info("retention deleted %s", mf.path)
+        return deleted
+
+    def clean_derived(self) -> None:
+        """CleanConsumeQueueService: ConsumeQueue and index files that only point below the CommitLog minimum."""
+        min_offset = self.commit_log.min_offset
+        self.consume_queues.delete_expired(min_offset)
+        if self.index is not None:
+            self.index.delete_expired(min_offset)

@@ -1,0 +1,489 @@
+"""Every on-disk byte layout of the store, byte for byte as Apache RocketMQ writes it.
+
+Rule 1: each layout (CommitLog record, BLANK filler, ConsumeQueue unit, IndexFile header/slot/entry, checkpoint)
+is defined here once, with its encode and decode. Other modules call these functions; a ``struct`` format
+anywhere else under ``broker/store`` means a layout is being defined twice. All integers are big-endian.
+
+CommitLog record (MessageExtEncoder / MessageDecoder)::
+
+    off  field                         size
+    0    TOTALSIZE                     4     whole record, this field included
+    4    MAGICCODE                     4     V1 0xDAA320A7 (1-byte topic length) | V2 0xDAA320AB (2-byte)
+    8    BODYCRC                       4     crc32(body) & 0x7FFFFFFF
+    12   QUEUEID                       4
+    16   FLAG                          4
+    20   QUEUEOFFSET                   8     index in the ConsumeQueue
+    28   PHYSICALOFFSET                8     byte offset in the CommitLog
+    36   SYSFLAG                       4     MessageSysFlag
+    40   BORNTIMESTAMP                 8
+    48   BORNHOST                      8|20  ip (4|16) + int port; 20 when SysFlag.BORNHOST_V6
+    ..   STORETIMESTAMP                8
+    ..   STOREHOSTADDRESS              8|20  20 when SysFlag.STOREHOSTADDRESS_V6
+    ..   RECONSUMETIMES                4
+    ..   PREPARED TRANSACTION OFFSET   8
+    ..   BODY                          int length + bytes
+    ..   TOPIC                         byte (V1) | short (V2) length + UTF-8
+    ..   PROPERTIES                    short length + UTF-8 "k\\x01v\\x02..."
+
+BLANK filler at the end of a CommitLog file: TOTALSIZE = bytes left in the file, MAGICCODE = 0xCBD43194; only
+these 8 bytes are written, the rest of the file stays as it is.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import NamedTuple, NewType
+
+from broker.errors import CorruptRecord
+from broker.message import SysFlag, decode_properties, offset_msg_id
+
+PhysicalOffset = NewType("PhysicalOffset", int)
+QueueOffset = NewType("QueueOffset", int)
+
+# -- CommitLog record ---------------------------------------------------------------------------------------------
+
+MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+
+
+class MessageVersion(IntEnum):
+    V1 = MESSAGE_MAGIC_V1
+    V2 = MESSAGE_MAGIC_V2
+
+    @property
+    def topic_length_size(self) -> int:
+        return 1 if self is MessageVersion.V1 else 2
+
+    @classmethod
+    def for_topic(cls, topic_bytes: bytes) -> MessageVersion:
+        """RocketMQ switches to V2 only when the topic does not fit a signed byte length."""
+        return cls.V1 if len(topic_bytes) <= 127 else cls.V2
+
+
+TOTALSIZE_POS = 0
+MAGIC_POS = 4
+BODYCRC_POS = 8
+QUEUEID_POS = 12
+FLAG_POS = 16
+QUEUEOFFSET_POS = 20
+PHYSICALOFFSET_POS = 28
+SYSFLAG_POS = 36
+BORNTIMESTAMP_POS = 40
+BORNHOST_POS = 48
+
+
+def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
+    return struct.Struct(
+        ">"
+        "i"  # TOTALSIZE
+        "i"  # MAGICCODE
+        "i"  # BODYCRC
+        "i"  # QUEUEID
+        "i"  # FLAG
+        "q"  # QUEUEOFFSET
+        "q"  # PHYSICALOFFSET
+        "i"  # SYSFLAG
+        "q"  # BORNTIMESTAMP
+        f"{born_len}s"  # BORNHOST (ip + port)
+        "q"  # STORETIMESTAMP
+        f"{store_len}s"  # STOREHOSTADDRESS (ip + port)
+        "i"  # RECONSUMETIMES
+        "q"  # PREPARED TRANSACTION OFFSET
+        "i"  # BODY length
+    )
+
+
+# The fixed part, up to and including the body length, for each (bornhost v6, storehost v6) combination.
+_FIXED = {
+    (born_v6, store_v6): _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8)
+    for born_v6 in (False, True)
+    for store_v6 in (False, True)
+}
+FIXED_SIZE_V4 = _FIXED[False, False].size  # 88: the 84-byte header plus the body length
+_TOPIC_LEN = {MessageVersion.V1: struct.Struct(">b"), MessageVersion.V2: struct.Struct(">h")}
+_SHORT = struct.Struct(">h")
+_INT = struct.Struct(">i")
+_TWO_INTS = struct.Struct(">ii")
+_LONG = struct.Struct(">q")
+_QUEUE_AND_PHYSICAL = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET: adjacent, stamped together
+MAX_PROPERTIES_LENGTH = 32767  # a signed short
+
+
+def _fixed_for(sys_flag: int) -> struct.Struct:
+    return _FIXED[bool(sys_flag & SysFlag.BORNHOST_V6), bool(sys_flag & SysFlag.STOREHOSTADDRESS_V6)]
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    return BORNHOST_POS + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
+
+
+def body_crc(body: bytes) -> int:
+    """UtilAll.crc32: java.util.zip.CRC32 with the sign bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+@dataclass(slots=True)
+class MessageRecord:
+    """One decoded CommitLog record (RocketMQ's MessageExt). Hosts stay packed (ip bytes + port)."""
+
+    store_size: int
+    version: MessageVersion
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    store_timestamp: int
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes | None
+    topic: str
+    properties: dict[str, str]
+
+    @property
+    def msg_id(self) -> str:
+        """offsetMsgId: store host + commit log offset."""
+        return offset_msg_id(self.store_host, self.commit_log_offset)
+
+
+def encode_record(
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes,
+    properties: bytes,
+    flag: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: bytes,
+    store_host: bytes,
+    store_timestamp: int = 0,
+    queue_offset: int = 0,
+    commit_log_offset: int = 0,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    crc: int | None = None,
+) -> bytes:
+    """A whole record. ``topic`` and ``properties`` come UTF-8 encoded; the host flags in ``sys_flag`` must agree
+    with the lengths of ``born_host``/``store_host``. The offsets and store time may be stamped later with
+    ``stamp_record`` (the append path encodes outside its lock and stamps inside it)."""
+    if len(properties) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_LENGTH}")
+    version = MessageVersion.for_topic(topic)
+    fixed = _fixed_for(sys_flag)
+    size = fixed.size + len(body) + version.topic_length_size + len(topic) + 2 + len(properties)
+    return b"".join(
+        (
+            fixed.pack(
+                size,
+                version,
+                body_crc(body) if crc is None else crc,
+                queue_id,
+                flag,
+                queue_offset,
+                commit_log_offset,
+                sys_flag,
+                born_timestamp,
+                born_host,
+                store_timestamp,
+                store_host,
+                reconsume_times,
+                prepared_transaction_offset,
+                len(body),
+            ),
+            body,
+            _TOPIC_LEN[version].pack(len(topic)),
+            topic,
+            _SHORT.pack(len(properties)),
+            properties,
+        )
+    )
+
+
+def stamp_record(buf: bytearray | memoryview, pos: int, queue_offset: int, commit_log_offset: int,
+                 store_timestamp: int) -> None:
+    """Write the fields the CommitLog assigns at append time into an encoded record at ``buf[pos:]``."""
+    _QUEUE_AND_PHYSICAL.pack_into(buf, pos + QUEUEOFFSET_POS, queue_offset, commit_log_offset)
+    (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
+    _LONG.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
+
+
+def record_size(buf, pos: int = 0) -> int:
+    return _INT.unpack_from(buf, pos)[0]
+
+
+def is_blank(buf, pos: int = 0) -> bool:
+    return _INT.unpack_from(buf, pos + MAGIC_POS)[0] == BLANK_MAGIC
+
+
+def decode_record(buf, pos: int = 0, *, body: bool = True) -> MessageRecord:
+    """Decode the record at ``buf[pos:]``; raises CorruptRecord when it is not a whole, well-formed record."""
+    try:
+        size, magic = _TWO_INTS.unpack_from(buf, pos)
+        version = MessageVersion(magic)
+        (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
+        fixed = _fixed_for(sys_flag)
+        (_, _, crc, queue_id, flag, queue_offset, phys, _, born_ts, born_host, store_ts, store_host,
+         reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
+        cur = pos + fixed.size
+        body_bytes = bytes(buf[cur:cur + body_len]) if body else None
+        cur += body_len
+        topic_len_struct = _TOPIC_LEN[version]
+        (topic_len,) = topic_len_struct.unpack_from(buf, cur)
+        cur += topic_len_struct.size
+        topic = bytes(buf[cur:cur + topic_len]).decode()
+        cur += topic_len
+        (props_len,) = _SHORT.unpack_from(buf, cur)
+        cur += 2
+        props = bytes(buf[cur:cur + props_len]).decode() if props_len > 0 else ""
+        cur += max(props_len, 0)
+    except (struct.error, ValueError) as err:
+        raise CorruptRecord(pos, str(err)) from err
+    if body_len < 0 or topic_len < 0 or cur - pos != size or cur > len(buf):
+        raise CorruptRecord(pos, f"field lengths add up to {cur - pos}, TOTALSIZE says {size}")
+    return MessageRecord(size, version, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
+                         store_ts, store_host, reconsume, prepared, body_bytes, topic, decode_properties(props))
+
+
+def iter_records(buf, *, body: bool = True) -> Iterator[MessageRecord]:
+    """The records of a concatenation, as in a PULL_MESSAGE response body."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        record = decode_record(buf, pos, body=body)
+        yield record
+        pos += record.store_size
+
+
+class RecordKind(Enum):
+    MESSAGE = "message"
+    BLANK = "blank"
+    END = "end"  # no valid record here: the end of the written data, or a torn/garbled one
+
+
+class RecordCheck(NamedTuple):
+    kind: RecordKind
+    size: int
+
+
+_END = RecordCheck(RecordKind.END, 0)
+
+
+def check_record(buf, pos: int, limit: int) -> RecordCheck:
+    """What recovery needs to know of ``buf[pos:limit]``: a whole record with a correct body CRC, a BLANK filler,
+    or neither (the valid data ends here)."""
+    if limit - pos < END_FILE_MIN_BLANK_LENGTH:
+        return _END
+    size, magic = _TWO_INTS.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return RecordCheck(RecordKind.BLANK, size) if size == limit - pos else _END
+    if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or size < FIXED_SIZE_V4 or pos + size > limit:
+        return _END
+    try:
+        record = decode_record(memoryview(buf)[pos:pos + size], body=True)
+    except CorruptRecord:
+        return _END
+    if body_crc(record.body or b"") != record.body_crc:
+        return _END
+    return RecordCheck(RecordKind.MESSAGE, size)
+
+
+def encode_blank(size: int) -> bytes:
+    return _TWO_INTS.pack(size, BLANK_MAGIC)
+
+
+# -- ConsumeQueue unit ----------------------------------------------------------------------------------------------
+#   commitLogOffset 8 | size 4 | tagsCode 8   = 20 bytes
+
+CQ_UNIT = struct.Struct(
+    ">"
+    "q"  # commitLogOffset
+    "i"  # size
+    "q"  # tagsCode
+)
+CQ_UNIT_SIZE = CQ_UNIT.size  # 20
+CQ_UNITS_PER_FILE = 300_000
+
+
+def cq_pos(index: int) -> int:
+    """Byte position of unit ``index`` in a ConsumeQueue counted from its first file's start."""
+    return index * CQ_UNIT_SIZE
+
+
+def cq_index(pos: int) -> int:
+    return pos // CQ_UNIT_SIZE
+
+
+class CqUnit(NamedTuple):
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+
+def encode_cq_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:
+    return CQ_UNIT.pack(commit_log_offset, size, tags_code)
+
+
+def decode_cq_unit(buf, pos: int = 0) -> CqUnit:
+    return CqUnit(*CQ_UNIT.unpack_from(buf, pos))
+
+
+def iter_cq_units(buf) -> Iterator[CqUnit]:
+    return (CqUnit(*u) for u in CQ_UNIT.iter_unpack(buf))
+
+
+# -- IndexFile ------------------------------------------------------------------------------------------------------
+#   header (40) | hashSlotNum x slot (4) | indexNum x entry (20)
+#
+#   header: beginTimestamp 8 | endTimestamp 8 | beginPhyOffset 8 | endPhyOffset 8 | hashSlotCount 4 | indexCount 4
+#   slot:   the number of the newest entry whose key hashes to it (0: empty)
+#   entry:  keyHash 4 | phyOffset 8 | timeDiff 4 (seconds since beginTimestamp) | prevIndex 4 (0: none)
+#   indexCount starts at 1, so entry 0 is never used and 0 can mean "none".
+
+INDEX_HEADER = struct.Struct(
+    ">"
+    "q"  # beginTimestamp
+    "q"  # endTimestamp
+    "q"  # beginPhyOffset
+    "q"  # endPhyOffset
+    "i"  # hashSlotCount
+    "i"  # indexCount
+)
+INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+INDEX_SLOT = struct.Struct(">i")
+INDEX_SLOT_SIZE = INDEX_SLOT.size  # 4
+INDEX_ENTRY = struct.Struct(
+    ">"
+    "i"  # keyHash
+    "q"  # phyOffset
+    "i"  # timeDiff, seconds
+    "i"  # prevIndex
+)
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+MAX_HASH_SLOT_NUM = 5_000_000
+MAX_INDEX_NUM = 20_000_000
+
+
+class IndexHeader(NamedTuple):
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+class IndexEntry(NamedTuple):
+    key_hash: int
+    phy_offset: int
+    time_diff: int
+    prev_index: int
+
+
+def index_file_size(slot_num: int, index_num: int) -> int:
+    return INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+
+
+def index_slot_pos(slot: int) -> int:
+    return INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE
+
+
+def index_entry_pos(slot_num: int, number: int) -> int:
+    return INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + number * INDEX_ENTRY_SIZE
+
+
+def encode_index_header(header: IndexHeader) -> bytes:
+    return INDEX_HEADER.pack(*header)
+
+
+def decode_index_header(buf) -> IndexHeader:
+    return IndexHeader(*INDEX_HEADER.unpack_from(buf, 0))
+
+
+def encode_index_entry(entry: IndexEntry) -> bytes:
+    return INDEX_ENTRY.pack(*entry)
+
+
+def decode_index_entry(buf, pos: int) -> IndexEntry:
+    return IndexEntry(*INDEX_ENTRY.unpack_from(buf, pos))
+
+
+def read_index_slot(buf, slot: int) -> int:
+    return INDEX_SLOT.unpack_from(buf, index_slot_pos(slot))[0]
+
+
+def write_index_slot(buf, slot: int, number: int) -> None:
+    INDEX_SLOT.pack_into(buf, index_slot_pos(slot), number)
+
+
+# Allocation-free writers for the IndexFile hot path (IndexService.build_index runs for every dispatched message).
+
+
+def write_index_header(buf, begin_timestamp: int, end_timestamp: int, begin_phy_offset: int, end_phy_offset: int,
+                       hash_slot_count: int, index_count: int) -> None:
+    INDEX_HEADER.pack_into(buf, 0, begin_timestamp, end_timestamp, begin_phy_offset, end_phy_offset,
+                           hash_slot_count, index_count)
+
+
+def write_index_entry(buf, pos: int, key_hash: int, phy_offset: int, time_diff: int, prev_index: int) -> None:
+    INDEX_ENTRY.pack_into(buf, pos, key_hash, phy_offset, time_diff, prev_index)
+
+
+# -- checkpoint -------------------------------------------------------------------------------------------------------
+#   physicMsgTimestamp 8 | logicsMsgTimestamp 8 | indexMsgTimestamp 8 | masterFlushedOffset 8 | confirmPhyOffset 8
+#   in a file of one OS page (4096 bytes), the rest zero.
+
+CHECKPOINT = struct.Struct(
+    ">"
+    "q"  # physicMsgTimestamp: store time of the last flushed CommitLog record
+    "q"  # logicsMsgTimestamp: store time of the last flushed ConsumeQueue unit
+    "q"  # indexMsgTimestamp: store time of the last flushed IndexFile
+    "q"  # masterFlushedOffset
+    "q"  # confirmPhyOffset
+)
+CHECKPOINT_FILE_SIZE = 4096
+
+
+class Checkpoint(NamedTuple):
+    physic_msg_timestamp: int = 0
+    logics_msg_timestamp: int = 0
+    index_msg_timestamp: int = 0
+    master_flushed_offset: int = 0
+    confirm_phy_offset: int = 0
+
+
+def encode_checkpoint(cp: Checkpoint) -> bytes:
+    return CHECKPOINT.pack(*cp).ljust(CHECKPOINT_FILE_SIZE, b"\0")
+
+
+def decode_checkpoint(buf) -> Checkpoint:
+    return Checkpoint(*CHECKPOINT.unpack_from(buf, 0))
+
+
+# -- file names -------------------------------------------------------------------------------------------------------
+
+
+def offset_file_name(offset: int) -> str:
+    """CommitLog and ConsumeQueue files are named by their first byte offset, 20 digits, zero padded."""
+    return f"{offset:020d}"
+
+
+INDEX_FILE_NAME_LENGTH = 17
+
+
+def index_file_name(timestamp_ms: int) -> str:
+    """IndexFiles are named by their creation time in local time, yyyyMMddHHmmssSSS
+    (UtilAll.timeMillisToHumanString)."""
+    t = time.localtime(timestamp_ms // 1000)
+    return (f"{t.tm_year:04d}{t.tm_mon:02d}{t.tm_mday:02d}{t.tm_hour:02d}{t.tm_min:02d}{t.tm_sec:02d}"
+            f"{timestamp_ms % 1000:03d}")

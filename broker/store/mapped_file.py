@@ -1,0 +1,219 @@
+"""MappedFile and MappedFileQueue: fixed-size memory-mapped files named by their start offset.
+
+A MappedFileQueue is one logical, append-only byte space (a CommitLog, or one ConsumeQueue) cut into files of
+``file_size`` bytes. Positions here are logical offsets into that space unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import time
+
+from broker.store.layout import offset_file_name
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = mmap.PAGESIZE
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+class MappedFile:
+    """One file of a MappedFileQueue, mapped whole. ``wrote_position`` is how far it holds data;
+    ``flushed_position`` how far that data has been forced to disk."""
+
+    def __init__(self, path: str, file_size: int) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(path))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != file_size:
+                os.ftruncate(fd, file_size)
+            self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self.buffer = memoryview(self._mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    @property
+    def free_space(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.wrote_position
+
+    def append(self, data) -> int:
+        """Write ``data`` at the wrote position; returns the file-relative position it went to."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        self.buffer[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data) -> None:
+        self.buffer[pos:pos + len(data)] = data
+
+    def zero_tail(self, pos: int) -> None:
+        """Zero stale bytes from ``pos`` on, so that recovery never mistakes old data for new records. Data is
+        written contiguously, so the first chunk that is already all zero ends the work."""
+        while pos < self.file_size:
+            end = min(pos + len(_ZERO_CHUNK), self.file_size)
+            chunk = self.buffer[pos:end]
+            if chunk == _ZERO_CHUNK[: end - pos]:
+                break
+            chunk[:] = _ZERO_CHUNK[: end - pos]
+            pos = end
+
+    def flush(self) -> int:
+        """Force the written, not yet flushed pages to disk; returns the new flushed position."""
+        wrote = self.wrote_position
+        if wrote > self.flushed_position:
+            start = self.flushed_position - self.flushed_position % PAGE_SIZE
+            self._mm.flush(start, wrote - start)
+            self.flushed_position = wrote
+        return self.flushed_position
+
+    def last_modified(self) -> float:
+        return os.path.getmtime(self.path)
+
+    def close(self) -> None:
+        try:
+            self.buffer.release()
+            self._mm.close()
+        except BufferError:
+            # A reader still holds a view into the map; it is unmapped when the last view goes away.
+            log.debug("%s still has readers; leaving the unmap to them", self.path)
+
+    def destroy(self) -> None:
+        self.close()
+        os.unlink(self.path)
+
+
+class MappedFileQueue:
+    """The files of one log in offset order, as RocketMQ's MappedFileQueue."""
+
+    def __init__(self, directory: str, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every file in the directory. Each loaded file counts as full until recovery sets the positions."""
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if n.isdigit() and len(n) == 20)
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if os.path.getsize(path) != self.file_size:
+                log.warning("%s is %d bytes, not %d; ignoring it and what follows", path,
+                            os.path.getsize(path), self.file_size)
+                break
+            mf = MappedFile(path, self.file_size)
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files.clear()
+
+    # -- offsets --------------------------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of the written data (RocketMQ's getMaxOffset/getMaxWrotePosition)."""
+        return self.files[-1].end_offset if self.files else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        for mf in reversed(self.files):
+            if mf.flushed_position:
+                return mf.file_from_offset + mf.flushed_position
+        return self.min_offset
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding logical ``offset``, or None when it is outside the files."""
+        if not self.files:
+            return None
+        index = (offset - self.files[0].file_from_offset) // self.file_size
+        if 0 <= index < len(self.files):
+            mf = self.files[index]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return None
+
+    def last_file_for_write(self, start_offset: int = 0) -> MappedFile:
+        """The last file if it has room, else a new one after it (the first one starts at ``start_offset``)."""
+        if self.files and not self.files[-1].is_full:
+            return self.files[-1]
+        if self.files:
+            offset = self.files[-1].file_from_offset + self.file_size
+        else:
+            offset = start_offset - start_offset % self.file_size
+        os.makedirs(self.directory, exist_ok=True)
+        mf = MappedFile(os.path.join(self.directory, offset_file_name(offset)), self.file_size)
+        if not self.files and start_offset > offset:
+            # A queue that starts mid-file (e.g. a ConsumeQueue rebuilt after old data was deleted).
+            mf.wrote_position = mf.flushed_position = start_offset - offset
+        self.files.append(mf)
+        return mf
+
+    def flush(self) -> int:
+        """Flush every file with unflushed data; returns the flushed offset."""
+        for mf in self.files:
+            if mf.wrote_position > mf.flushed_position:
+                mf.flush()
+        return self.flushed_offset
+
+    def unflushed_bytes(self) -> int:
+        return self.max_offset - self.flushed_offset
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log at ``offset``: later files are deleted, the file holding it is rewound, its tail zeroed."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_from_offset + self.file_size <= offset:
+                keep.append(mf)
+            elif mf.file_from_offset <= offset:
+                pos = offset - mf.file_from_offset
+                mf.zero_tail(pos)
+                mf.wrote_position = pos
+                mf.flushed_position = min(mf.flushed_position, pos)
+                keep.append(mf)
+            else:
+                mf.destroy()
+        self.files = keep
+
+    def delete_first(self) -> MappedFile:
+        mf = self.files.pop(0)
+        mf.destroy()
+        return mf
+
+    def delete_all(self) -> None:
+        while self.files:
+            self.delete_first()
+
+    def expired_head(self, reserved_ms: float, now: float | None = None) -> list[MappedFile]:
+        """The leading full files not modified for ``reserved_ms``; the file being written is never included."""
+        now = time.time() if now is None else now
+        result = []
+        for mf in self.files[:-1]:
+            if (now - mf.last_modified()) * 1000 < reserved_ms:
+                break
+            result.append(mf)
+        return result

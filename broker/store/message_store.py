@@ -1,0 +1,305 @@
+"""MessageStore: the store's facade (RocketMQ's DefaultMessageStore), delegating to one module per concern.
+
+Examples
+--------
+>>> store = MessageStore(MessageStoreConfig(store_path_root_dir="/tmp/store"))
+>>> store.start()
+>>> result = store.put_message(StoreMessage("TopicTest", 0, b"hello", {"KEYS": "order-1", "TAGS": "TagA"}))
+>>> store.get_message("group", "TopicTest", 0, 0, 32).status
+<GetMessageStatus.FOUND: 'FOUND'>
+>>> store.shutdown()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+from broker.message import pack_host
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
+from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.consume_queue import ConsumeQueue, ConsumeQueueStore, is_blank
+from broker.store.dispatch import BuildConsumeQueue, BuildIndex, CommitLogDispatcher, ReputMessageService
+from broker.store.flush import (
+    CleanCommitLogService,
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitService,
+    disk_usage_percent,
+)
+from broker.store.index_file import IndexService
+from broker.store.layout import MessageRecord
+from broker.store.recovery import recover
+from broker.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
+MAX_FILTER_MESSAGE_COUNT = 16000  # ConsumeQueue units a single pull may scan past filtered-out messages
+
+
+class MessageFilter(Protocol):
+    """Decides which messages a pull returns: first on the ConsumeQueue tagsCode, then on the whole record."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
+
+
+class MessageStore:
+    def __init__(self, config: MessageStoreConfig, store_host: bytes = pack_host("127.0.0.1", 10911), *,
+                 disk_usage: Callable[[str], float] = disk_usage_percent) -> None:
+        self.config = config
+        self.commit_log = CommitLog(config, store_host)
+        self.consume_queues = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
+        self.index = (IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+                      if config.message_index_enable else None)
+        self.checkpoint: StoreCheckpoint | None = None
+        dispatchers: list[CommitLogDispatcher] = [BuildConsumeQueue(self.consume_queues)]
+        if self.index is not None:
+            dispatchers.append(BuildIndex(self.index))
+        self.reput = ReputMessageService(self.commit_log, dispatchers)
+        self._disk_usage = disk_usage
+        self._services: list = []
+        self.group_commit: GroupCommitService | None = None
+        self.cleaner: CleanCommitLogService | None = None
+        self.running = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load, recover, dispatch what is missing, then start the background services and mark the store open."""
+        os.makedirs(self.config.store_path_root_dir, exist_ok=True)
+        last_exit_ok = not os.path.exists(self.config.abort_path)
+        self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
+        self.commit_log.queue.load()
+        self.consume_queues.load()
+        if self.index is not None:
+            self.index.load(last_exit_ok, self.checkpoint.value.index_msg_timestamp)
+        self.reput.reput_from_offset = recover(self.commit_log, self.consume_queues, self.index, self.checkpoint,
+                                               last_exit_ok=last_exit_ok)
+        self.reput.do_reput()
+        self.commit_log.queue_offsets = {}
+        for cq in self.consume_queues.queues():
+            cq.correct_min_offset(self.commit_log.min_offset)
+            self.commit_log.queue_offsets[cq.topic, cq.queue_id] = cq.max_offset
+        self.commit_log.last_store_timestamp = self.reput.last_store_timestamp
+        with open(self.config.abort_path, "w"):
+            pass
+        self._start_services()
+        self.running = True
+
+    def _start_services(self) -> None:
+        assert self.checkpoint is not None
+        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.group_commit = GroupCommitService(self.commit_log, self.checkpoint)
+            flusher = self.group_commit
+        else:
+            flusher = FlushRealTimeService(self.config, self.commit_log, self.checkpoint)
+        self.cleaner = CleanCommitLogService(self.config, self.commit_log, self.consume_queues, self.index,
+                                             self.reput, self._disk_usage)
+        self._services = [flusher, self.reput,
+                          FlushConsumeQueueService(self.config, self.consume_queues, self.index, self.reput,
+                                                   self.checkpoint),
+                          self.cleaner]
+        for service in self._services:
+            service.start()
+
+    def shutdown(self) -> None:
+        """Stop services, dispatch and flush everything, write the checkpoint and remove the abort file."""
+        if not self.running:
+            return
+        self.running = False
+        for service in reversed(self._services):
+            service.stop()
+        self.flush()
+        assert self.checkpoint is not None
+        self.checkpoint.close()
+        self.commit_log.queue.close()
+        self.consume_queues.close()
+        if self.index is not None:
+            self.index.close()
+        os.remove(self.config.abort_path)
+
+    def flush(self) -> None:
+        """Force CommitLog, ConsumeQueues, index and checkpoint to disk now."""
+        assert self.checkpoint is not None
+        self.commit_log.queue.flush()
+        self.consume_queues.flush_all()
+        if self.index is not None:
+            self.index.flush()
+        ts = self.reput.last_store_timestamp
+        if ts:
+            self.checkpoint.update(physic_msg_timestamp=ts, logics_msg_timestamp=ts, index_msg_timestamp=ts)
+        self.checkpoint.flush()
+
+    # -- writes -----------------------------------------------------------------------------------------------------
+
+    def put_message(self, msg: StoreMessage) -> PutMessageResult:
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+        """Store ``msgs`` contiguously, each with its own queue offset; all or nothing. With SYNC_FLUSH the result
+        comes once the records are on disk (FLUSH_DISK_TIMEOUT after syncFlushTimeout: stored, not confirmed)."""
+        refusal = self._check_writable()
+        if refusal is not None:
+            return refusal
+        try:
+            records = [self.commit_log.encode(m) for m in msgs]
+            appended = self.commit_log.append(msgs, records)
+        except EncodeError as err:
+            return PutMessageResult(err.status, reason=str(err))
+        self.reput.wakeup()
+        status = PutMessageStatus.PUT_OK
+        if self.group_commit is not None:
+            done = self.group_commit.submit(appended.wrote_offset + appended.wrote_bytes)
+            try:
+                flushed = done.result(self.config.sync_flush_timeout / 1000)
+            except TimeoutError:
+                flushed = False
+            if not flushed:
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return PutMessageResult(status, appended)
+
+    def _check_writable(self) -> PutMessageResult | None:
+        if not self.running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="the message store is not running")
+        if self.cleaner is not None and self.cleaner.disk_full:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    reason=f"disk usage is above {self.config.disk_space_warning_level_ratio}%")
+        return None
+
+    # -- reads ------------------------------------------------------------------------------------------------------
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    max_total_size: int = MAX_PULL_MSG_SIZE,
+                    message_filter: MessageFilter | None = None) -> GetMessageResult:
+        """Raw records of ``topic``/``queue_id`` from queue ``offset`` (RocketMQ's getMessage, as a master)."""
+        cq = self.consume_queues.get(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        self._collect(cq, offset, max_msg_nums, min(max(max_total_size, 100), MAX_PULL_MSG_SIZE), message_filter,
+                      result)
+        return result
+
+    def _collect(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
+                 message_filter: MessageFilter | None, result: GetMessageResult) -> None:
+        scan = max(MAX_FILTER_MESSAGE_COUNT, max_msg_nums)
+        total = 0
+        skip_below = -1  # after a removed record: skip units until the next CommitLog file
+        for index, unit in enumerate(cq.iter_units(offset, scan), start=offset):
+            if result.buffers and self._batch_full(unit.size, max_msg_nums, max_size, total, len(result.buffers)):
+                break
+            result.next_begin_offset = index + 1
+            if unit.commit_log_offset < skip_below or is_blank(unit):
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code):
+                continue
+            data = self.commit_log.read(unit.commit_log_offset, unit.size)
+            if data is None:
+                if not result.buffers:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                file_size = self.config.mapped_file_size_commit_log
+                skip_below = unit.commit_log_offset + file_size - unit.commit_log_offset % file_size
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
+                continue
+            result.buffers.append(data)
+            result.queue_offsets.append(index)
+            result.status = GetMessageStatus.FOUND
+            total += len(data)
+
+    def _batch_full(self, size: int, max_msg_nums: int, max_size: int, total: int, count: int) -> bool:
+        return (count >= max_msg_nums or total + size > max_size
+                or total + size > self.config.max_transfer_bytes_on_message_in_memory
+                or count >= self.config.max_transfer_count_on_message_in_memory)
+
+    def lookup_message(self, commit_log_offset: int) -> MessageRecord | None:
+        """The message at a physical offset (VIEW_MESSAGE_BY_ID after decoding the offsetMsgId)."""
+        return self.commit_log.read_record(commit_log_offset)
+
+    def select_one_message(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        if size is None:
+            size = self.commit_log.size_at(commit_log_offset)
+            if size is None:
+                return None
+        return self.commit_log.read(commit_log_offset, size)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int = 0,
+                      end: int = 2**63 - 1) -> QueryMessageResult:
+        """Records whose KEYS or UNIQ_KEY equal ``key`` (hash collisions re-checked on the record)."""
+        result = QueryMessageResult()
+        if self.index is None:
+            return result
+        found = self.index.query(topic, key, max_num, begin, end)
+        result.index_last_update_timestamp = found.index_last_update_timestamp
+        result.index_last_update_phyoffset = found.index_last_update_phyoffset
+        for offset in found.phy_offsets:
+            record = self.commit_log.read_record(offset, body=False)
+            if record is None or record.topic != topic:
+                continue
+            keys = record.properties.get("KEYS", "").split(" ")
+            if key in keys or record.properties.get("UNIQ_KEY") == key:
+                data = self.commit_log.read(offset, record.store_size)
+                if data is not None:
+                    result.buffers.append(data)
+        return result
+
+    # -- queue offsets and times --------------------------------------------------------------------------------------
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.offset_for_timestamp(timestamp, self.commit_log.store_time_at) if cq else 0
+
+    def commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        unit = cq.get_unit(queue_offset) if cq else None
+        return unit.commit_log_offset if unit else 0
+
+    def message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        unit = cq.get_unit(queue_offset) if cq else None
+        if unit is None:
+            return -1
+        ts = self.commit_log.store_time_at(unit.commit_log_offset, unit.size)
+        return -1 if ts is None else ts
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind
+
+    def delete_topics(self, topics: set[str]) -> None:
+        for topic in topics:
+            self.consume_queues.delete_topic(topic)
+        self.commit_log.queue_offsets = {k: v for k, v in self.commit_log.queue_offsets.items()
+                                         if k[0] not in topics}

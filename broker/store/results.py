@@ -1,0 +1,106 @@
+"""Outcomes of store operations as values (RocketMQ's PutMessageStatus, GetMessageStatus and their results).
+
+Rule 1: these enums are the only statement of what a put or a get can come to; processors map them to response
+codes, tests and clients read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class PutMessageStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def ok(self) -> bool:
+        """Stored: PUT_OK, or stored but not yet confirmed on disk (the client sees a flush timeout)."""
+        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    """Where a put (one message or a batch) landed in the CommitLog."""
+
+    wrote_offset: int  # commit log offset of the first record
+    wrote_bytes: int
+    store_timestamp: int
+    queue_offsets: list[int] = field(default_factory=list)  # one per record, in order
+    record_offsets: list[int] = field(default_factory=list)  # commit log offset of each record
+    msg_ids: list[str] = field(default_factory=list)  # offsetMsgId of each record
+
+    @property
+    def queue_offset(self) -> int:
+        return self.queue_offsets[0] if self.queue_offsets else 0
+
+    @property
+    def msg_num(self) -> int:
+        return len(self.queue_offsets)
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append: AppendMessageResult | None = None
+    reason: str = ""  # for MESSAGE_ILLEGAL and friends: what was wrong, for the response remark
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+
+class GetMessageStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """Raw records, exactly the bytes a PULL_MESSAGE response body carries, and where to pull next."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[bytes] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+
+    @property
+    def message_count(self) -> int:
+        return len(self.buffers)
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(b) for b in self.buffers)
+
+    def body(self) -> bytes:
+        return b"".join(self.buffers)
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    """Records found by key, newest index file first (as RocketMQ's queryMessage)."""
+
+    buffers: list[bytes] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+    def body(self) -> bytes:
+        return b"".join(self.buffers)

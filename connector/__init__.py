@@ -1,0 +1,1 @@
+"""Spark Structured Streaming connector (format "rmq"); see the README."""

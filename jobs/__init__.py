@@ -1,0 +1,1 @@
+"""Jobs: the main demo command and, later, Delta Lake backfill, ingest and replay."""

@@ -1,0 +1,236 @@
+"""The store as a whole: appends, file roll, reads, queries, restart, rebuild and retention."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from broker.message import SysFlag, decode_offset_msg_id, pack_host, tags_code
+from broker.store.commit_log import StoreMessage
+from broker.store.config import FlushDiskType
+from broker.store.layout import BLANK_MAGIC, decode_record, iter_records
+from broker.store.results import GetMessageStatus, PutMessageStatus
+
+
+def msg(i: int, topic: str = "TopicA", queue_id: int = 0, size: int = 100, tag: str = "TagA") -> StoreMessage:
+    return StoreMessage(topic, queue_id, bytes([i % 256]) * size,
+                        {"KEYS": f"key-{i}", "TAGS": tag, "UNIQ_KEY": f"UNIQ{i:08d}"},
+                        born_timestamp=1_700_000_000_000 + i)
+
+
+def wait_dispatched(store) -> None:
+    deadline = time.monotonic() + 5
+    while store.dispatch_behind_bytes and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert store.dispatch_behind_bytes == 0
+
+
+def test_file_roll_leaves_blank_filler_and_offsets_continue(open_store, store_config):
+    store = open_store()
+    results = [store.put_message(msg(i, size=300)) for i in range(40)]  # 40 x ~430 B over 4 KiB files
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert [r.append.queue_offset for r in results] == list(range(40))
+    files = store.commit_log.queue.files
+    assert len(files) >= 4
+    for mf in files[:-1]:
+        (last, tail) = _last_record_and_tail(mf)
+        blank_size = int.from_bytes(mf.buffer[tail:tail + 4], "big")
+        assert int.from_bytes(mf.buffer[tail + 4:tail + 8], "big", signed=True) == BLANK_MAGIC
+        assert tail + blank_size == store_config.mapped_file_size_commit_log
+    names = sorted(os.listdir(store_config.commit_log_dir))
+    assert names[1] == f"{store_config.mapped_file_size_commit_log:020d}"
+    wait_dispatched(store)
+    got = store.get_message("g", "TopicA", 0, 0, 32)
+    assert [r.queue_offset for r in iter_records(got.body())] == list(range(got.message_count))
+
+
+def _last_record_and_tail(mf):
+    pos, last = 0, 0
+    while True:
+        size = int.from_bytes(mf.buffer[pos:pos + 4], "big")
+        magic = int.from_bytes(mf.buffer[pos + 4:pos + 8], "big", signed=True)
+        if magic == BLANK_MAGIC:
+            return last, pos
+        last, pos = pos, pos + size
+
+
+def test_batch_is_contiguous_with_own_queue_offsets(open_store):
+    store = open_store()
+    store.put_message(msg(0))
+    batch = store.put_messages([msg(i, queue_id=1) for i in range(5)])
+    assert batch.ok and batch.append.queue_offsets == [0, 1, 2, 3, 4]
+    offsets = batch.append.record_offsets
+    assert all(b > a for a, b in zip(offsets, offsets[1:], strict=False))
+    assert offsets[-1] - offsets[0] + store.select_one_message(offsets[-1]).__len__() == batch.append.wrote_bytes
+    assert [decode_offset_msg_id(m)[1] for m in batch.append.msg_ids] == offsets
+
+
+def test_illegal_messages_get_a_status_and_nothing_is_stored(open_store):
+    store = open_store(max_message_size=1024)
+    too_big = store.put_message(StoreMessage("T", 0, b"x" * 2000))
+    assert too_big.status is PutMessageStatus.MESSAGE_ILLEGAL and "maxMessageSize" in too_big.reason
+    big_props = store.put_message(StoreMessage("T", 0, b"x", {"p": "v" * 40000}))
+    assert big_props.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    assert store.commit_log.max_offset == 0
+    ok = store.put_message(StoreMessage("T", 0, b"x"))
+    assert ok.ok and ok.append.queue_offset == 0
+
+
+def test_get_message_statuses(open_store):
+    store = open_store()
+    for i in range(5):
+        store.put_message(msg(i))
+    wait_dispatched(store)
+    assert store.get_message("g", "Nope", 0, 0, 32).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    found = store.get_message("g", "TopicA", 0, 1, 2)
+    assert (found.status, found.message_count, found.next_begin_offset) == (GetMessageStatus.FOUND, 2, 3)
+    assert (found.min_offset, found.max_offset) == (0, 5)
+    assert store.get_message("g", "TopicA", 0, 5, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    badly = store.get_message("g", "TopicA", 0, 9, 32)
+    assert (badly.status, badly.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 5)
+    limited = store.get_message("g", "TopicA", 0, 0, 32, max_total_size=250)
+    assert limited.message_count == 1 and limited.next_begin_offset == 1
+
+
+class TagFilter:
+    def __init__(self, tag: str) -> None:
+        self.code = tags_code(tag)
+
+    def is_matched_by_consume_queue(self, code: int) -> bool:
+        return code == self.code
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        return True
+
+
+def test_tag_filter_skips_units_and_advances(open_store):
+    store = open_store()
+    for i in range(10):
+        store.put_message(msg(i, tag="TagA" if i % 3 == 0 else "TagB"))
+    wait_dispatched(store)
+    got = store.get_message("g", "TopicA", 0, 0, 32, message_filter=TagFilter("TagA"))
+    assert [r.queue_offset for r in iter_records(got.body())] == [0, 3, 6, 9]
+    assert got.next_begin_offset == 10
+    none = store.get_message("g", "TopicA", 0, 7, 32, message_filter=TagFilter("TagC"))
+    assert (none.status, none.next_begin_offset) == (GetMessageStatus.NO_MATCHED_MESSAGE, 10)
+
+
+def test_query_by_key_and_lookup_by_offset(open_store):
+    store = open_store()
+    results = [store.put_message(msg(i, topic="TopicK")) for i in range(30)]
+    wait_dispatched(store)
+    found = store.query_message("TopicK", "key-17", 32)
+    records = list(iter_records(found.body()))
+    assert [r.properties["KEYS"] for r in records] == ["key-17"]
+    assert store.query_message("TopicK", "UNIQ00000003", 32).buffers
+    assert not store.query_message("Other", "key-17", 32).buffers
+    host, offset = decode_offset_msg_id(results[12].append.msg_ids[0])
+    record = store.lookup_message(offset)
+    assert record.properties["KEYS"] == "key-12" and record.store_host == host
+
+
+def test_offset_by_time_and_store_times(open_store):
+    store = open_store()
+    stamps = []
+    for i in range(6):
+        stamps.append(store.put_message(msg(i)).append.store_timestamp)
+        time.sleep(0.003)
+    wait_dispatched(store)
+    assert store.offset_in_queue_by_time("TopicA", 0, stamps[3]) == 3
+    assert store.offset_in_queue_by_time("TopicA", 0, stamps[-1] + 10_000) == 6
+    assert store.offset_in_queue_by_time("TopicA", 0, 0) == 0
+    assert store.earliest_message_time("TopicA", 0) == stamps[0]
+    assert store.message_store_timestamp("TopicA", 0, 4) == stamps[4]
+
+
+def test_clean_restart_keeps_everything_and_continues_offsets(open_store, store_config):
+    store = open_store()
+    for i in range(25):
+        store.put_message(msg(i, queue_id=i % 2))
+    store.shutdown()
+    assert not os.path.exists(store_config.abort_path)
+    again = open_store()
+    assert again.max_offset_in_queue("TopicA", 0) == 13 and again.max_offset_in_queue("TopicA", 1) == 12
+    assert again.put_message(msg(99, queue_id=1)).append.queue_offset == 12
+    wait_dispatched(again)
+    assert again.get_message("g", "TopicA", 1, 12, 1).status is GetMessageStatus.FOUND
+
+
+def test_consume_queue_and_index_are_rebuilt_after_deletion(open_store, store_config):
+    store = open_store()
+    for i in range(40):
+        store.put_message(msg(i, queue_id=i % 3, size=200))
+    wait_dispatched(store)
+    before = {q: store.get_message("g", "TopicA", q, 0, 32).body() for q in range(3)}
+    store.shutdown()
+    shutil.rmtree(store_config.consume_queue_dir)
+    shutil.rmtree(store_config.index_dir)
+    again = open_store()
+    for q in range(3):
+        assert again.get_message("g", "TopicA", q, 0, 32).body() == before[q]
+    assert len(list(iter_records(again.query_message("TopicA", "key-31", 32).body()))) == 1
+
+
+def test_prepared_messages_take_no_queue_offset_and_stay_invisible(open_store):
+    store = open_store()
+    half = store.put_message(StoreMessage("TopicT", 0, b"half", sys_flag=SysFlag.TRANSACTION_PREPARED))
+    normal = store.put_message(StoreMessage("TopicT", 0, b"normal"))
+    assert half.append.queue_offset == 0 and normal.append.queue_offset == 0
+    wait_dispatched(store)
+    got = store.get_message("g", "TopicT", 0, 0, 32)
+    assert [r.body for r in iter_records(got.body())] == [b"normal"]
+    assert store.lookup_message(half.append.wrote_offset).body == b"half"
+
+
+def test_sync_flush_acknowledges_after_flush(open_store):
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    result = store.put_messages([msg(i) for i in range(3)])
+    assert result.status is PutMessageStatus.PUT_OK
+    assert store.commit_log.queue.flushed_offset >= result.append.wrote_offset + result.append.wrote_bytes
+
+
+def test_ipv6_store_host(open_store, store_config):
+    from broker.store.message_store import MessageStore
+
+    store = MessageStore(store_config, pack_host("::1", 10911))
+    store.start()
+    try:
+        result = store.put_message(StoreMessage("T6", 0, b"v6", born_host=pack_host("::2", 5)))
+        record = store.lookup_message(result.append.wrote_offset)
+        assert record.sys_flag & (SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
+        assert len(result.append.msg_ids[0]) == 56
+    finally:
+        store.shutdown()
+
+
+def test_retention_deletes_expired_files_and_reads_report_new_minimum(tmp_path, store_config):
+    from broker.store.message_store import MessageStore
+
+    usage = {"percent": 10.0}
+    store = MessageStore(store_config, disk_usage=lambda _path: usage["percent"])
+    store.start()
+    try:
+        for i in range(60):
+            store.put_message(msg(i, size=300))
+        wait_dispatched(store)
+        files = store.commit_log.queue.files
+        assert len(files) > 4
+        old = time.time() - 100 * 3600
+        for mf in files[:3]:
+            os.utime(mf.path, (old, old))
+        usage["percent"] = 80.0  # above diskMaxUsedSpaceRatio: expired files go at any hour
+        assert store.cleaner.run_once() == 3
+        assert store.commit_log.min_offset == 3 * store_config.mapped_file_size_commit_log
+        min_q = store.min_offset_in_queue("TopicA", 0)
+        assert min_q > 0
+        got = store.get_message("g", "TopicA", 0, 0, 32)
+        assert (got.status, got.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, min_q)
+        first = store.get_message("g", "TopicA", 0, min_q, 1)
+        assert decode_record(first.body()).commit_log_offset >= store.commit_log.min_offset
+        usage["percent"] = 95.0  # above the warning level: writes are refused
+        store.cleaner.run_once()
+        refused = store.put_message(msg(1000))
+        assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    finally:
+        store.shutdown()

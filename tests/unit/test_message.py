@@ -1,0 +1,51 @@
+"""The shared message vocabulary: properties codec, Java hash codes, hosts and message ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker import message
+
+
+def test_properties_round_trip_and_java_rules():
+    props = {"KEYS": "a b", "TAGS": "TagA", "UNIQ_KEY": "7F0000010001"}
+    text = message.encode_properties(props)
+    assert text == "KEYS\x01a b\x02TAGS\x01TagA\x02UNIQ_KEY\x017F0000010001\x02"
+    assert message.decode_properties(text) == props
+    # string2messageProperties drops entries with an empty key or value and tolerates a missing last separator.
+    assert message.decode_properties("\x01v\x02k\x01\x02a\x01b") == {"a": "b"}
+    assert message.encode_properties({"a": None, "b": "1"}) == "b\x011\x02"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("hello", 99162322),
+        ("TagA", 2598919),
+        ("TopicTest#KEY1", sum(ord(c) * 31 ** (13 - i) for i, c in enumerate("TopicTest#KEY1")) % 2**32 - 2**32),
+        ("é", 233),
+        ("\U0001F600", 0xD83D * 31 + 0xDE00),  # a surrogate pair, as Java's UTF-16 String sees it
+    ],
+)
+def test_java_hash(text, expected):
+    assert message.java_hash(text) == expected
+
+
+def test_tags_code_and_keys():
+    assert message.tags_code(None) == 0 and message.tags_code("TagA") == 2598919
+    assert message.split_keys("k1  k2 ") == ["k1", "k2"] and message.split_keys(None) == []
+
+
+def test_hosts_and_offset_msg_id():
+    v4 = message.pack_host("127.0.0.1", 10911)
+    assert v4 == bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
+    assert message.format_host(v4) == "127.0.0.1:10911"
+    v6 = message.pack_host("::1", 80)
+    assert len(v6) == 20 and message.format_host(v6) == "[::1]:80"
+    assert message.parse_host("[::1]:80") == ("::1", 80)
+    msg_id = message.offset_msg_id(v4, 1024)
+    assert msg_id == "7F00000100002A9F0000000000000400"
+    assert message.decode_offset_msg_id(msg_id) == (v4, 1024)
+    with pytest.raises(ValueError, match="not an offset message id"):
+        message.decode_offset_msg_id("ABCD")
