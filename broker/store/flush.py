@@ -159,9 +159,10 @@ class FlushConsumeQueueService(_Service):
         self.consume_queues.flush_all()
         updates = {"logics_msg_timestamp": store_ts} if store_ts else {}
         if self.index is not None:
-            self.index.flush()
-            if store_ts:
-                updates["index_msg_timestamp"] = store_ts
+            # Only a full index file is safe to name: after a crash, newer ones are destroyed and rebuilt.
+            full_index_ts = self.index.flush()
+            if full_index_ts:
+                updates["index_msg_timestamp"] = full_index_ts
         self.checkpoint.update(**updates)
         self.checkpoint.flush()
 

@@ -268,12 +268,15 @@ class IndexService:
         self._lock = threading.Lock()  # serialises changes to the file list
         # Commit log offset of the newest message whose keys are all in the index; -1: none known.
         self._indexed_through = -1
+        # Where ``load`` destroyed indexed messages; ``truncate`` reports it (see there).
+        self._lost_from: int | None = None
 
     # -- start-up -----------------------------------------------------------------------------------------------
 
     def load(self, last_exit_ok: bool, checkpoint_index_timestamp: int) -> None:
         """Open the files in name (= creation) order. After an unclean exit a file that ends after the checkpoint's
-        indexMsgTimestamp may be partly lost, so it is destroyed and rebuilt by re-dispatch (IndexService.load)."""
+        indexMsgTimestamp may be partly lost, so it is destroyed and rebuilt by re-dispatch (IndexService.load);
+        the next ``truncate`` includes its begin phy offset in the offset it returns."""
         if not os.path.isdir(self.index_dir):
             return
         names = sorted(n for n in os.listdir(self.index_dir) if n.isdigit() and len(n) == INDEX_FILE_NAME_LENGTH)
@@ -296,6 +299,8 @@ class IndexService:
         with self._lock:
             self._files = self._files + kept
         self._indexed_through = self._derive_indexed_through(dropped_begin)
+        if dropped_begin:
+            self._lost_from = min(dropped_begin)
 
     def _derive_indexed_through(self, dropped_begin: list[int]) -> int:
         """What the files say is fully indexed: the last file's end phy offset (once it holds or inherits an
@@ -430,6 +435,10 @@ class IndexService:
         dispatched again to rebuild what those files held below the cut: the begin phy offset of the oldest
         destroyed file with entries, or ``commit_log_end`` when nothing below it was lost. A message whose keys
         were split across a file roll may then have its first keys indexed twice (harmless: queries check keys).
+
+        Files that ``load`` destroyed after an unclean exit count too: a checkpoint whose indexMsgTimestamp is
+        newer than the last full file's end (Java records only full files) would otherwise let the CommitLog
+        recovery start re-dispatch after the begin of a destroyed file. Recovery calls this once after ``load``.
         """
         with self._lock:
             files = self._files
@@ -439,6 +448,8 @@ class IndexService:
             dropped = files[keep:]
             self._files = files[:keep]
         rebuild_from = commit_log_end
+        if self._lost_from is not None:
+            rebuild_from, self._lost_from = min(rebuild_from, self._lost_from), None
         for f in dropped:
             if f.has_entries:
                 rebuild_from = min(rebuild_from, f.begin_phy_offset)
@@ -446,7 +457,7 @@ class IndexService:
         if dropped:
             log.info("truncated index at %d: destroyed %d file(s), rebuild from %d", commit_log_end, len(dropped),
                      rebuild_from)
-        self._indexed_through = min(self._indexed_through, self._derive_indexed_through([]), rebuild_from - 1)
+        self._indexed_through = min(self._indexed_through, rebuild_from - 1)
         return rebuild_from
 
     def destroy_all(self) -> None:

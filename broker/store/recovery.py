@@ -61,6 +61,8 @@ def recover(commit_log: CommitLog, consume_queues: ConsumeQueueStore, index: Ind
     reput_from = consume_queues.max_physic_offset if last_exit_ok else start
     if index is not None:
         reput_from = min(reput_from, index.truncate(end))
+        if not index.files:  # no index at all (deleted, or never built): build it from the whole CommitLog
+            reput_from = commit_log.min_offset
     reput_from = max(min(reput_from, end), commit_log.min_offset)
     log.info("recovered %s: CommitLog ends at %d, dispatching again from %d",
              "after a clean shutdown" if last_exit_ok else "after a crash", end, reput_from)

@@ -22,6 +22,7 @@ import random
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 
 from broker.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -35,6 +36,7 @@ QUEUES_PER_TOPIC = 3
 MAX_BODY = 3000
 MAX_BATCH = 6
 READY_LINE = "ready"
+EXIT_WRITER_FAILED = 70
 
 
 def crash_config(store_dir: str) -> MessageStoreConfig:
@@ -48,6 +50,11 @@ def crash_config(store_dir: str) -> MessageStoreConfig:
         flush_disk_type=FlushDiskType.SYNC_FLUSH,
         flush_interval_consume_queue=100,
     )
+
+
+def no_disk_pressure(path: str) -> float:
+    """Disk usage as the store's cleaner sees it here: never full, so retention never deletes what is checked."""
+    return 0.0
 
 
 def message_keys(round_no: int, seq: int) -> tuple[str, str]:
@@ -95,7 +102,15 @@ class Writer:
         self.stopped = threading.Event()
 
     def run(self, seed: int) -> None:
-        rnd = random.Random(seed)
+        try:
+            self._loop(random.Random(seed))
+        except BaseException:
+            # A writer that dies on an exception must not look like one the test killed.
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(EXIT_WRITER_FAILED)
+
+    def _loop(self, rnd: random.Random) -> None:
         while not self.stopped.is_set():
             topic, queue_id = rnd.choice(TOPICS), rnd.randrange(QUEUES_PER_TOPIC)
             count = 1 if rnd.random() < 0.6 else rnd.randint(2, MAX_BATCH)
@@ -124,7 +139,7 @@ class Writer:
         lines = [
             Ack(m.topic, m.queue_id, queue_offset, msg_id, m.properties[PROPERTY_KEYS],
                 m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX], hashlib.sha1(m.body).hexdigest()).line()
-            for m, queue_offset, msg_id in zip(msgs, result.append.queue_offsets, result.append.msg_ids)
+            for m, queue_offset, msg_id in zip(msgs, result.append.queue_offsets, result.append.msg_ids, strict=True)
         ]
         os.write(self.acks_fd, "".join(lines).encode())
 
@@ -140,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-messages", type=int, default=None, help="stop and shut down after this many")
     args = parser.parse_args(argv)
 
-    store = MessageStore(crash_config(args.store))
+    store = MessageStore(crash_config(args.store), disk_usage=no_disk_pressure)
     store.start()
     acks_fd = os.open(args.acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     writer = Writer(store, acks_fd, args.round, args.max_messages)

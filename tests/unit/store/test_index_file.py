@@ -405,6 +405,21 @@ class TestIndexServiceRecovery:
         assert s2.query("T", "k100", 10, *ALL_TIME).phy_offsets == [100]
         s2.close()
 
+    def test_truncate_reports_files_destroyed_by_load(self, tmp_path):
+        # A checkpoint newer than the last full file but older than the newest entry: load destroys the newest
+        # file whole, and the recovery's truncate must send re-dispatch back to that file's begin.
+        s = make_service(tmp_path)
+        build(s, range(0, 900, 100))  # files: [0..200] [300..500] [600..800]
+        s.close()
+        s2 = make_service(tmp_path)
+        s2.load(False, stored_at(700))
+        assert len(s2.files) == 2
+        assert s2.truncate(900) == 600
+        assert s2.truncate(900) == 900  # reported once
+        build(s2, range(600, 900, 100))
+        assert s2.query("T", "k600", 10, *ALL_TIME).phy_offsets == [600]
+        s2.close()
+
     def test_clean_exit_keeps_everything(self, tmp_path):
         s = make_service(tmp_path)
         build(s, range(0, 900, 100))

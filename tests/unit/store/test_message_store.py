@@ -234,3 +234,14 @@ def test_retention_deletes_expired_files_and_reads_report_new_minimum(tmp_path, 
         assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     finally:
         store.shutdown()
+
+
+def test_index_alone_is_rebuilt_when_its_files_are_gone(open_store, store_config):
+    store = open_store()
+    for i in range(20):
+        store.put_message(msg(i))
+    store.shutdown()
+    shutil.rmtree(store_config.index_dir)
+    again = open_store()
+    assert [r.properties["KEYS"] for r in iter_records(again.query_message("TopicA", "key-4", 32).body())] == ["key-4"]
+    assert again.max_offset_in_queue("TopicA", 0) == 20

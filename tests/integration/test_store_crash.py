@@ -1,0 +1,328 @@
+"""Crash test of the store: a child process appends with SYNC_FLUSH and is killed with SIGKILL at random moments.
+
+After every restart each acknowledged message must be readable by topic/queue/offset, by key and by id; the
+CommitLog must end at a whole record with nothing after it, and the ConsumeQueues must agree with the log. A tail
+garbled on purpose must be cut, not served, and new puts must continue at the cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_offset_msg_id
+from broker.store.commit_log import StoreMessage
+from broker.store.layout import FIXED_SIZE_V4, RecordKind, decode_record, encode_blank
+from broker.store.message_store import MessageStore
+from broker.store.results import GetMessageStatus, PutMessageStatus
+from tests.integration.crash_writer import (
+    EXIT_WRITER_FAILED,
+    READY_LINE,
+    Ack,
+    crash_config,
+    message_keys,
+    no_disk_pressure,
+    read_acks,
+)
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ROUNDS = 6
+READY_TIMEOUT = 30.0
+
+
+# -- the writer process ---------------------------------------------------------------------------------------------
+
+
+def spawn_writer(store_dir: Path, acks: Path, round_no: int, seed: int, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    with open(log, "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.crash_writer", "--store", str(store_dir), "--acks", str(acks),
+             "--round", str(round_no), "--seed", str(seed), "--threads", "3"],
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=err,
+        )
+
+
+def wait_ready(proc: subprocess.Popen, log: Path) -> None:
+    assert proc.stdout is not None
+    readable, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT)
+    line = proc.stdout.readline().decode().strip() if readable else ""
+    if line != READY_LINE:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"writer did not start (exit {proc.returncode}):\n{log.read_text()}")
+
+
+def kill_writer(proc: subprocess.Popen, log: Path) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    if proc.returncode == EXIT_WRITER_FAILED or proc.returncode != -signal.SIGKILL:
+        pytest.fail(f"writer ended on its own (exit {proc.returncode}) before the kill:\n{log.read_text()}")
+
+
+# -- opening and leaving the store ------------------------------------------------------------------------------------
+
+
+def open_store(store_dir: Path) -> MessageStore:
+    store = MessageStore(crash_config(str(store_dir)), disk_usage=no_disk_pressure)
+    store.start()
+    return store
+
+
+def abandon(store: MessageStore) -> None:
+    """Leave the store as a crash of this process would: threads stopped and files unmapped, but no shutdown,
+    so the abort file stays and the next start runs crash recovery."""
+    store.running = False
+    for service in reversed(store._services):  # noqa: SLF001 - no public way to stop without shutting down
+        service.stop()
+    store.commit_log.queue.close()
+    store.consume_queues.close()
+    if store.index is not None:
+        store.index.close()
+
+
+# -- checks -----------------------------------------------------------------------------------------------------------
+
+
+def check_commit_log(store: MessageStore) -> dict[int, tuple[str, int, int]]:
+    """The log is whole records (or BLANK fillers) from its minimum to its end, and only zeros after the end.
+    Returns (topic, queueId, queueOffset) of every record by physical offset."""
+    log = store.commit_log
+    records: dict[int, tuple[str, int, int]] = {}
+    end = log.min_offset
+    for offset, check, buf in log.scan(log.min_offset):
+        assert offset == end
+        end = offset + check.size
+        if check.kind is RecordKind.MESSAGE:
+            pos = offset % store.config.mapped_file_size_commit_log
+            record = decode_record(buf[pos:pos + check.size], body=False)
+            assert record.commit_log_offset == offset, f"record at {offset} says it is at {record.commit_log_offset}"
+            records[offset] = (record.topic, record.queue_id, record.queue_offset)
+    assert end == log.max_offset, f"valid records end at {end}, the CommitLog claims {log.max_offset}"
+    last = log.queue.files[-1]
+    assert not any(last.buffer[last.wrote_position:]), f"bytes after the CommitLog end {log.max_offset}"
+    assert log.read_record(log.max_offset) is None
+    on_disk = sorted(n for n in os.listdir(store.config.commit_log_dir) if n.isdigit())
+    assert on_disk == [os.path.basename(mf.path) for mf in log.queue.files]
+    return records
+
+
+def check_consume_queues(store: MessageStore, records: dict[int, tuple[str, int, int]]) -> None:
+    """Every ConsumeQueue is contiguous from 0 and points at exactly the log's records of its queue, in order."""
+    seen: set[int] = set()
+    for cq in store.consume_queues.queues():
+        assert cq.min_offset == 0
+        units = cq.iter_units(0, cq.max_offset)
+        assert len(units) == cq.max_offset
+        for queue_offset, unit in enumerate(units):
+            expected = (cq.topic, cq.queue_id, queue_offset)
+            assert records.get(unit.commit_log_offset) == expected, f"{cq} unit {queue_offset}: {unit}"
+            assert unit.commit_log_offset + unit.size <= store.commit_log.max_offset
+            seen.add(unit.commit_log_offset)
+        assert store.commit_log.queue_offsets.get((cq.topic, cq.queue_id), 0) == cq.max_offset
+    assert seen == set(records), "CommitLog records without a ConsumeQueue unit"
+
+
+def check_ack(store: MessageStore, ack: Ack) -> None:
+    where = f"{ack.topic}/{ack.queue_id}/{ack.queue_offset} ({ack.key})"
+    got = store.get_message("crash-test", ack.topic, ack.queue_id, ack.queue_offset, 1)
+    assert got.status is GetMessageStatus.FOUND, f"{where}: {got.status}"
+    check_record_bytes(got.buffers[0], ack, where)
+
+    _, physical_offset = decode_offset_msg_id(ack.offset_msg_id)
+    record = store.lookup_message(physical_offset)
+    assert record is not None, f"{where}: nothing at offsetMsgId {ack.offset_msg_id}"
+    assert (record.topic, record.queue_id, record.queue_offset) == (ack.topic, ack.queue_id, ack.queue_offset)
+    assert hashlib.sha1(record.body or b"").hexdigest() == ack.body_sha1
+
+    for key in (ack.key, ack.uniq_key):
+        found = store.query_message(ack.topic, key, 64)
+        assert found.buffers, f"{where}: query by key {key!r} found nothing"
+        for data in found.buffers:  # the same record may be indexed twice after a re-dispatch, never another one
+            assert decode_record(data, body=False).commit_log_offset == physical_offset, f"{where}: key {key!r}"
+        check_record_bytes(found.buffers[0], ack, where)
+
+
+def check_record_bytes(data: bytes, ack: Ack, where: str) -> None:
+    record = decode_record(data)
+    assert (record.topic, record.queue_id, record.queue_offset) == (ack.topic, ack.queue_id, ack.queue_offset), where
+    assert hashlib.sha1(record.body or b"").hexdigest() == ack.body_sha1, f"{where}: body differs"
+    assert record.properties[PROPERTY_KEYS] == ack.key
+    assert record.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == ack.uniq_key
+
+
+def check_store(store: MessageStore, acks: list[Ack]) -> None:
+    records = check_commit_log(store)
+    check_consume_queues(store, records)
+    for ack in acks:
+        check_ack(store, ack)
+
+
+# -- the crash rounds -------------------------------------------------------------------------------------------------
+
+
+def test_acked_messages_survive_sigkill(tmp_path):
+    rnd = random.Random(int.from_bytes(os.urandom(4), "big"))
+    store_dir, acks_path, writer_log = tmp_path / "store", tmp_path / "acks", tmp_path / "writer.log"
+    acked_per_round = []
+    for round_no in range(ROUNDS):
+        proc = spawn_writer(store_dir, acks_path, round_no, rnd.randrange(1 << 30), writer_log)
+        wait_ready(proc, writer_log)
+        time.sleep(rnd.uniform(0.3, 1.5))
+        kill_writer(proc, writer_log)
+
+        acks = read_acks(str(acks_path))
+        acked_per_round.append(len(acks) - sum(acked_per_round))
+        store = open_store(store_dir)
+        check_store(store, acks)
+        if round_no % 2:
+            abandon(store)  # the next writer starts with crash recovery
+        else:
+            store.shutdown()  # the next writer starts with a clean recovery
+    assert all(acked_per_round), f"some round acknowledged nothing: {acked_per_round}"
+
+    store = open_store(store_dir)
+    try:
+        check_store(store, read_acks(str(acks_path)))
+    finally:
+        store.shutdown()
+
+
+# -- a tail garbled on purpose ----------------------------------------------------------------------------------------
+
+
+TOPIC, QUEUE = "CrashTopicA", 0
+
+
+@dataclasses.dataclass
+class Written:
+    acks: list[Ack]
+    last_offset: int  # physical offset of the last record
+    last_size: int
+    last_body_size: int
+
+
+def write_messages(store: MessageStore, rnd: random.Random, count: int) -> Written:
+    acks: list[Ack] = []
+    last = None
+    for seq in range(count):
+        key, uniq = message_keys(99, seq)
+        body = rnd.randbytes(rnd.randint(0, 3000) if seq < count - 1 else 1500)
+        topic, queue_id = (TOPIC, QUEUE) if seq % 3 == 0 or seq == count - 1 else ("CrashTopicB", seq % 2)
+        msg = StoreMessage(topic, queue_id, body, {PROPERTY_KEYS: key, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq})
+        result = store.put_message(msg)
+        assert result.status is PutMessageStatus.PUT_OK and result.append is not None
+        last = result.append
+        acks.append(Ack(topic, queue_id, last.queue_offset, last.msg_ids[0], key, uniq,
+                        hashlib.sha1(body).hexdigest()))
+    assert last is not None
+    return Written(acks, last.wrote_offset, last.wrote_bytes, 1500)
+
+
+def file_and_pos(store_dir: Path, file_size: int, offset: int) -> tuple[Path, int]:
+    return store_dir / "commitlog" / f"{offset - offset % file_size:020d}", offset % file_size
+
+
+def garble_last_record(store_dir: Path, file_size: int, written: Written, rnd: random.Random) -> None:
+    """Random bytes from the middle of the last record's body to beyond its end (its body CRC no longer holds)."""
+    path, pos = file_and_pos(store_dir, file_size, written.last_offset)
+    start = pos + FIXED_SIZE_V4 + written.last_body_size // 2
+    end = min(pos + written.last_size + 300, file_size)
+    with open(path, "r+b") as f:
+        f.seek(start)
+        f.write(rnd.randbytes(end - start))
+
+
+def append_half_record(store_dir: Path, file_size: int, written: Written) -> None:
+    """The first half of a copy of the last record, right after it: a put torn by a crash."""
+    path, pos = file_and_pos(store_dir, file_size, written.last_offset)
+    data = path.read_bytes()[pos:pos + written.last_size]
+    after = pos + written.last_size
+    assert after + written.last_size // 2 <= file_size
+    with open(path, "r+b") as f:
+        f.seek(after)
+        f.write(data[:written.last_size // 2])
+
+
+@pytest.mark.parametrize("damage, abort", [("garble", True), ("half", True), ("garble", False)])
+def test_garbled_tail_is_cut(tmp_path, damage, abort):
+    rnd = random.Random(7)
+    store_dir = tmp_path / "store"
+    config = crash_config(str(store_dir))
+    file_size = config.mapped_file_size_commit_log
+    store = open_store(store_dir)
+    written = write_messages(store, rnd, 60)
+    store.shutdown()
+    assert written.last_offset // file_size > 0, "the test wants the log to have rolled to a second file"
+    before, last = written.acks[:-1], written.acks[-1]
+    if damage == "garble":
+        garble_last_record(store_dir, file_size, written, rnd)
+        cut, kept = written.last_offset, before
+    else:
+        append_half_record(store_dir, file_size, written)
+        cut, kept = written.last_offset + written.last_size, written.acks
+    if abort:
+        Path(config.abort_path).touch()
+
+    store = open_store(store_dir)
+    try:
+        assert store.commit_log.max_offset == cut
+        check_store(store, kept)
+        if damage == "garble":
+            assert store.lookup_message(written.last_offset) is None
+            assert store.get_message("g", TOPIC, QUEUE, last.queue_offset, 1).status \
+                is GetMessageStatus.OFFSET_OVERFLOW_ONE
+            assert not store.query_message(TOPIC, last.key, 64).buffers
+            assert not store.query_message(TOPIC, last.uniq_key, 64).buffers
+
+        result = store.put_message(StoreMessage(TOPIC, QUEUE, b"after the cut", {PROPERTY_KEYS: "after-cut"}))
+        assert result.status is PutMessageStatus.PUT_OK and result.append is not None
+        assert result.append.wrote_offset == cut
+        assert result.append.queue_offset == (last.queue_offset if damage == "garble" else last.queue_offset + 1)
+        got = store.get_message("g", TOPIC, QUEUE, result.append.queue_offset, 1)
+        assert got.status is GetMessageStatus.FOUND
+        assert decode_record(got.buffers[0]).body == b"after the cut"
+        check_store(store, kept)
+    finally:
+        store.shutdown()
+
+
+def test_blank_filler_is_not_a_message(tmp_path):
+    """A BLANK filler that a crash left at the end of the last file, with no next file, ends the log there."""
+    store_dir = tmp_path / "store"
+    store = open_store(store_dir)
+    written = write_messages(store, random.Random(3), 10)
+    store.shutdown()
+    file_size = crash_config(str(store_dir)).mapped_file_size_commit_log
+    end = written.last_offset + written.last_size
+    path, pos = file_and_pos(store_dir, file_size, end)
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(encode_blank(file_size - pos))
+    Path(crash_config(str(store_dir)).abort_path).touch()
+
+    store = open_store(store_dir)
+    try:
+        check_store(store, written.acks)
+        result = store.put_message(StoreMessage(TOPIC, QUEUE, b"next", {PROPERTY_KEYS: "next"}))
+        assert result.status is PutMessageStatus.PUT_OK and result.append is not None
+        assert result.append.wrote_offset == end - pos + file_size  # the next file
+        assert result.append.queue_offset == written.acks[-1].queue_offset + 1
+        check_store(store, written.acks)
+    finally:
+        store.shutdown()
+
