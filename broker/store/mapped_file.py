@@ -115,6 +115,11 @@ class MappedFileQueue:
         names = sorted(n for n in os.listdir(self.directory) if n.isdigit() and len(n) == 20)
         for name in names:
             path = os.path.join(self.directory, name)
+            if os.path.getsize(path) == 0 and name == names[-1]:
+                # A crash between creating the newest file and sizing it; Java's doLoad deletes it too.
+                log.warning("%s is empty; deleting it", path)
+                os.remove(path)
+                continue
             if os.path.getsize(path) != self.file_size:
                 log.warning("%s is %d bytes, not %d; ignoring it and what follows", path,
                             os.path.getsize(path), self.file_size)

@@ -135,11 +135,15 @@ class MessageStore:
         assert self.checkpoint is not None
         self.commit_log.queue.flush()
         self.consume_queues.flush_all()
-        if self.index is not None:
-            self.index.flush()
         ts = self.reput.last_store_timestamp
-        if ts:
-            self.checkpoint.update(physic_msg_timestamp=ts, logics_msg_timestamp=ts, index_msg_timestamp=ts)
+        updates = {"physic_msg_timestamp": ts, "logics_msg_timestamp": ts} if ts else {}
+        if self.index is not None:
+            # Only a full index file may be named, as in FlushConsumeQueueService: the open one is destroyed after
+            # a later crash, and re-dispatch must start before its first message even if that start is killed.
+            full_index_ts = self.index.flush()
+            if full_index_ts:
+                updates["index_msg_timestamp"] = full_index_ts
+        self.checkpoint.update(**updates)
         self.checkpoint.flush()
 
     # -- writes -----------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ each acked message must survive any crash. Several writer threads put at once, s
 Run from the repository root (so that ``broker`` imports)::
 
     python -m tests.integration.crash_writer --store DIR --acks FILE --round 3 [--threads 3] [--seconds 2]
+        [--max-messages N] [--pause-ms 10] [--seed S]
 
 Ack line (tab separated): topic, queueId, queueOffset, offsetMsgId, KEYS, UNIQ_KEY, sha1(body) hex. A batch put
 acks one line per message. With ``--seconds`` or ``--max-messages`` the writer stops by itself and shuts the store
@@ -35,6 +36,7 @@ TOPICS = ("CrashTopicA", "CrashTopicB", "CrashTopicC")
 QUEUES_PER_TOPIC = 3
 MAX_BODY = 3000
 MAX_BATCH = 6
+STARTING_LINE = "starting"  # printed before the store starts (recovery), READY_LINE once it writes
 READY_LINE = "ready"
 EXIT_WRITER_FAILED = 70
 
@@ -45,7 +47,7 @@ def crash_config(store_dir: str) -> MessageStoreConfig:
         store_path_root_dir=store_dir,
         mapped_file_size_commit_log=64 * 1024,
         mapped_file_size_consume_queue=50 * 20,
-        max_hash_slot_num=128,
+        max_hash_slot_num=4096,
         max_index_num=1000,
         flush_disk_type=FlushDiskType.SYNC_FLUSH,
         flush_interval_consume_queue=100,
@@ -93,11 +95,13 @@ def read_acks(path: str) -> list[Ack]:
 class Writer:
     """Shared state of the writer threads: the store, the ack file and the message sequence."""
 
-    def __init__(self, store: MessageStore, acks_fd: int, round_no: int, max_messages: int | None) -> None:
+    def __init__(self, store: MessageStore, acks_fd: int, round_no: int, max_messages: int | None,
+                 pause_ms: float) -> None:
         self.store = store
         self.acks_fd = acks_fd
         self.round_no = round_no
         self.max_messages = max_messages
+        self.pause_ms = pause_ms
         self._seq = itertools.count()
         self.stopped = threading.Event()
 
@@ -119,6 +123,8 @@ class Writer:
             self._put(msgs)
             if len(msgs) < len(made):  # max_messages reached
                 self.stopped.set()
+            if self.pause_ms:
+                time.sleep(rnd.uniform(0, self.pause_ms) / 1000)
 
     def _message(self, rnd: random.Random, topic: str, queue_id: int) -> StoreMessage | None:
         seq = next(self._seq)
@@ -153,12 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=None, help="stop and shut down cleanly after this long")
     parser.add_argument("--max-messages", type=int, default=None, help="stop and shut down after this many")
+    parser.add_argument("--pause-ms", type=float, default=0.0, help="each thread sleeps up to this after a put")
     args = parser.parse_args(argv)
 
     store = MessageStore(crash_config(args.store), disk_usage=no_disk_pressure)
+    print(STARTING_LINE, flush=True)
     store.start()
     acks_fd = os.open(args.acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    writer = Writer(store, acks_fd, args.round, args.max_messages)
+    writer = Writer(store, acks_fd, args.round, args.max_messages, args.pause_ms)
     threads = [threading.Thread(target=writer.run, args=(args.seed * 1000 + i,), name=f"writer-{i}", daemon=True)
                for i in range(args.threads)]
     for t in threads:

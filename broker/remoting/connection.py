@@ -1,0 +1,380 @@
+"""One remoting connection over asyncio streams, used by both the server and the client.
+
+The role of Java's ``NettyRemotingAbstract``: one reader task splits frames (``frame.py``), decodes commands
+(``command.py``) and routes them. A response completes the future of the request with the same opaque. A request
+(either side may send them: the broker sends CHECK_TRANSACTION_STATE to producers) runs the handler in its own task,
+so a slow one (a long-polling pull) does not stall the connection, and its response is written back unless the
+request was oneway. A handler exception becomes a SYSTEM_ERROR response carrying its text, as in Java.
+
+Writes need no lock: each frame goes to ``StreamWriter.write`` in a single synchronous call, so frames of
+concurrent calls never interleave, and ``drain`` (which accepts concurrent waiters since Python 3.10) applies the
+peer's back-pressure to each writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from enum import IntEnum, auto
+
+from broker.errors import (
+    ConnectionClosed,
+    LocalProtocolError,
+    MalformedCommand,
+    MalformedFrame,
+    RemoteProtocolError,
+    RequestTimeout,
+)
+from broker.remoting import command
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import CommandFlag, RemotingCommand, create_response
+from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Frame, FrameDecoder
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
+"""Answers a request from the peer; returning None writes nothing (the answer may come later, or never)."""
+
+READ_CHUNK = 256 * 1024
+CLOSE_FLUSH_TIMEOUT_S = 1.0  # how long close() lets buffered bytes (a last error response) reach the peer
+DEFAULT_MAX_CONCURRENT_REQUESTS = 16384
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"  # NettyRemotingAbstract's text
+
+
+class CloseReason(IntEnum):
+    """Why a connection closed; ConnectionClosed carries it to every call still waiting."""
+
+    LOCAL_CLOSE = auto()  # close() on this side
+    PEER_CLOSED = auto()  # the peer closed its side (EOF)
+    CONNECTION_BROKEN = auto()  # a socket error while reading or writing
+    PROTOCOL_ERROR = auto()  # the peer sent bytes that are not remoting frames
+    SHUTDOWN = auto()  # the server that owned the connection stopped
+    INTERNAL_ERROR = auto()  # a bug on this side while reading; logged with its traceback
+
+
+def not_supported_response(request: RemotingCommand) -> RemotingCommand:
+    """REQUEST_CODE_NOT_SUPPORTED with Java's exact remark (leading space included)."""
+    remark = f" request type {request.code} not supported"
+    return create_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
+
+
+def request_timeout(request: RemotingCommand, address: str, timeout_ms: float) -> RequestTimeout:
+    return RequestTimeout(
+        f"no response to request code {request.code} opaque {request.opaque} from {address} within {timeout_ms:g} ms",
+        opaque=request.opaque,
+        code=request.code,
+    )
+
+
+def exception_simple_desc(err: BaseException) -> str:
+    """``UtilAll.exceptionSimpleDesc``: the exception and where it was raised, e.g. ``ValueError: bad, f(x.py:3)``."""
+    kind = type(err).__qualname__
+    if type(err).__module__ not in ("builtins", "__main__"):
+        kind = f"{type(err).__module__}.{kind}"
+    text = f"{kind}: {err}" if str(err) else kind
+    frames = traceback.extract_tb(err.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f", {last.name}({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+    return text
+
+
+class RemotingConnection:
+    """A remoting connection over a (StreamReader, StreamWriter) pair; ``start()`` begins reading.
+
+    Examples:
+        >>> reader, writer = await asyncio.open_connection("127.0.0.1", 9876)  # doctest: +SKIP
+        >>> conn = RemotingConnection(reader, writer).start()  # doctest: +SKIP
+        >>> response = await conn.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 3000)  # doctest: +SKIP
+        >>> await conn.close()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handler: Handler | None = None,
+        *,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        on_close: Callable[[RemotingConnection], None] | None = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._handler = handler
+        self._decoder = FrameDecoder(max_frame_length)
+        self.max_frame_length = max_frame_length
+        self.max_concurrent_requests = max_concurrent_requests
+        self._on_close = on_close
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._request_tasks: set[asyncio.Task[None]] = set()
+        self._read_task: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
+        self._transport_closed = False
+        self._finished = asyncio.Event()
+        self.close_reason: CloseReason | None = None
+        peer = writer.get_extra_info("peername")
+        self.remote_address = _format_address(peer) if peer else "unknown"
+
+    def start(self) -> RemotingConnection:
+        if self._read_task is None and self.close_reason is None:
+            self._read_task = asyncio.get_running_loop().create_task(
+                self._read_loop(), name=f"remoting-read-{self.remote_address}"
+            )
+        return self
+
+    @property
+    def closed(self) -> bool:
+        return self.close_reason is not None
+
+    @property
+    def finished(self) -> bool:
+        """Closed, and the handlers of its last requests are done: nothing of it is left running."""
+        return self._finished.is_set()
+
+    @property
+    def pending_requests(self) -> int:
+        """Requests sent on this connection that still wait for their response."""
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        state = self.close_reason.name if self.close_reason else "open"
+        return f"<RemotingConnection {self.remote_address} {state} pending={len(self._pending)}>"
+
+    # -- outgoing ---------------------------------------------------------------------------------------------
+
+    async def invoke(self, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """Send ``request`` and wait for its response. Raises RequestTimeout (the request stays unanswered as far
+        as we care: a late response is dropped), ConnectionClosed, or LocalProtocolError for an unsendable one."""
+        if request.is_response or request.is_oneway:
+            raise LocalProtocolError(f"invoke() sends requests; flag {request.flag:#x} marks a response or oneway")
+        if request.opaque in self._pending:
+            raise LocalProtocolError(f"opaque {request.opaque} is already waiting for a response on {self!r}")
+        self._check_open()
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request.opaque] = future
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._write(request)
+                return await future
+        except TimeoutError:
+            raise request_timeout(request, self.remote_address, timeout_ms) from None
+        finally:
+            if self._pending.get(request.opaque) is future:
+                del self._pending[request.opaque]
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` with the oneway flag set; nothing is answered and nothing is awaited but the write."""
+        if request.is_response:
+            raise LocalProtocolError(f"invoke_oneway() sends requests; flag {request.flag:#x} marks a response")
+        self._check_open()
+        await self._write(replace(request, flag=int(request.flag | CommandFlag.ONEWAY)))
+
+    async def send_response(self, response: RemotingCommand) -> None:
+        """Write a response decided later than its handler returned (long polling answers this way)."""
+        if not response.is_response:
+            raise LocalProtocolError(f"send_response() sends responses; flag {response.flag:#x} marks a request")
+        self._check_open()
+        await self._write(response)
+
+    def _check_open(self) -> None:
+        if self.close_reason is not None:
+            raise ConnectionClosed(self.close_reason, self.remote_address)
+
+    async def _write(self, cmd: RemotingCommand) -> None:
+        data = command.encode(cmd)
+        if len(data) > self.max_frame_length:
+            raise LocalProtocolError(
+                f"frame of {len(data)} bytes for code {cmd.code} exceeds the maximum frame length "
+                f"{self.max_frame_length}"
+            )
+        self._check_open()
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except OSError as err:  # ConnectionResetError from drain() once the transport is lost
+            self._begin_close(CloseReason.CONNECTION_BROKEN, err)
+            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.remote_address}: {err}") from err
+
+    # -- incoming ---------------------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        reason, error = CloseReason.PEER_CLOSED, None
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK)
+                if not data:
+                    break
+                try:
+                    frames = self._decoder.feed(data)
+                except MalformedFrame as err:
+                    self._route_all(err.frames)
+                    raise
+                self._route_all(frames)
+        except RemoteProtocolError as err:
+            reason, error = CloseReason.PROTOCOL_ERROR, err
+            log.warning("closing %s: %s", self.remote_address, err.reason)
+            await self._answer_malformed(err)
+        except OSError as err:
+            reason, error = CloseReason.CONNECTION_BROKEN, err
+        except Exception as err:  # never leave a connection open with nobody reading it
+            log.exception("reading from %s failed", self.remote_address)
+            reason, error = CloseReason.INTERNAL_ERROR, err
+        self._begin_close(reason, error)
+
+    def _route_all(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            self._route(command.decode(frame))
+
+    def _route(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            future = self._pending.pop(cmd.opaque, None)
+            if future is None or future.done():
+                log.debug("response opaque %s code %s from %s matches no request", cmd.opaque, cmd.code, self)
+            else:
+                future.set_result(cmd)
+            return
+        if len(self._request_tasks) >= self.max_concurrent_requests:
+            self._spawn(self._reply(cmd, create_response(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)))
+            return
+        self._spawn(self._serve(cmd))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._request_tasks.add(task)
+        task.add_done_callback(self._request_done)
+
+    async def _serve(self, request: RemotingCommand) -> None:
+        try:
+            response = await self._handler(self, request) if self._handler else not_supported_response(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.exception("handler failed on request code %s opaque %s from %s", request.code, request.opaque, self)
+            response = create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
+        if response is not None:
+            await self._reply(request, response)
+
+    async def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Java's ``writeResponse``: nothing for a oneway request; otherwise stamp the opaque and response flag."""
+        if request.is_oneway or self.close_reason is not None:
+            return
+        response = replace(response, opaque=request.opaque, flag=int(response.flag | CommandFlag.RESPONSE))
+        try:
+            try:
+                await self._write(response)
+            except LocalProtocolError as err:
+                log.error("cannot send the response to code %s opaque %s: %s", request.code, request.opaque, err)
+                remark = f"response not encodable: {err.reason}"
+                await self._write(create_response(request, ResponseCode.SYSTEM_ERROR, remark))
+        except ConnectionClosed:
+            log.debug("response to opaque %s dropped: %s closed", request.opaque, self)
+
+    async def _answer_malformed(self, err: RemoteProtocolError) -> None:
+        """A SYSTEM_ERROR naming what was wrong, before the connection closes: for the request's opaque when the
+        header got that far, else opaque -1 (no Java request id until it wraps), so the peer's logs show why."""
+        if isinstance(err, MalformedCommand) and err.is_response:
+            return
+        opaque = err.opaque if isinstance(err, MalformedCommand) and err.opaque is not None else -1
+        response = RemotingCommand(
+            code=int(ResponseCode.SYSTEM_ERROR), opaque=opaque, flag=int(CommandFlag.RESPONSE), remark=err.reason
+        )
+        try:
+            async with asyncio.timeout(CLOSE_FLUSH_TIMEOUT_S):
+                await self._write(response)
+        except (TimeoutError, ConnectionClosed, LocalProtocolError):
+            pass
+
+    # -- closing ----------------------------------------------------------------------------------------------
+
+    async def close(self, reason: CloseReason = CloseReason.LOCAL_CLOSE) -> None:
+        """Close the connection: every pending call fails with ConnectionClosed(reason), and request handlers still
+        running are cancelled (their answers could not be delivered). Idempotent."""
+        self._begin_close(reason, None)
+        current = asyncio.current_task()
+        cancelled = [task for task in self._request_tasks if task is not current]
+        for task in cancelled:
+            task.cancel()
+        assert self._closing is not None
+        await asyncio.gather(asyncio.shield(self._closing), *cancelled, return_exceptions=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection is closed and the handlers of its last requests have finished."""
+        await self._finished.wait()
+
+    def _begin_close(self, reason: CloseReason, error: BaseException | None) -> None:
+        """Mark closed, fail every waiting call and start closing the socket, all before anything can await.
+
+        Handlers of requests already received keep running when the peer went away (Java's executors finish them
+        too: a oneway message sent just before a disconnect is still stored); only close() cancels them."""
+        if self.close_reason is not None:
+            return
+        self.close_reason = reason
+        log.debug("closing %s: %s %s", self, reason.name, error or "")
+        for future in self._pending.values():
+            if not future.done():
+                failure = ConnectionClosed(reason, self.remote_address)
+                failure.__cause__ = error
+                future.set_exception(failure)
+        self._pending.clear()
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+        self._closing = asyncio.get_running_loop().create_task(self._close_transport())
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def _close_transport(self) -> None:
+        self._writer.close()
+        try:
+            async with asyncio.timeout(CLOSE_FLUSH_TIMEOUT_S):
+                await self._writer.wait_closed()
+        except TimeoutError:
+            self._writer.transport.abort()  # a peer that stopped reading must not keep us waiting
+        except OSError:
+            pass
+        self._transport_closed = True
+        self._check_finished()
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._request_tasks.discard(task)
+        self._check_finished()
+
+    def _check_finished(self) -> None:
+        if self._transport_closed and not self._request_tasks:
+            self._finished.set()
+
+    async def __aenter__(self) -> RemotingConnection:
+        return self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        if self.close_reason is None and self._read_task is not None:
+            _warn(f"unclosed {self!r}", ResourceWarning, stacklevel=1)
+
+
+def _format_address(peer: tuple) -> str:
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def open_connection(
+    host: str,
+    port: int,
+    handler: Handler | None = None,
+    *,
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+    on_close: Callable[[RemotingConnection], None] | None = None,
+) -> RemotingConnection:
+    """Connect and start reading. OSError propagates; the client turns it into RemotingConnectError."""
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
+    conn = RemotingConnection(reader, writer, handler, max_frame_length=max_frame_length, on_close=on_close)
+    log.debug("connected to %s in %.1f ms", conn.remote_address, (time.monotonic() - started) * 1000)
+    return conn.start()

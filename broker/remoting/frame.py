@@ -1,0 +1,145 @@
+"""The remoting frame: how RemotingCommands are cut out of a TCP byte stream. Sans-IO, in the style of h11.
+
+Rule 1: the frame layout is defined here once (``FRAME_PREFIX``), with its one encoder (``encode_frame``) and one
+decoder (``FrameDecoder``). What is inside the header (JSON or ROCKETMQ) belongs to ``command.py``.
+
+Layout (``RemotingCommand.encode`` / ``NettyDecoder``), big-endian::
+
+    off  field           size
+    0    length          4            bytes after this field: 4 + header length + body length
+    4    header marker   4            serialize type << 24 | header length (low 24 bits)
+    8    header          header len   JSON or ROCKETMQ, see SerializeType
+    ..   body            length - 4 - header length
+
+Java's ``NettyDecoder`` is a ``LengthFieldBasedFrameDecoder(frameMaxLength, 0, 4, 0, 4)``: its maximum counts the
+4-byte length field too, so ``max_frame_length`` here does the same (a frame of exactly 16 MiB with its length
+field passes, one byte more does not).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from broker.errors import LocalProtocolError, MalformedFrame
+from broker.remoting.codes import SerializeType
+
+FRAME_PREFIX = struct.Struct(
+    ">"
+    "i"  # length: bytes after this field
+    "i"  # header marker: serialize type << 24 | header length
+)
+LENGTH_FIELD = struct.Struct(">i")
+LENGTH_FIELD_SIZE = LENGTH_FIELD.size  # 4
+PREFIX_SIZE = FRAME_PREFIX.size  # 8
+MARKER_SIZE = PREFIX_SIZE - LENGTH_FIELD_SIZE  # 4: the smallest legal length (an empty header, no body)
+SERIALIZE_TYPE_SHIFT = 24
+HEADER_LENGTH_MASK = (1 << SERIALIZE_TYPE_SHIFT) - 1  # 0xFFFFFF: the largest header
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength, default 16777216
+_SERIALIZE_TYPES = {member.value: member for member in SerializeType}
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One whole frame, split but not interpreted: ``command.decode`` turns it into a RemotingCommand."""
+
+    serialize_type: SerializeType
+    header: bytes
+    body: bytes
+
+
+def header_marker(serialize_type: SerializeType, header_length: int) -> int:
+    """``RemotingCommand.markProtocolType``; the top bit of a ROCKETMQ (1) marker stays clear, so it fits an int."""
+    return (serialize_type << SERIALIZE_TYPE_SHIFT) | header_length
+
+
+def encode_frame(serialize_type: SerializeType, header: bytes, body: bytes = b"") -> bytes:
+    """A whole frame, length field included. Raises LocalProtocolError if the header exceeds 24 bits of length."""
+    if len(header) > HEADER_LENGTH_MASK:
+        raise LocalProtocolError(f"header of {len(header)} bytes exceeds the 24-bit header length field")
+    prefix = FRAME_PREFIX.pack(MARKER_SIZE + len(header) + len(body), header_marker(serialize_type, len(header)))
+    return b"".join((prefix, header, body))
+
+
+class FrameDecoder:
+    """Bytes in, whole frames out; keeps the partial tail between calls.
+
+    A malformed stream raises MalformedFrame as soon as the first 8 bytes of the bad frame reveal it (the peer
+    may be a port scanner announcing a 2 GiB frame: we do not wait for it). The decoder then stays broken: every
+    later ``feed`` raises the same error, because the stream has no frame boundary left to resynchronise on.
+
+    Examples:
+        >>> decoder = FrameDecoder()
+        >>> data = encode_frame(SerializeType.JSON, b'{"code":0}', b"body")
+        >>> decoder.feed(data[:5]), decoder.feed(data[5:])
+        ([], [Frame(serialize_type=<SerializeType.JSON: 0>, header=b'{"code":0}', body=b'body')])
+    """
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        if not PREFIX_SIZE <= max_frame_length <= 2**31 - 1:
+            raise ValueError(f"max_frame_length {max_frame_length} is not within [{PREFIX_SIZE}, 2**31 - 1]")
+        self.max_frame_length = max_frame_length
+        self._buffer = bytearray()
+        self._error: MalformedFrame | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not yet make a whole frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add ``data`` and return every frame it completes, in order.
+
+        Raises MalformedFrame (with the frames completed before the bad one in ``.frames``)."""
+        if self._error is not None:
+            raise self._error
+        buffer = self._buffer
+        buffer += data
+        frames: list[Frame] = []
+        pos = 0
+        try:
+            while True:
+                frame_end = self._next_frame_end(buffer, pos)
+                if frame_end < 0:
+                    break
+                frames.append(self._cut(buffer, pos, frame_end))
+                pos = frame_end
+        except MalformedFrame as err:
+            err.frames = frames
+            self._error = err
+            raise
+        finally:
+            del buffer[:pos]  # O(1) for a bytearray's head
+        return frames
+
+    def _next_frame_end(self, buffer: bytearray, pos: int) -> int:
+        """Where the frame at ``pos`` ends, or -1 when it is not all here; validates as soon as bytes allow."""
+        available = len(buffer) - pos
+        if available < LENGTH_FIELD_SIZE:
+            return -1
+        (length,) = LENGTH_FIELD.unpack_from(buffer, pos)
+        if length < MARKER_SIZE:
+            raise MalformedFrame(f"frame length {length} is less than the {MARKER_SIZE}-byte header marker")
+        if length + LENGTH_FIELD_SIZE > self.max_frame_length:
+            raise MalformedFrame(
+                f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds the maximum frame length {self.max_frame_length}"
+            )
+        if available < PREFIX_SIZE:
+            return -1
+        (length, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
+        header_length = marker & HEADER_LENGTH_MASK
+        if header_length > length - MARKER_SIZE:
+            raise MalformedFrame(f"header length {header_length} exceeds frame length {length} - {MARKER_SIZE}")
+        type_code = (marker >> SERIALIZE_TYPE_SHIFT) & 0xFF
+        if type_code not in _SERIALIZE_TYPES:
+            raise MalformedFrame(f"unknown serialize type {type_code} in header marker {marker & 0xFFFFFFFF:#010x}")
+        frame_end = pos + LENGTH_FIELD_SIZE + length
+        return frame_end if frame_end <= len(buffer) else -1
+
+    @staticmethod
+    def _cut(buffer: bytearray, pos: int, frame_end: int) -> Frame:
+        (_, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
+        header_start = pos + PREFIX_SIZE
+        body_start = header_start + (marker & HEADER_LENGTH_MASK)
+        serialize_type = _SERIALIZE_TYPES[(marker >> SERIALIZE_TYPE_SHIFT) & 0xFF]
+        return Frame(serialize_type, bytes(buffer[header_start:body_start]), bytes(buffer[body_start:frame_end]))

@@ -1,0 +1,307 @@
+"""Request and response headers: one dataclass per RocketMQ CommandCustomHeader, parsed once at the edge.
+
+Rule 1: the wire names of header fields (``extFields`` keys) appear only here. A field's wire name is the camelCase of
+its snake_case name unless ``WIRE`` says otherwise. Required fields (Java's @CFNotNull) are the ones without a
+default; a request missing one is refused with Java's own message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from broker.errors import RmqError
+from broker.store.config import to_camel
+
+
+class HeaderError(RmqError, ValueError):
+    """A request header that cannot be parsed: a required field missing or a value of the wrong type."""
+
+
+_HINTS: dict[type, dict[str, tuple[str, type]]] = {}
+
+
+def _fields(cls: type) -> dict[str, tuple[str, type]]:
+    """field name -> (wire name, value type), worked out once per class."""
+    cached = _HINTS.get(cls)
+    if cached is None:
+        hints = typing.get_type_hints(cls)
+        wire: dict[str, str] = getattr(cls, "WIRE", {})
+        cached = {}
+        for f in dataclasses.fields(cls):
+            kind = hints[f.name]
+            args = [a for a in typing.get_args(kind) if a is not type(None)]
+            cached[f.name] = (wire.get(f.name, to_camel(f.name)), args[0] if args else kind)
+        _HINTS[cls] = cached
+    return cached
+
+
+def _parse(kind: type, raw: str) -> Any:
+    if kind is bool:
+        return raw.lower() == "true"  # Boolean.parseBoolean: anything else is false
+    if kind is int:
+        return int(raw)
+    return raw
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(slots=True)
+class Header:
+    WIRE: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_ext(cls, ext: dict[str, str] | None, wire: dict[str, str] | None = None) -> Self:
+        """Parse ``extFields``; ``wire`` overrides the wire names (SEND_MESSAGE_V2's one-letter fields)."""
+        ext = ext or {}
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name, kind = _fields(cls)[f.name]
+            if wire is not None:
+                name = wire.get(f.name, name)
+            raw = ext.get(name)
+            if raw is None:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise HeaderError(f"the custom field <{name}> is null")
+                continue
+            try:
+                values[f.name] = _parse(kind, raw)
+            except ValueError as err:
+                raise HeaderError(f"the custom field <{name}> has a bad value {raw!r}") from err
+        return cls(**values)
+
+    def to_ext(self, wire: dict[str, str] | None = None) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                name = _fields(type(self))[f.name][0]
+                out[wire.get(f.name, name) if wire else name] = _format(value)
+        return out
+
+
+# -- sending ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SendMessageRequestHeader(Header):
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool | None = None
+    batch: bool | None = None
+    max_reconsume_times: int | None = None
+    bname: str | None = None  # RpcRequestHeader: the broker name the client meant
+
+    # SendMessageRequestHeaderV2 carries the same fields under one-letter names.
+    V2_WIRE: ClassVar[dict[str, str]] = {
+        "producer_group": "a", "topic": "b", "default_topic": "c", "default_topic_queue_nums": "d", "queue_id": "e",
+        "sys_flag": "f", "born_timestamp": "g", "flag": "h", "properties": "i", "reconsume_times": "j",
+        "unit_mode": "k", "max_reconsume_times": "l", "batch": "m", "bname": "n",
+    }
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(Header):
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    batch_uniq_id: str | None = None
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader(Header):
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    topic: str | None = None
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int
+    commit_log_offset: int
+    topic: str | None = None
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+# -- pulling and offsets ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    offset_delta: int | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+    forbidden_type: int | None = None
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None = None
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclass(slots=True)
+class TopicQueueHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET and GET_EARLIEST_MSG_STORETIME requests."""
+
+    topic: str
+    queue_id: int
+    committed: bool | None = None
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int
+    timestamp: int
+    boundary_type: str | None = None  # "LOWER" (default) or "UPPER"
+
+
+@dataclass(slots=True)
+class OffsetResponseHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, QUERY_CONSUMER_OFFSET responses."""
+
+    offset: int
+
+
+@dataclass(slots=True)
+class TimestampResponseHeader(Header):
+    timestamp: int
+
+
+# -- queries ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(Header):
+    offset: int
+    topic: str | None = None
+
+
+# -- clients and groups ----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(Header):
+    WIRE: ClassVar[dict[str, str]] = {"client_id": "clientID"}
+
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class ConsumerGroupHeader(Header):
+    """GET_CONSUMER_LIST_BY_GROUP, NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_CONNECTION_LIST requests."""
+
+    consumer_group: str
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str
+    topic: str | None = None
+
+
+# -- topics ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(Header):
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str
+    order: bool = False
+    topic_sys_flag: int | None = None
+    attributes: str | None = None
+    force: bool | None = None
+
+
+@dataclass(slots=True)
+class TopicHeader(Header):
+    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, GET_ROUTEINFO_BY_TOPIC requests."""
+
+    topic: str
+    cluster_name: str | None = None
+    accept_standard_json_only: bool | None = None

@@ -1,0 +1,136 @@
+"""RemotingServer: accepts remoting connections and dispatches each request to the processor for its code.
+
+The role of Java's ``NettyRemotingServer``: a processor table keyed by request code, a default processor, and the
+REQUEST_CODE_NOT_SUPPORTED answer when neither applies. Each request runs in its own task (``connection.py``), the
+asyncio stand-in for Java's per-processor executors. The server keeps every live connection, so the broker can send
+requests to clients (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED) and so ``stop()`` closes them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    CloseReason,
+    RemotingConnection,
+    not_supported_response,
+)
+from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
+"""``NettyRequestProcessor.processRequest``: the response, or None when there is none to write (yet)."""
+
+
+class RemotingServer:
+    """A remoting server on ``host:port`` (port 0 picks a free one; read ``.port`` after ``start()``).
+
+    Examples:
+        >>> async def heartbeat(conn, request):
+        ...     return create_response(request, ResponseCode.SUCCESS)
+        >>> server = RemotingServer("127.0.0.1", 0, processors={RequestCode.HEART_BEAT: heartbeat})
+        >>> async with server:  # doctest: +SKIP
+        ...     print(server.address)  # "127.0.0.1:41234"
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        processors: Mapping[int, Processor] | None = None,
+        default_processor: Processor | None = None,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._processors: dict[int, Processor] = {int(code): p for code, p in (processors or {}).items()}
+        self._default_processor = default_processor
+        self.max_frame_length = max_frame_length
+        self.max_concurrent_requests = max_concurrent_requests
+        self._server: asyncio.Server | None = None
+        self._connections: set[RemotingConnection] = set()
+        self._stopping = False
+
+    def register_processor(self, code: int, processor: Processor) -> None:
+        """Route requests with ``code`` to ``processor``, replacing any earlier one (Java's registerProcessor)."""
+        self._processors[int(code)] = processor
+
+    def register_default_processor(self, processor: Processor | None) -> None:
+        """Answer every code without its own processor; None restores REQUEST_CODE_NOT_SUPPORTED."""
+        self._default_processor = processor
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("RemotingServer.port is known only after start()")
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as clients dial it."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def connections(self) -> frozenset[RemotingConnection]:
+        """Open connections and closed ones whose last handlers are still running."""
+        return frozenset(self._connections)
+
+    async def start(self) -> RemotingServer:
+        if self._server is not None:
+            raise RuntimeError("RemotingServer already started")
+        self._stopping = False
+        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
+        log.info("remoting server listening on %s", self.address)
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening, then close every connection (their pending calls fail with CloseReason.SHUTDOWN)."""
+        if self._server is None:
+            return
+        self._stopping = True
+        self._server.close()
+        await self._server.wait_closed()
+        connections = list(self._connections)
+        await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in connections))
+        await asyncio.gather(*(conn.wait_closed() for conn in connections))
+        self._server = None
+        log.info("remoting server on %s:%s stopped", self.host, self._requested_port)
+
+    async def __aenter__(self) -> RemotingServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = RemotingConnection(
+            reader,
+            writer,
+            self._dispatch,
+            max_frame_length=self.max_frame_length,
+            max_concurrent_requests=self.max_concurrent_requests,
+        )
+        if self._stopping:
+            await conn.close(CloseReason.SHUTDOWN)
+            return
+        self._connections.add(conn)
+        log.debug("accepted %s", conn.remote_address)
+        try:
+            conn.start()
+            await conn.wait_closed()
+        finally:
+            self._connections.discard(conn)
+
+    async def _dispatch(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        processor = self._processors.get(request.code, self._default_processor)
+        if processor is None:
+            log.warning("%s: request type %s not supported", conn.remote_address, request.code)
+            return not_supported_response(request)
+        return await processor(conn, request)

@@ -1,0 +1,877 @@
+/*
+ * The official Apache RocketMQ Java client (rocketmq-client + rocketmq-tools) as a command-line driver for the tests.
+ *
+ * Every subcommand prints JSON lines to stdout: one per result (a sent or consumed message, a queue, a route) and,
+ * for produce/consume/query commands, a final {"summary": "<command>", ...} line. A failure prints
+ * {"error": "..."} and exits 1. Library noise never reaches stdout: System.out is redirected to stderr before any
+ * RocketMQ class loads, and only this driver writes to the real stdout.
+ *
+ *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
+ *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
+ *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS]
+ *   consume-pull --namesrv A --topic T [--group G] [--from earliest|offsets] [--offsets q:o,q:o] [--queue Q]
+ *                [--max N] [--timeout-ms MS] [--commit false] [--body-format base64|utf8|none]
+ *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
+ *                [--orderly false]
+ *   query-key    --namesrv A --topic T --key K [--max 32]
+ *   query-id     --namesrv A --topic T (--id UNIQ_ID | --offset-id OFFSET_MSG_ID)
+ *   route        --namesrv A --topic T
+ *   cluster      --namesrv A [--wait-brokers N] [--timeout-ms MS]
+ *   create-topic --namesrv A --topic T [--cluster C] [--queues N] [--perm 6] [--timeout-ms MS]
+ *   offsets      --namesrv A --topic T
+ *   script       reads one command per stdin line (whitespace separated, or a JSON array of strings) and runs
+ *                them all in this JVM; each command's output ends with {"done": "<command>", "ok": ..., ...}.
+ *
+ * Global flags (anywhere on the command line; in script mode only on the command line itself, because the
+ * client reads them once into static fields): --serialize JSON|ROCKETMQ sets rocketmq.serialize.type,
+ * --smart-msg true|false sets org.apache.rocketmq.client.sendSmartMsg (SEND_MESSAGE_V2, the client's default is
+ * true), --log-root DIR sets rocketmq.log.root and user.home so the client writes nothing under ~.
+ *
+ * Body of message i: UTF-8 of "<body-prefix>-<i>|" padded with 'x' up to --size bytes (cut to --size when longer);
+ * tests/apache.py's driver_body() is the Python twin.
+ */
+
+import com.alibaba.fastjson2.JSON;
+import com.alibaba.fastjson2.JSONObject;
+import com.alibaba.fastjson2.JSONWriter;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.QueryResult;
+import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageConst;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
+import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+public final class ClientDriver {
+    private static final AtomicInteger INSTANCE_SEQ = new AtomicInteger();
+    private static PrintStream out;
+
+    private ClientDriver() {
+    }
+
+    public static void main(String[] argv) {
+        // The real stdout carries only our JSON; anything a library prints goes to stderr.
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        Args global;
+        try {
+            global = Args.parse(argv);
+            applySystemProperties(global);
+        } catch (RuntimeException e) {
+            emit(error(e));
+            System.exit(2);
+            return;
+        }
+        int rc = "script".equals(global.command) ? runScript() : runOne(global);
+        out.flush();
+        System.exit(rc);
+    }
+
+    /** Must run before any RocketMQ class initializes: they read these properties into static fields. */
+    private static void applySystemProperties(Args args) {
+        String serialize = args.get("serialize", null);
+        if (serialize != null) {
+            System.setProperty("rocketmq.serialize.type", serialize.toUpperCase());
+        }
+        String smart = args.get("smart-msg", null);
+        if (smart != null) {
+            System.setProperty("org.apache.rocketmq.client.sendSmartMsg", smart);
+        }
+        String logRoot = args.get("log-root", null);
+        if (logRoot != null) {
+            System.setProperty("rocketmq.log.root", logRoot);
+            System.setProperty("user.home", logRoot);
+        }
+    }
+
+    private static int runOne(Args args) {
+        try {
+            dispatch(args);
+            return 0;
+        } catch (Throwable e) {
+            emit(error(e));
+            return 1;
+        }
+    }
+
+    private static int runScript() {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        int failures = 0;
+        try {
+            String line;
+            while ((line = in.readLine()) != null) {
+                line = line.trim();
+                if (line.isEmpty() || line.startsWith("#")) {
+                    continue;
+                }
+                long start = System.nanoTime();
+                String command = "?";
+                boolean ok;
+                try {
+                    Args args = Args.parse(tokens(line));
+                    command = args.command;
+                    if ("quit".equals(command) || "exit".equals(command)) {
+                        break;
+                    }
+                    dispatch(args);
+                    ok = true;
+                } catch (Throwable e) {
+                    emit(error(e));
+                    ok = false;
+                    failures++;
+                }
+                JSONObject done = new JSONObject();
+                done.put("done", command);
+                done.put("ok", ok);
+                done.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+                emit(done);
+            }
+        } catch (Exception e) {
+            emit(error(e));
+            return 1;
+        }
+        return failures == 0 ? 0 : 1;
+    }
+
+    private static String[] tokens(String line) {
+        if (line.startsWith("[")) {
+            return JSON.parseArray(line).toArray(new String[0]);
+        }
+        return line.split("\\s+");
+    }
+
+    private static void dispatch(Args args) throws Exception {
+        if (args.command == null) {
+            throw new IllegalArgumentException("no command given");
+        }
+        switch (args.command) {
+            case "produce":
+                Produce.run(args);
+                break;
+            case "consume-pull":
+                ConsumePull.run(args);
+                break;
+            case "consume-push":
+                ConsumePush.run(args);
+                break;
+            case "query-key":
+                Admin.queryKey(args);
+                break;
+            case "query-id":
+                Admin.queryId(args);
+                break;
+            case "route":
+                Admin.route(args);
+                break;
+            case "cluster":
+                Admin.cluster(args);
+                break;
+            case "create-topic":
+                Admin.createTopic(args);
+                break;
+            case "offsets":
+                Admin.offsets(args);
+                break;
+            default:
+                throw new IllegalArgumentException("unknown command " + args.command);
+        }
+    }
+
+    // ---------------------------------------------------------------- output
+
+    static synchronized void emit(Map<String, ?> record) {
+        out.println(JSON.toJSONString(record, JSONWriter.Feature.WriteNulls, JSONWriter.Feature.WriteNonStringKeyAsString));
+    }
+
+    static JSONObject summary(String command) {
+        JSONObject s = new JSONObject();
+        s.put("summary", command);
+        return s;
+    }
+
+    private static JSONObject error(Throwable e) {
+        JSONObject err = new JSONObject();
+        err.put("error", e.getClass().getName() + ": " + e.getMessage());
+        Throwable cause = e.getCause();
+        if (cause != null) {
+            err.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
+        }
+        e.printStackTrace(System.err);
+        return err;
+    }
+
+    static JSONObject message(MessageExt m, String bodyFormat) {
+        JSONObject j = new JSONObject();
+        j.put("topic", m.getTopic());
+        j.put("brokerName", m.getBrokerName());
+        j.put("queueId", m.getQueueId());
+        j.put("queueOffset", m.getQueueOffset());
+        j.put("msgId", m.getMsgId());
+        j.put("offsetMsgId", m instanceof org.apache.rocketmq.common.message.MessageClientExt
+            ? ((org.apache.rocketmq.common.message.MessageClientExt) m).getOffsetMsgId() : m.getMsgId());
+        j.put("uniqKey", m.getProperty(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX));
+        j.put("keys", m.getKeys());
+        j.put("tags", m.getTags());
+        byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
+        j.put("bodyLength", body.length);
+        if ("base64".equals(bodyFormat)) {
+            j.put("body", Base64.getEncoder().encodeToString(body));
+        } else if ("utf8".equals(bodyFormat)) {
+            j.put("body", new String(body, StandardCharsets.UTF_8));
+        }
+        j.put("properties", new TreeMap<>(m.getProperties()));
+        j.put("flag", m.getFlag());
+        j.put("sysFlag", m.getSysFlag());
+        j.put("bodyCRC", m.getBodyCRC());
+        j.put("storeSize", m.getStoreSize());
+        j.put("commitLogOffset", m.getCommitLogOffset());
+        j.put("bornTimestamp", m.getBornTimestamp());
+        j.put("bornHost", m.getBornHostString() + ":" + port(m.getBornHost()));
+        j.put("storeTimestamp", m.getStoreTimestamp());
+        j.put("storeHost", m.getStoreHost() == null ? null : m.getStoreHost().toString().replaceFirst("^[^/]*/", ""));
+        j.put("reconsumeTimes", m.getReconsumeTimes());
+        j.put("preparedTransactionOffset", m.getPreparedTransactionOffset());
+        return j;
+    }
+
+    private static int port(java.net.SocketAddress addr) {
+        return addr instanceof java.net.InetSocketAddress ? ((java.net.InetSocketAddress) addr).getPort() : -1;
+    }
+
+    /**
+     * Shut a client down without its up-to-3 s stall: the remoting client's NettyEventExecutor polls its queue with
+     * a 3 s timeout and ServiceThread.shutdown() joins it without interrupting (see ServerLauncher), so while the
+     * shutdown runs we interrupt the executors it has already stopped.
+     */
+    static void close(Runnable shutdown) {
+        Thread kicker = new Thread(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                ServerLauncher.interruptStoppedEventExecutors();
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "driver-shutdown-kicker");
+        kicker.setDaemon(true);
+        kicker.start();
+        try {
+            shutdown.run();
+        } finally {
+            kicker.interrupt();
+        }
+    }
+
+    static String instanceName(Args args, String kind) {
+        return args.get("instance-name", "driver-" + kind + "-" + ProcessHandle.current().pid() + "-"
+            + INSTANCE_SEQ.incrementAndGet());
+    }
+
+    static byte[] body(String prefix, int index, int size) {
+        byte[] head = (prefix + "-" + index + "|").getBytes(StandardCharsets.UTF_8);
+        byte[] body = new byte[size];
+        Arrays.fill(body, (byte) 'x');
+        System.arraycopy(head, 0, body, 0, Math.min(head.length, size));
+        return body;
+    }
+
+    // ---------------------------------------------------------------- produce
+
+    static final class Produce {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            int count = args.getInt("count", 1);
+            String mode = args.get("mode", "sync");
+            long timeout = args.getLong("timeout-ms", 10_000);
+            List<Message> messages = build(args, topic, count);
+            DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "driver_producer_group"));
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "producer"));
+            producer.setClientIP("127.0.0.1");
+            producer.setSendMsgTimeout((int) timeout);
+            producer.setCompressMsgBodyOverHowmuch(args.getInt("compress-over", 4 * 1024));
+            producer.setRetryTimesWhenSendFailed(args.getInt("retries", 2));
+            producer.setRetryTimesWhenSendAsyncFailed(args.getInt("retries", 2));
+            producer.start();
+            long start = System.nanoTime();
+            try {
+                Integer queue = args.has("queue") ? args.getInt("queue", 0) : null;
+                switch (mode) {
+                    case "sync":
+                        for (int i = 0; i < messages.size(); i++) {
+                            Message m = messages.get(i);
+                            emitSent(i, m, queue == null ? producer.send(m, timeout) : producer.send(m, target(producer, topic, queue), timeout));
+                        }
+                        break;
+                    case "async":
+                        sendAsync(producer, messages, topic, queue, timeout);
+                        break;
+                    case "oneway":
+                        for (Message m : messages) {
+                            if (queue == null) {
+                                producer.sendOneway(m);
+                            } else {
+                                producer.sendOneway(m, target(producer, topic, queue));
+                            }
+                        }
+                        break;
+                    case "batch":
+                        sendBatches(producer, messages, topic, queue, args.getInt("batch", 16), timeout);
+                        break;
+                    default:
+                        throw new IllegalArgumentException("unknown --mode " + mode);
+                }
+            } finally {
+                close(producer::shutdown);
+            }
+            JSONObject s = summary("produce");
+            s.put("mode", mode);
+            s.put("count", messages.size());
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        private static List<Message> build(Args args, String topic, int count) {
+            int size = args.getInt("size", 16);
+            String prefix = args.get("body-prefix", "body");
+            String tag = args.get("tag", null);
+            String keysPrefix = args.get("keys-prefix", null);
+            int delayLevel = args.getInt("delay-level", 0);
+            List<String[]> props = new ArrayList<>();
+            for (String kv : args.all("property")) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("--property wants k=v, got " + kv);
+                }
+                props.add(new String[] {kv.substring(0, eq), kv.substring(eq + 1)});
+            }
+            List<Message> messages = new ArrayList<>(count);
+            for (int i = 0; i < count; i++) {
+                Message m = new Message(topic, body(prefix, i, size));
+                if (tag != null) {
+                    m.setTags(tag);
+                }
+                if (keysPrefix != null) {
+                    m.setKeys(keysPrefix + i);
+                }
+                if (delayLevel > 0) {
+                    m.setDelayTimeLevel(delayLevel);
+                }
+                for (String[] kv : props) {
+                    m.putUserProperty(kv[0], kv[1]);
+                }
+                messages.add(m);
+            }
+            return messages;
+        }
+
+        private static MessageQueue target(DefaultMQProducer producer, String topic, int queueId) throws Exception {
+            for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
+                if (mq.getQueueId() == queueId) {
+                    return mq;
+                }
+            }
+            throw new IllegalArgumentException("topic " + topic + " has no writable queue " + queueId);
+        }
+
+        private static void emitSent(int index, Message m, SendResult r) {
+            emitSent(index, m, r.getSendStatus().name(), r.getMsgId(), r.getOffsetMsgId(), r.getMessageQueue(),
+                r.getQueueOffset());
+        }
+
+        private static void emitSent(int index, Message m, String status, String msgId, String offsetMsgId,
+            MessageQueue mq, long queueOffset) {
+            JSONObject j = new JSONObject();
+            j.put("index", index);
+            j.put("sendStatus", status);
+            j.put("msgId", msgId);
+            j.put("offsetMsgId", offsetMsgId);
+            j.put("topic", mq.getTopic());
+            j.put("brokerName", mq.getBrokerName());
+            j.put("queueId", mq.getQueueId());
+            j.put("queueOffset", queueOffset);
+            j.put("keys", m.getKeys());
+            j.put("tags", m.getTags());
+            j.put("bodyLength", m.getBody().length);
+            emit(j);
+        }
+
+        private static void sendAsync(DefaultMQProducer producer, List<Message> messages, String topic,
+            Integer queue, long timeout) throws Exception {
+            int n = messages.size();
+            SendResult[] results = new SendResult[n];
+            Throwable[] failures = new Throwable[n];
+            CountDownLatch latch = new CountDownLatch(n);
+            MessageQueue mq = queue == null ? null : target(producer, topic, queue);
+            for (int i = 0; i < n; i++) {
+                final int index = i;
+                SendCallback callback = new SendCallback() {
+                    @Override
+                    public void onSuccess(SendResult r) {
+                        results[index] = r;
+                        latch.countDown();
+                    }
+
+                    @Override
+                    public void onException(Throwable e) {
+                        failures[index] = e;
+                        latch.countDown();
+                    }
+                };
+                if (mq == null) {
+                    producer.send(messages.get(i), callback, timeout);
+                } else {
+                    producer.send(messages.get(i), mq, callback, timeout);
+                }
+            }
+            if (!latch.await(timeout + 5_000, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("async sends did not all complete in " + timeout + " ms");
+            }
+            for (int i = 0; i < n; i++) {
+                if (failures[i] != null) {
+                    throw new IllegalStateException("async send " + i + " failed", failures[i]);
+                }
+                emitSent(i, messages.get(i), results[i]);
+            }
+        }
+
+        private static void sendBatches(DefaultMQProducer producer, List<Message> messages, String topic,
+            Integer queue, int batchSize, long timeout) throws Exception {
+            MessageQueue mq = queue == null ? null : target(producer, topic, queue);
+            for (int from = 0; from < messages.size(); from += batchSize) {
+                List<Message> batch = messages.subList(from, Math.min(messages.size(), from + batchSize));
+                SendResult r = mq == null ? producer.send(batch, timeout) : producer.send(batch, mq, timeout);
+                String[] ids = r.getMsgId().split(",");
+                String[] offsetIds = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
+                for (int j = 0; j < batch.size(); j++) {
+                    emitSent(from + j, batch.get(j), r.getSendStatus().name(), j < ids.length ? ids[j] : null,
+                        j < offsetIds.length ? offsetIds[j] : null, r.getMessageQueue(), r.getQueueOffset() + j);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- consume
+
+    static final class ConsumePull {
+        static void run(Args args) throws Exception {
+            String namesrv = args.require("namesrv");
+            String topic = args.require("topic");
+            int max = args.getInt("max", -1);
+            long timeout = args.getLong("timeout-ms", 15_000);
+            String bodyFormat = args.get("body-format", "base64");
+            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver_pull_group"));
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setInstanceName(instanceName(args, "pull"));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setAutoCommit(Boolean.parseBoolean(args.get("commit", "false")));
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setPullBatchSize(args.getInt("pull-batch", 32));
+            consumer.setPollTimeoutMillis(500);
+            consumer.start();
+            long start = System.nanoTime();
+            int got = 0;
+            boolean timedOut = false;
+            try {
+                List<MessageQueue> queues = new ArrayList<>();
+                for (MessageQueue mq : consumer.fetchMessageQueues(topic)) {
+                    if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
+                        queues.add(mq);
+                    }
+                }
+                consumer.assign(queues);
+                Map<MessageQueue, Long> ends = max < 0 ? Admin.maxOffsets(namesrv, queues) : null;
+                seek(consumer, args, queues);
+                Map<MessageQueue, Long> next = new HashMap<>();
+                long deadline = System.currentTimeMillis() + timeout;
+                while (max < 0 ? !reached(next, ends) : got < max) {
+                    long left = deadline - System.currentTimeMillis();
+                    if (left <= 0) {
+                        timedOut = true;
+                        break;
+                    }
+                    for (MessageExt m : consumer.poll(Math.min(left, 500))) {
+                        if (max >= 0 && got >= max) {
+                            break;
+                        }
+                        emit(message(m, bodyFormat));
+                        got++;
+                        next.put(new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId()), m.getQueueOffset() + 1);
+                    }
+                }
+            } finally {
+                close(consumer::shutdown);
+            }
+            JSONObject s = summary("consume-pull");
+            s.put("count", got);
+            s.put("timedOut", timedOut);
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        private static void seek(DefaultLitePullConsumer consumer, Args args, List<MessageQueue> queues)
+            throws Exception {
+            String from = args.get("from", "earliest");
+            if ("earliest".equals(from)) {
+                for (MessageQueue mq : queues) {
+                    consumer.seekToBegin(mq);
+                }
+            } else if ("offsets".equals(from)) {
+                Map<Integer, Long> offsets = new HashMap<>();
+                for (String pair : args.require("offsets").split(",")) {
+                    String[] qo = pair.split(":");
+                    offsets.put(Integer.parseInt(qo[0]), Long.parseLong(qo[1]));
+                }
+                for (MessageQueue mq : queues) {
+                    if (offsets.containsKey(mq.getQueueId())) {
+                        consumer.seek(mq, offsets.get(mq.getQueueId()));
+                    } else {
+                        consumer.seekToBegin(mq);
+                    }
+                }
+            } else if (!"committed".equals(from)) {
+                throw new IllegalArgumentException("unknown --from " + from);
+            }
+        }
+
+        /** Drain mode: done once every queue has been read up to the max offset it had when we started. */
+        private static boolean reached(Map<MessageQueue, Long> next, Map<MessageQueue, Long> ends) {
+            for (Map.Entry<MessageQueue, Long> end : ends.entrySet()) {
+                if (end.getValue() > 0 && next.getOrDefault(end.getKey(), 0L) < end.getValue()) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
+    static final class ConsumePush {
+        static void run(Args args) throws Exception {
+            int max = args.getInt("max", 1);
+            long timeout = args.getLong("timeout-ms", 30_000);
+            String bodyFormat = args.get("body-format", "base64");
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.require("group"));
+            consumer.setNamesrvAddr(args.require("namesrv"));
+            consumer.setInstanceName(instanceName(args, "push"));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.subscribe(args.require("topic"), args.get("tag-expr", "*"));
+            AtomicInteger got = new AtomicInteger();
+            CountDownLatch enough = new CountDownLatch(1);
+            if (Boolean.parseBoolean(args.get("orderly", "false"))) {
+                consumer.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                    accept(msgs, got, max, enough, bodyFormat);
+                    return ConsumeOrderlyStatus.SUCCESS;
+                });
+            } else {
+                consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    accept(msgs, got, max, enough, bodyFormat);
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+            }
+            long start = System.nanoTime();
+            consumer.start();
+            boolean done;
+            try {
+                done = enough.await(timeout, TimeUnit.MILLISECONDS);
+            } finally {
+                close(consumer::shutdown);
+            }
+            JSONObject s = summary("consume-push");
+            s.put("count", Math.min(got.get(), max));
+            s.put("timedOut", !done);
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        private static void accept(List<MessageExt> msgs, AtomicInteger got, int max, CountDownLatch enough,
+            String bodyFormat) {
+            for (MessageExt m : msgs) {
+                int n = got.incrementAndGet();
+                if (n <= max) {
+                    emit(message(m, bodyFormat));
+                }
+                if (n >= max) {
+                    enough.countDown();
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- admin
+
+    static final class Admin {
+        private static DefaultMQAdminExt start(String namesrv, String kind) throws Exception {
+            DefaultMQAdminExt admin = new DefaultMQAdminExt();
+            admin.setNamesrvAddr(namesrv);
+            admin.setInstanceName("driver-admin-" + kind + "-" + ProcessHandle.current().pid() + "-"
+                + INSTANCE_SEQ.incrementAndGet());
+            admin.setClientIP("127.0.0.1");
+            admin.start();
+            return admin;
+        }
+
+        static Map<MessageQueue, Long> maxOffsets(String namesrv, Collection<MessageQueue> queues) throws Exception {
+            DefaultMQAdminExt admin = start(namesrv, "offsets");
+            try {
+                Map<MessageQueue, Long> ends = new HashMap<>();
+                for (MessageQueue mq : queues) {
+                    ends.put(mq, admin.maxOffset(mq));
+                }
+                return ends;
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        static void queryKey(Args args) throws Exception {
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "query");
+            try {
+                QueryResult r = admin.queryMessage(args.require("topic"), args.require("key"), args.getInt("max", 32),
+                    0, Long.MAX_VALUE);
+                emitQueryResult("query-key", r.getMessageList(), args);
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        static void queryId(Args args) throws Exception {
+            String topic = args.require("topic");
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "query");
+            try {
+                List<MessageExt> found = new ArrayList<>();
+                if (args.has("offset-id")) {
+                    // Decodes the store host from the id and asks that broker: only for offsetMsgIds.
+                    MessageExt m = admin.viewMessage(topic, args.require("offset-id"));
+                    if (m != null) {
+                        found.add(m);
+                    }
+                } else {
+                    // A client msgId (UNIQ_KEY) has the same length as an offsetMsgId, so viewMessage would
+                    // misread it as a broker address: go straight to the index query by unique key.
+                    QueryResult r = admin.queryMessageByUniqKey(null, topic, args.require("id"),
+                        args.getInt("max", 32), 0, Long.MAX_VALUE);
+                    found.addAll(r.getMessageList());
+                }
+                emitQueryResult("query-id", found, args);
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        private static void emitQueryResult(String command, List<MessageExt> messages, Args args) {
+            String bodyFormat = args.get("body-format", "base64");
+            for (MessageExt m : messages) {
+                emit(message(m, bodyFormat));
+            }
+            JSONObject s = summary(command);
+            s.put("count", messages.size());
+            emit(s);
+        }
+
+        static void route(Args args) throws Exception {
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "route");
+            try {
+                TopicRouteData route = admin.examineTopicRouteInfo(args.require("topic"));
+                emit(JSON.parseObject(route.toJson()));
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        static void cluster(Args args) throws Exception {
+            int want = args.getInt("wait-brokers", 0);
+            long deadline = System.currentTimeMillis() + args.getLong("timeout-ms", 10_000);
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "cluster");
+            try {
+                ClusterInfo info = admin.examineBrokerClusterInfo();
+                while (info.getBrokerAddrTable().size() < want) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw new IllegalStateException("only " + info.getBrokerAddrTable().size() + " of " + want
+                            + " brokers registered");
+                    }
+                    Thread.sleep(100);
+                    info = admin.examineBrokerClusterInfo();
+                }
+                emit(JSON.parseObject(info.toJson()));
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        static void createTopic(Args args) throws Exception {
+            String topic = args.require("topic");
+            int queues = args.getInt("queues", 4);
+            String cluster = args.get("cluster", null);
+            long deadline = System.currentTimeMillis() + args.getLong("timeout-ms", 10_000);
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "topic");
+            try {
+                ClusterInfo info = admin.examineBrokerClusterInfo();
+                Map<String, String> masters = new LinkedHashMap<>();
+                for (BrokerData bd : info.getBrokerAddrTable().values()) {
+                    if (cluster == null || cluster.equals(bd.getCluster())) {
+                        masters.put(bd.getBrokerName(), bd.getBrokerAddrs().get(MixAll.MASTER_ID));
+                    }
+                }
+                if (masters.isEmpty()) {
+                    throw new IllegalStateException("no broker registered" + (cluster == null ? "" : " in " + cluster));
+                }
+                TopicConfig config = new TopicConfig(topic, queues, queues, args.getInt("perm", 6));
+                for (String addr : masters.values()) {
+                    admin.createAndUpdateTopicConfig(addr, config);
+                }
+                awaitRoute(admin, topic, masters.keySet(), queues, deadline);
+                JSONObject j = new JSONObject();
+                j.put("topic", topic);
+                j.put("queues", queues);
+                j.put("brokers", masters);
+                emit(j);
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
+        /** The broker registers the new topic with the namesrv on its own; wait until the route shows it. */
+        private static void awaitRoute(DefaultMQAdminExt admin, String topic, Collection<String> brokers, int queues,
+            long deadline) throws Exception {
+            AtomicReference<Exception> last = new AtomicReference<>();
+            while (System.currentTimeMillis() < deadline) {
+                try {
+                    TopicRouteData route = admin.examineTopicRouteInfo(topic);
+                    int ready = 0;
+                    for (QueueData qd : route.getQueueDatas()) {
+                        if (brokers.contains(qd.getBrokerName()) && qd.getWriteQueueNums() == queues) {
+                            ready++;
+                        }
+                    }
+                    if (ready == brokers.size()) {
+                        return;
+                    }
+                } catch (Exception e) {
+                    last.set(e);
+                }
+                Thread.sleep(50);
+            }
+            throw new IllegalStateException("route of " + topic + " not visible on the namesrv in time", last.get());
+        }
+
+        static void offsets(Args args) throws Exception {
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "offsets");
+            try {
+                TopicStatsTable stats = admin.examineTopicStats(args.require("topic"));
+                TreeMap<MessageQueue, TopicOffset> sorted = new TreeMap<>(stats.getOffsetTable());
+                for (Map.Entry<MessageQueue, TopicOffset> e : sorted.entrySet()) {
+                    JSONObject j = new JSONObject();
+                    j.put("brokerName", e.getKey().getBrokerName());
+                    j.put("queueId", e.getKey().getQueueId());
+                    j.put("minOffset", e.getValue().getMinOffset());
+                    j.put("maxOffset", e.getValue().getMaxOffset());
+                    j.put("lastUpdateTimestamp", e.getValue().getLastUpdateTimestamp());
+                    emit(j);
+                }
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- arguments
+
+    static final class Args {
+        final String command;
+        private final Map<String, List<String>> flags;
+
+        private Args(String command, Map<String, List<String>> flags) {
+            this.command = command;
+            this.flags = flags;
+        }
+
+        /** "--name value" pairs and one bare word, the command; global flags are accepted and kept. */
+        static Args parse(String[] argv) {
+            String command = null;
+            Map<String, List<String>> flags = new HashMap<>();
+            for (int i = 0; i < argv.length; i++) {
+                String a = argv[i];
+                if (a.startsWith("--")) {
+                    if (i + 1 >= argv.length) {
+                        throw new IllegalArgumentException("flag " + a + " needs a value");
+                    }
+                    flags.computeIfAbsent(a.substring(2), k -> new ArrayList<>()).add(argv[++i]);
+                } else if (command == null) {
+                    command = a;
+                } else {
+                    throw new IllegalArgumentException("unexpected argument " + a);
+                }
+            }
+            return new Args(command, flags);
+        }
+
+        boolean has(String name) {
+            return flags.containsKey(name);
+        }
+
+        String get(String name, String fallback) {
+            List<String> values = flags.get(name);
+            return values == null ? fallback : values.get(values.size() - 1);
+        }
+
+        List<String> all(String name) {
+            return flags.getOrDefault(name, List.of());
+        }
+
+        String require(String name) {
+            String value = get(name, null);
+            if (value == null) {
+                throw new IllegalArgumentException((command == null ? "" : command + ": ") + "--" + name + " is required");
+            }
+            return value;
+        }
+
+        int getInt(String name, int fallback) {
+            String value = get(name, null);
+            return value == null ? fallback : Integer.parseInt(value);
+        }
+
+        long getLong(String name, long fallback) {
+            String value = get(name, null);
+            return value == null ? fallback : Long.parseLong(value);
+        }
+    }
+}
