@@ -3,6 +3,7 @@ values, not exceptions; what is raised here means something is wrong with an inp
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -127,3 +128,65 @@ class MetadataCorrupt(MetadataError):
         super().__init__(f"cannot load {path} (nor its .bak): {reason}")
         self.path = path
         self.reason = reason
+
+
+# -- client (broker/client) -------------------------------------------------------------------------------------------
+# Java's MQClientException (our side refused or gave up) and MQBrokerException (the broker answered a code that is not
+# an expected outcome). Expected outcomes (SEND_OK, FLUSH_DISK_TIMEOUT, PULL_NOT_FOUND...) are status values instead.
+
+
+class ClientErrorCode(IntEnum):
+    """org.apache.rocketmq.client.common.ClientErrorCode: the codes an MQClientError carries when no broker spoke."""
+
+    CONNECT_BROKER_EXCEPTION = 10001
+    ACCESS_BROKER_TIMEOUT = 10002
+    BROKER_NOT_EXIST_EXCEPTION = 10003
+    NO_NAME_SERVER_EXCEPTION = 10004
+    NOT_FOUND_TOPIC_EXCEPTION = 10005
+    REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
+
+
+class MQClientError(RmqError):
+    """The client refused a call (an invalid message or topic, no route, no broker) or gave up after its retries.
+
+    ``code`` is a ResponseCode (MESSAGE_ILLEGAL for a bad message, as Java's Validators), a ClientErrorCode, or -1
+    when Java gives none; ``remark`` is the text, Java's own where Java has one."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"CODE: {int(code)}  DESC: {remark}" if code != -1 else remark)
+        self.code = int(code)
+        self.remark = remark
+
+    @property
+    def retriable(self) -> bool:
+        """Worth trying again later: the broker or NameServer was unreachable or slow, not the input wrong."""
+        return self.code in (ClientErrorCode.CONNECT_BROKER_EXCEPTION, ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                             ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
+
+
+# DefaultMQProducer.retryResponseCodes: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, SYSTEM_BUSY,
+# NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT, GO_AWAY (numbers, so this module needs no remoting import).
+RETRIABLE_RESPONSE_CODES = frozenset({17, 14, 1, 2, 16, 204, 205, 1500})
+
+
+class MQBrokerError(RmqError):
+    """A broker (or NameServer) answered ``code`` with ``remark`` where the call needed success.
+
+    ``retriable`` says whether the producer tries another broker (Java's retryResponseCodes); ``address`` is the
+    server that answered."""
+
+    def __init__(self, code: int, remark: str | None, address: str | None = None) -> None:
+        where = f" BROKER: {address}" if address else ""
+        super().__init__(f"CODE: {int(code)}  DESC: {remark}{where}")
+        self.code = int(code)
+        self.remark = remark
+        self.address = address
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE_RESPONSE_CODES
+
+
+class OffsetNotFound(MQBrokerError):
+    """QUERY_CONSUMER_OFFSET answered QUERY_NOT_FOUND: the group has no committed offset for the queue yet."""

@@ -146,3 +146,21 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int]:
     if len(raw) not in (16, 28):
         raise ValueError(f"not an offset message id: {msg_id!r}")
     return raw[:-8], int.from_bytes(raw[-8:], "big", signed=True)
+
+
+# -- send and pull (broker/processors/send.py, pull.py, the Python client) ---------------------------------------
+# MessageConst names the broker stamps on sent messages, and the sysFlag bits of a PULL_MESSAGE request.
+
+PROPERTY_MSG_REGION = "MSG_REGION"  # BrokerConfig.regionId, stamped on every sent message and send response
+PROPERTY_TRACE_SWITCH = "TRACE_ON"  # BrokerConfig.traceOn, likewise
+PROPERTY_POP_CK = "POP_CK"  # reserved for POP checkpoints: the broker drops it from what producers send
+
+
+class PullSysFlag(IntFlag):
+    """PullSysFlag bits (common/.../sysflag/PullSysFlag.java) of PullMessageRequestHeader.sysFlag."""
+
+    COMMIT_OFFSET = 0x1  # commitOffset carries the consumer's offset: store it with this pull
+    SUSPEND = 0x2  # nothing to pull yet: hold the request up to suspendTimeoutMillis (long polling)
+    SUBSCRIPTION = 0x4  # the request carries its subscription expression (else: the heartbeat's)
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10  # sent by the lite pull consumer, as LITE_PULL_MESSAGE

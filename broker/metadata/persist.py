@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from broker.errors import MetadataCorrupt
 
@@ -142,6 +142,8 @@ def _encode(value: Any, indent: str | None, depth: int):
         yield "true" if value else "false"
     elif isinstance(value, int):
         yield str(int(value))
+    elif isinstance(value, JavaDouble):
+        yield _double(value)
     elif isinstance(value, str):
         yield json.dumps(value, ensure_ascii=False)
     else:
@@ -150,6 +152,8 @@ def _encode(value: Any, indent: str | None, depth: int):
 
 def _key(key: object) -> str:
     if isinstance(key, bool) or not isinstance(key, int | str):
+        if isinstance(key, JsonObjectKey):  # a bean key of a remoting body (see "object map keys" below)
+            return encode_json(key.to_json())
         raise TypeError(f"metadata JSON keys are str or int, not {type(key).__name__}: {key!r}")
     return str(key) if isinstance(key, int) else json.dumps(key, ensure_ascii=False)
 
@@ -176,6 +180,37 @@ def _container(open_: str, close: str, entries: list[tuple[str | None, Any]], in
 _BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
 
 
+# -- object map keys and doubles (remoting bodies) ---------------------------------------------------------------------
+# fastjson2 writes a Map whose keys are beans (ConsumeStats.offsetTable: Map<MessageQueue, OffsetWrapper>) with each
+# key as a flat JSON object: {"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}}. A key object that
+# has ``to_json()`` is written that way; decode_json hands such a key back as its compact JSON text (a str key, as
+# for bare integer keys). A double (ConsumeStats.consumeTps) must be wrapped in JavaDouble: metadata files have none,
+# so a plain float stays an error; it is written as Java prints ordinary magnitudes ("0.0", "1.5").
+
+
+@runtime_checkable
+class JsonObjectKey(Protocol):
+    def to_json(self) -> Mapping[str, Any]: ...
+
+
+class JavaDouble(float):
+    """A float that is meant to be a Java double in a remoting body."""
+
+
+def _double(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise TypeError(f"cannot encode {value!r} as metadata JSON")
+    return repr(float(value))
+
+
+# A string (skipped whole) or a flat object used as a map key after '{' or ',' (never nested: MessageQueue-like).
+_OBJECT_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\})(\s*:)', re.DOTALL)
+
+
+def _quote_object_keys(text: str) -> str:
+    return _OBJECT_KEY.sub(lambda m: f"{m[1]}{json.dumps(m[2], ensure_ascii=False)}{m[3]}" if m[2] else m[0], text)
+
+
 def decode_json(text: str) -> Any:
     """Parse fastjson2 text, bare integer keys included (they come back as str keys, like any JSON key).
 
@@ -184,6 +219,8 @@ def decode_json(text: str) -> Any:
         {'t@g': {'0': 250, '1': 7}}
     """
     quoted = _BARE_KEY.sub(lambda m: f'{m[1]}"{m[2]}"{m[3]}' if m[2] is not None else m[0], text)
+    if "{{" in quoted or ",{" in quoted:
+        quoted = _quote_object_keys(quoted)
     return json.loads(quoted)
 
 

@@ -335,11 +335,24 @@ def _decode_rocketmq_header(header: bytes) -> dict[str, Any]:
                 f"ROCKETMQ header extFields length {ext_length} does not match the {len(header) - pos} bytes left"
             )
         ext_fields: dict[str, str] = {}
-        while pos < len(header):
-            key, pos = _rocketmq_string(header, pos, _SHORT, "extFields key")
-            value, pos = _rocketmq_string(header, pos, _INT, f"extFields value of {key!r}")
-            if key and value:
-                ext_fields[key] = value
+        end = len(header)
+        while pos < end:  # inlined: this loop is most of the decoding time of a ROCKETMQ request
+            if pos + 2 > end:
+                raise MalformedCommand(f"ROCKETMQ header ends inside the length of the extFields key at byte {pos}")
+            (key_length,) = _SHORT.unpack_from(header, pos)
+            key_end = pos + 2 + key_length
+            if key_length < 0 or key_end + 4 > end:
+                key, pos = _rocketmq_string(header, pos, _SHORT, "extFields key")  # raises with the exact reason
+                _rocketmq_string(header, pos, _INT, f"extFields value of {key!r}")
+            (value_length,) = _INT.unpack_from(header, key_end)
+            value_end = key_end + 4 + value_length
+            if value_length < 0 or value_end > end:
+                key = header[pos + 2 : key_end].decode("utf-8", "replace")
+                _rocketmq_string(header, key_end, _INT, f"extFields value of {key!r}")  # raises
+            if key_length and value_length:  # Java reads a zero length as null: absent
+                key = header[pos + 2 : key_end].decode("utf-8", "replace")
+                ext_fields[key] = header[key_end + 4 : value_end].decode("utf-8", "replace")
+            pos = value_end
     except MalformedCommand as err:
         raise MalformedCommand(err.reason, opaque=opaque, is_response=bool(flag & CommandFlag.RESPONSE)) from None
     return {

@@ -305,3 +305,300 @@ class TopicHeader(Header):
     topic: str
     cluster_name: str | None = None
     accept_standard_json_only: bool | None = None
+
+
+# -- namesrv ---------------------------------------------------------------------------------------------------------
+# remoting/protocol/header/namesrv/*.java (plus GetBrokerMemberGroupRequestHeader and GetTopicsByClusterRequestHeader,
+# which live one package up): what brokers, clients and admin tools send a NameServer.
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    heartbeat_timeout_millis: int | None = None
+    enable_acting_master: bool | None = None  # absent: a broker older than 5.0 (no acting master)
+    compressed: bool = False  # the body is RegisterBrokerBody's deflated binary form, not JSON
+    body_crc32: int = 0  # UtilAll.crc32 of the body (CRC32 & 0x7FFFFFFF); 0: not checked
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass(slots=True)
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class BrokerHeartbeatRequestHeader(Header):
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int | None = None
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    heartbeat_timeout_mills: int | None = None  # sic: Java's field name
+    election_priority: int | None = None
+
+
+@dataclass(slots=True)
+class QueryDataVersionRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class QueryDataVersionResponseHeader(Header):
+    changed: bool
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    topic: str
+    cluster_name: str | None = None
+
+
+@dataclass(slots=True)
+class RegisterTopicRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True)
+class GetTopicsByClusterRequestHeader(Header):
+    cluster: str
+
+
+@dataclass(slots=True)
+class GetBrokerMemberGroupRequestHeader(Header):
+    cluster_name: str
+    broker_name: str
+
+
+@dataclass(slots=True)
+class BrokerNameHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER requests."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerResponseHeader(Header):
+    wipe_topic_count: int
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerResponseHeader(Header):
+    add_topic_count: int
+
+
+@dataclass(slots=True)
+class PutKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(slots=True)
+class KVConfigKeyHeader(Header):
+    """GET_KV_CONFIG and DELETE_KV_CONFIG requests."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True)
+class GetKVConfigResponseHeader(Header):
+    value: str | None = None
+
+
+@dataclass(slots=True)
+class GetKVListByNamespaceRequestHeader(Header):
+    namespace: str
+
+
+# -- pull (broker/processors/pull.py) ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PullForbiddenResponseHeader(Header):
+    """A NO_PERMISSION answer to PULL_MESSAGE: Java's PullMessageResponseHeader with only ``forbiddenType`` set
+    (ForbiddenType: 1 broker, 2 group, 3 topic, 4 broadcasting disabled, 5 subscription)."""
+
+    forbidden_type: int
+
+
+# -- clients, consumers and admin (broker/processors/client.py, consumer.py, admin.py) --------------------------------
+# Java primitives without @CFNotNull take their Java default when absent; those defaults are the field defaults here.
+
+
+@dataclass(slots=True)
+class HeartbeatResponseHeader(Header):
+    """HEART_BEAT answers: MixAll.IS_SUPPORT_HEART_BEAT_V2 and MixAll.IS_SUB_CHANGE (upper-case wire names)."""
+
+    WIRE: ClassVar[dict[str, str]] = {
+        "is_support_heart_beat_v2": "IS_SUPPORT_HEART_BEAT_V2", "is_sub_change": "IS_SUB_CHANGE",
+    }
+
+    is_support_heart_beat_v2: bool
+    is_sub_change: bool
+
+
+@dataclass(slots=True)
+class ConsumeStatsTopicListHeader(Header):
+    """The 5.x ``topicList`` field of GET_CONSUME_STATS ("t1;t2"), read beside GetConsumeStatsRequestHeader."""
+
+    topic_list: str | None = None
+
+
+@dataclass(slots=True)
+class GroupHeader(Header):
+    """QUERY_TOPICS_BY_CONSUMER and GET_SUBSCRIPTIONGROUP_CONFIG requests."""
+
+    group: str
+
+
+@dataclass(slots=True)
+class QuerySubscriptionByConsumerRequestHeader(Header):
+    group: str
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class QueryConsumeTimeSpanRequestHeader(Header):
+    topic: str
+    group: str
+
+
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET requests and the RESET_CONSUMER_CLIENT_OFFSET the broker sends on."""
+
+    group: str
+    topic: str
+    timestamp: int
+    is_force: bool
+    queue_id: int = -1
+    offset: int | None = None
+
+
+@dataclass(slots=True)
+class GetConsumerStatusRequestHeader(Header):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS and the GET_CONSUMER_STATUS_FROM_CLIENT the broker sends on."""
+
+    topic: str
+    group: str
+    client_addr: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader(Header):
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True)
+class QueryCorrectionOffsetHeader(Header):
+    compare_group: str
+    topic: str
+    filter_groups: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    is_order: bool
+
+
+@dataclass(slots=True)
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: str
+
+
+@dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    group_name: str
+    clean_offset: bool = False
+
+
+@dataclass(slots=True)
+class GetAllTopicConfigRequestHeader(Header):
+    """5.x split-metadata paging; rmq always answers with every topic, as Java does without enableSplitMetadata."""
+
+    topic_seq: int | None = None
+    data_version: str | None = None
+    max_topic_num: int | None = None
+
+
+@dataclass(slots=True)
+class GetAllTopicConfigResponseHeader(Header):
+    total_topic_num: int
+
+
+@dataclass(slots=True)
+class GetAllSubscriptionGroupResponseHeader(Header):
+    total_group_num: int
+
+
+@dataclass(slots=True)
+class GetBrokerConfigResponseHeader(Header):
+    version: str
+
+
+@dataclass(slots=True)
+class UpdateGroupForbiddenRequestHeader(Header):
+    group: str
+    topic: str
+    readable: bool | None = None
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    topic: str
+    queue_id: int = 0
+    index: int = 0
+    count: int = 0
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    stats_name: str
+    stats_key: str

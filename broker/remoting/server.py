@@ -47,13 +47,17 @@ class RemotingServer:
         default_processor: Processor | None = None,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        on_connection_closed: Callable[[RemotingConnection], None] | None = None,
     ) -> None:
+        """``on_connection_closed`` is Java's ``ChannelEventListener.onChannelClose``: called once per connection,
+        synchronously, as it closes for any reason (the broker drops that client's registrations there)."""
         self.host = host
         self._requested_port = port
         self._processors: dict[int, Processor] = {int(code): p for code, p in (processors or {}).items()}
         self._default_processor = default_processor
         self.max_frame_length = max_frame_length
         self.max_concurrent_requests = max_concurrent_requests
+        self._on_connection_closed = on_connection_closed
         self._server: asyncio.Server | None = None
         self._connections: set[RemotingConnection] = set()
         self._stopping = False
@@ -65,6 +69,11 @@ class RemotingServer:
     def register_default_processor(self, processor: Processor | None) -> None:
         """Answer every code without its own processor; None restores REQUEST_CODE_NOT_SUPPORTED."""
         self._default_processor = processor
+
+    def set_connection_closed_listener(self, listener: Callable[[RemotingConnection], None] | None) -> None:
+        """Set (or, with None, clear) ``on_connection_closed`` after construction: the broker's client processor
+        wires it at registration, when the server already exists."""
+        self._on_connection_closed = listener
 
     @property
     def port(self) -> int:
@@ -116,6 +125,7 @@ class RemotingServer:
             self._dispatch,
             max_frame_length=self.max_frame_length,
             max_concurrent_requests=self.max_concurrent_requests,
+            on_close=self._connection_closed,
         )
         if self._stopping:
             await conn.close(CloseReason.SHUTDOWN)
@@ -127,6 +137,14 @@ class RemotingServer:
             await conn.wait_closed()
         finally:
             self._connections.discard(conn)
+
+    def _connection_closed(self, conn: RemotingConnection) -> None:
+        if self._on_connection_closed is None:
+            return
+        try:
+            self._on_connection_closed(conn)
+        except Exception:  # a listener's bug must not stop the connection from closing
+            log.exception("on_connection_closed failed for %s", conn.remote_address)
 
     async def _dispatch(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         processor = self._processors.get(request.code, self._default_processor)

@@ -309,9 +309,10 @@ class IndexService:
             return -1
         last = self._files[-1]
         through = last.end_phy_offset if last.has_entries or last.end_phy_offset > 0 else -1
-        if last.is_write_full and through >= 0:
-            # Its last message's keys may have gone on into a next file that is gone now (destroyed by a start
-            # that was then killed, so dropped_begin cannot tell): index that message again, as Java does.
+        if through >= 0 and (last.is_write_full or not last.has_entries):
+            # The last message of a full file (or the one an empty file inherits) may have had keys in a next file
+            # that is gone now (destroyed by a start that was then killed, so dropped_begin cannot tell): index
+            # that message again, as Java does.
             through -= 1
         if dropped_begin:
             through = min(through, min(dropped_begin) - 1)

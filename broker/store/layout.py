@@ -34,13 +34,13 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import NamedTuple, NewType
 
 from broker.errors import CorruptRecord
-from broker.message import SysFlag, decode_properties, offset_msg_id
+from broker.message import SysFlag, decode_properties, encode_properties, offset_msg_id
 
 PhysicalOffset = NewType("PhysicalOffset", int)
 QueueOffset = NewType("QueueOffset", int)
@@ -500,3 +500,73 @@ def index_file_name(timestamp_ms: int) -> str:
     t = time.localtime(timestamp_ms // 1000)
     return (f"{t.tm_year:04d}{t.tm_mon:02d}{t.tm_mday:02d}{t.tm_hour:02d}{t.tm_min:02d}{t.tm_sec:02d}"
             f"{timestamp_ms % 1000:03d}")
+
+
+# -- batch message body (SEND_BATCH_MESSAGE) ----------------------------------------------------------------------
+# Not stored as is: the body a producer sends with SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages), which the
+# broker turns into one CommitLog record per message. Kept here because client and broker must agree on it.
+#
+#   off  field        size
+#   0    TOTALSIZE    4          this block, this field included
+#   4    MAGICCODE    4          0: unused
+#   8    BODYCRC      4          0: unused (the broker computes the record's)
+#   12   FLAG         4
+#   16   BODY         int length + bytes
+#   ..   PROPERTIES   short length + UTF-8 "k\x01v\x02..." (the message's own: UNIQ_KEY, KEYS, TAGS...)
+
+BATCH_ITEM_HEAD = struct.Struct(
+    ">"
+    "i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # FLAG
+    "i"  # BODY length
+)
+
+
+class BatchMessage(NamedTuple):
+    """One message of a batch body: what it keeps of its own (the rest comes from the request header)."""
+
+    body: bytes
+    properties: dict[str, str]
+    flag: int = 0
+
+
+def encode_batch_body(messages: Iterable[BatchMessage]) -> bytes:
+    """The SEND_BATCH_MESSAGE body for ``messages`` (MessageDecoder.encodeMessages)."""
+    parts: list[bytes] = []
+    for msg in messages:
+        props = encode_properties(msg.properties).encode()
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise ValueError(f"properties are {len(props)} bytes, more than {MAX_PROPERTIES_LENGTH}")
+        size = BATCH_ITEM_HEAD.size + len(msg.body) + _SHORT.size + len(props)
+        parts += (BATCH_ITEM_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body, _SHORT.pack(len(props)), props)
+    return b"".join(parts)
+
+
+def decode_batch_body(buf) -> list[BatchMessage]:
+    """The messages of a SEND_BATCH_MESSAGE body; CorruptRecord (at the block's position) when a block is not whole
+    or its TOTALSIZE disagrees with its fields."""
+    messages: list[BatchMessage] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        try:
+            size, _, _, flag, body_len = BATCH_ITEM_HEAD.unpack_from(buf, pos)
+            cur = pos + BATCH_ITEM_HEAD.size
+            if body_len < 0 or cur + body_len > end:
+                raise ValueError(f"body length {body_len} runs past the end")
+            body = bytes(buf[cur:cur + body_len])
+            cur += body_len
+            (props_len,) = _SHORT.unpack_from(buf, cur)
+            cur += _SHORT.size
+            if props_len < 0 or cur + props_len > end:
+                raise ValueError(f"properties length {props_len} runs past the end")
+            props = decode_properties(bytes(buf[cur:cur + props_len]).decode())
+            cur += props_len
+        except (struct.error, ValueError) as err:
+            raise CorruptRecord(pos, f"batch message: {err}") from err
+        if cur - pos != size:
+            raise CorruptRecord(pos, f"batch message fields add up to {cur - pos}, TOTALSIZE says {size}")
+        messages.append(BatchMessage(body, props, flag))
+        pos = cur
+    return messages

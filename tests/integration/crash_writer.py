@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from broker.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.layout import cq_pos
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
 
@@ -46,7 +47,7 @@ def crash_config(store_dir: str) -> MessageStoreConfig:
     return MessageStoreConfig(
         store_path_root_dir=store_dir,
         mapped_file_size_commit_log=64 * 1024,
-        mapped_file_size_consume_queue=50 * 20,
+        mapped_file_size_consume_queue=cq_pos(50),  # 50 units a file
         max_hash_slot_num=4096,
         max_index_num=1000,
         flush_disk_type=FlushDiskType.SYNC_FLUSH,

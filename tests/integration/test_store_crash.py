@@ -93,7 +93,7 @@ def abandon(store: MessageStore) -> None:
     """Leave the store as a crash of this process would: threads stopped and files unmapped, but no shutdown,
     so the abort file stays and the next start runs crash recovery."""
     store.running = False
-    for service in reversed(store._services):  # noqa: SLF001 - no public way to stop without shutting down
+    for service in reversed(store._services):  # there is no public way to stop them without a shutdown
         service.stop()
     store.commit_log.queue.close()
     store.consume_queues.close()
@@ -216,7 +216,7 @@ def test_acked_messages_survive_sigkill(tmp_path):
     for round_no in range(ROUNDS):
         early = round_no in KILL_WHILE_STARTING_ROUNDS
         start_up = run_writer_round(store_dir, acks_path, round_no, rnd, writer_log,
-                                    kill_while_starting=start_up if early else None) or start_up
+                                    kill_while_starting=2 * start_up if early else None) or start_up
         acks = read_acks(str(acks_path))
         acked_per_round.append(len(acks) - sum(acked_per_round))
         print(f"round {round_no}: {acked_per_round[-1]} acked, {len(acks)} in all")
@@ -336,8 +336,9 @@ def test_garbled_tail_is_cut(tmp_path, damage, abort):
         store.shutdown()
 
 
-def test_blank_filler_is_not_a_message(tmp_path):
-    """A BLANK filler that a crash left at the end of the last file, with no next file, ends the log there."""
+def test_blank_filler_at_the_end_rolls_to_the_next_file(tmp_path):
+    """A BLANK filler that a crash left at the end of the last file, with no next file yet: the log keeps it and
+    the next put goes to a new file."""
     store_dir = tmp_path / "store"
     store = open_store(store_dir)
     written = write_messages(store, random.Random(3), 10)
@@ -360,7 +361,6 @@ def test_blank_filler_is_not_a_message(tmp_path):
         check_store(store, written.acks)
     finally:
         store.shutdown()
-
 
 
 # -- a kill between the index load and the re-dispatch of a start ------------------------------------------------------
@@ -419,7 +419,20 @@ def test_index_survives_a_kill_during_crash_recovery(tmp_path):
         store.shutdown()
 
 
-def test_keys_split_across_an_index_roll_survive_a_killed_start(tmp_path):
+def leave_empty_next_index_file(store_dir: Path, **overrides) -> None:
+    """What the killed start leaves when it got as far as creating the file that follows the full one: an index
+    file without entries, which inherits the full file's end."""
+    config = dataclasses.replace(crash_config(str(store_dir)), **overrides)
+    index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+    index.load(last_exit_ok=True, checkpoint_index_timestamp=0)
+    assert index.files[-1].is_write_full
+    index.build_index(TOPIC, [], None, 0, 0)  # creates the next file even for a message with nothing to index
+    assert not index.files[-1].has_entries
+    index.close()
+
+
+@pytest.mark.parametrize("next_file_created", [False, True])
+def test_keys_split_across_an_index_roll_survive_a_killed_start(tmp_path, next_file_created):
     """A message whose keys did not all fit the index file that then became full has the rest in the next file.
     When a start destroys that next file and is killed, the message must still be indexed again in full."""
     store_dir, small_index = tmp_path / "store", {"max_index_num": 200}  # 199 entries a file
@@ -434,6 +447,8 @@ def test_keys_split_across_an_index_roll_survive_a_killed_start(tmp_path):
     put_keyed(store, "late")
     abandon(store)
     start_killed_after_index_load(store_dir, **small_index)
+    if next_file_created:
+        leave_empty_next_index_file(store_dir, **small_index)
 
     store = open_store(store_dir, **small_index)
     try:

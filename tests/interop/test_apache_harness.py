@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.apache import (
+from tests.apache import (  # noqa: F401 (fixtures)
     ApacheClient,
     ApacheProcess,
     DriverError,
-    apache_client,
+    DriverSession,
+    apache_broker,
+    apache_client_driver,
+    apache_namesrv,
     driver_body,
-    start_apache_broker,
-    start_apache_namesrv,
 )
-from tests.javatools import JavaToolError
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -35,21 +33,6 @@ AUTO_TOPIC = "HarnessAutoTopic"
 QUEUES = 4
 COUNT = 20
 BODY_SIZE = 100
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> ApacheClient:
-    try:
-        return apache_client(tmp_path_factory.mktemp("apache-client"))
-    except JavaToolError as err:
-        reason = str(err)
-    pytest.fail(f"cannot build the Apache client driver: {reason}", pytrace=False)
-
-
-@pytest.fixture
-def namesrv(tmp_path: Path) -> Iterator[ApacheProcess]:
-    with start_apache_namesrv(tmp_path) as proc:
-        yield proc
 
 
 def _by_index(records: list[dict]) -> dict[int, dict]:
@@ -63,12 +46,12 @@ def _check_sent(sent: list[dict]) -> None:
     assert len({r["offsetMsgId"] for r in sent}) == COUNT
 
 
-def _check_consumed(consumed: list[dict], sent: dict[str, dict], expected_keys: dict[str, tuple[str, str, int]]):
+def _check_consumed(consumed: list[dict], sent: dict[str, dict], expected: dict[str, tuple[str, str, int]]) -> None:
     """Every sent message back exactly once, field for field, and per-queue offsets 0..n-1 without a hole."""
     assert sorted(m["msgId"] for m in consumed) == sorted(sent)
     per_queue: dict[int, list[int]] = defaultdict(list)
     for m in consumed:
-        tag, prefix, index = expected_keys[m["msgId"]]
+        tag, prefix, index = expected[m["msgId"]]
         produced = sent[m["msgId"]]
         assert m["topic"] == TOPIC
         assert m["tags"] == tag
@@ -87,101 +70,75 @@ def _check_consumed(consumed: list[dict], sent: dict[str, dict], expected_keys: 
 def _report(stages: list[tuple[str, float]], request: pytest.FixtureRequest) -> None:
     lines = [f"  {name:<40} {seconds:6.2f} s" for name, seconds in stages]
     print("\nApache harness timings:\n" + "\n".join(lines))
-    request.node.user_properties.append(("timings", json.dumps(dict(stages))))
+    request.node.user_properties.append(("timings", json.dumps(stages)))
 
 
-def test_apache_round_trip(
-    tmp_path: Path, namesrv: ApacheProcess, client: ApacheClient, request: pytest.FixtureRequest
-) -> None:
-    stages: list[tuple[str, float]] = [
-        ("namesrv: first output (JVM start)", namesrv.first_output_s),
-        ("namesrv: boot until ready", namesrv.boot_s),
-    ]
-    store = tmp_path / "store"
-    with start_apache_broker(tmp_path, namesrv, store) as broker:
-        stages += [
-            ("broker: first output (JVM start)", broker.first_output_s),
-            ("broker: boot until ready", broker.boot_s),
-        ]
-        addr = namesrv.addr
+def _one_shot(client: ApacheClient, addr: str, stages: list[tuple[str, float]]) -> None:
+    """One JVM per command: the error path, then a send with the other wire options into an auto-created topic."""
+    with pytest.raises(DriverError, match="--topic is required"):
+        client.run("route", namesrv=addr)
+    stages.append(("one-shot: error exit", client.timings[-1][1]))
+    other = ApacheClient(client.log_dir, serialize="ROCKETMQ", smart_msg=False)
+    auto = other.run("produce", namesrv=addr, topic=AUTO_TOPIC, count=3, size=BODY_SIZE, tag="Auto")
+    assert [r["sendStatus"] for r in auto.records] == ["SEND_OK"] * 3
+    stages.append(("one-shot: produce 3 (ROCKETMQ, no V2)", other.timings[-1][1]))
 
-        # One JVM per command: the error path, then a send with the other wire options into an auto-created topic.
-        with pytest.raises(DriverError, match="--topic is required"):
-            client.run("route", namesrv=addr)
-        other = ApacheClient(client.log_dir, serialize="ROCKETMQ", smart_msg=False)
-        auto = other.run("produce", namesrv=addr, topic=AUTO_TOPIC, count=3, size=BODY_SIZE, tag="Auto")
-        assert [r["sendStatus"] for r in auto.records] == ["SEND_OK"] * 3
-        stages += [("one-shot: error exit", client.timings[-1][1]), ("one-shot: produce 3", other.timings[-1][1])]
 
-        start = time.monotonic()
-        with client.session() as s:
-            stages.append(("session: JVM spawn", time.monotonic() - start))
-            created = s.call("create-topic", namesrv=addr, topic=TOPIC, queues=QUEUES).records
-            assert created == [{"topic": TOPIC, "queues": QUEUES, "brokers": {"broker-a": broker.addr}}]
+def _produce(s: DriverSession, addr: str) -> tuple[list[dict], list[dict]]:
+    common = {"namesrv": addr, "topic": TOPIC, "count": COUNT, "size": BODY_SIZE}
+    sync = s.call("produce", tag="TagSync", keys_prefix="sync-", **common).records
+    batch = s.call("produce", tag="TagBatch", keys_prefix="batch-", mode="batch", batch=8, **common).records
+    _check_sent(sync)
+    _check_sent(batch)
+    for first in range(0, COUNT, 8):  # a batch lands in one queue, at consecutive offsets
+        group = [_by_index(batch)[i] for i in range(first, min(COUNT, first + 8))]
+        assert len({r["queueId"] for r in group}) == 1
+        base = group[0]["queueOffset"]
+        assert [r["queueOffset"] for r in group] == list(range(base, base + len(group)))
+    return sync, batch
 
-            sync = s.call(
-                "produce", namesrv=addr, topic=TOPIC, count=COUNT, size=BODY_SIZE, tag="TagSync", keys_prefix="sync-"
-            ).records
-            batch = s.call(
-                "produce",
-                namesrv=addr,
-                topic=TOPIC,
-                count=COUNT,
-                size=BODY_SIZE,
-                tag="TagBatch",
-                keys_prefix="batch-",
-                mode="batch",
-                batch=8,
-            ).records
-            _check_sent(sync)
-            _check_sent(batch)
-            sent = {r["msgId"]: r for r in sync + batch}
-            expected = {r["msgId"]: ("TagSync", "sync-", r["index"]) for r in sync}
-            expected |= {r["msgId"]: ("TagBatch", "batch-", r["index"]) for r in batch}
-            # A batch lands in one queue at consecutive offsets.
-            for first in range(0, COUNT, 8):
-                group = [_by_index(batch)[i] for i in range(first, min(COUNT, first + 8))]
-                assert len({r["queueId"] for r in group}) == 1
-                assert [r["queueOffset"] for r in group] == list(
-                    range(group[0]["queueOffset"], group[0]["queueOffset"] + len(group))
-                )
 
-            pulled = s.call("consume-pull", namesrv=addr, topic=TOPIC, group="harness_pull")
-            assert pulled.summary is not None and not pulled.summary["timedOut"]
-            _check_consumed(pulled.records, sent, expected)
+def _read_back(s: DriverSession, addr: str, sync: list[dict], batch: list[dict]) -> None:
+    sent = {r["msgId"]: r for r in sync + batch}
+    expected = {r["msgId"]: ("TagSync", "sync-", r["index"]) for r in sync}
+    expected |= {r["msgId"]: ("TagBatch", "batch-", r["index"]) for r in batch}
+    pulled = s.call("consume-pull", namesrv=addr, topic=TOPIC, group="harness_pull")
+    assert pulled.summary is not None and not pulled.summary["timedOut"]
+    _check_consumed(pulled.records, sent, expected)
 
-            auto_back = s.call("consume-pull", namesrv=addr, topic=AUTO_TOPIC, group="harness_pull", body_format="utf8")
-            assert sorted(m["body"] for m in auto_back.records) == sorted(
-                driver_body(i, BODY_SIZE).decode() for i in range(3)
-            )
+    auto = s.call("consume-pull", namesrv=addr, topic=AUTO_TOPIC, group="harness_pull", body_format="utf8")
+    assert sorted(m["body"] for m in auto.records) == sorted(driver_body(i, BODY_SIZE).decode() for i in range(3))
 
-            by_key = s.call("query-key", namesrv=addr, topic=TOPIC, key="sync-7").records
-            assert [(m["msgId"], m["keys"]) for m in by_key] == [(_by_index(sync)[7]["msgId"], "sync-7")]
-            target = _by_index(batch)[13]
-            by_id = s.call("query-id", namesrv=addr, topic=TOPIC, id=target["msgId"]).records
-            assert [(m["keys"], m["queueOffset"]) for m in by_id] == [("batch-13", target["queueOffset"])]
-            by_offset_id = s.call("query-id", namesrv=addr, topic=TOPIC, offset_id=target["offsetMsgId"]).records
-            assert [m["msgId"] for m in by_offset_id] == [target["msgId"]]
-            assert base64.b64decode(by_offset_id[0]["body"]) == driver_body(13, BODY_SIZE)
 
-            (route,) = s.call("route", namesrv=addr, topic=TOPIC).records
-            assert [
-                (q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]
-            ] == [("broker-a", QUEUES, QUEUES, 6)]
-            (broker_data,) = route["brokerDatas"]
-            assert broker_data["cluster"] == "DefaultCluster"
-            assert broker_data["brokerAddrs"] == {"0": broker.addr}
+def _queries(s: DriverSession, addr: str, sync: list[dict], batch: list[dict]) -> None:
+    by_key = s.call("query-key", namesrv=addr, topic=TOPIC, key="sync-7").records
+    assert [(m["msgId"], m["keys"]) for m in by_key] == [(_by_index(sync)[7]["msgId"], "sync-7")]
+    assert s.call("query-key", namesrv=addr, topic=TOPIC, key="no-such-key").summary == {
+        "summary": "query-key",
+        "count": 0,
+    }
+    target = _by_index(batch)[13]
+    by_id = s.call("query-id", namesrv=addr, topic=TOPIC, id=target["msgId"]).records
+    assert [(m["keys"], m["queueOffset"]) for m in by_id] == [("batch-13", target["queueOffset"])]
+    by_offset_id = s.call("query-id", namesrv=addr, topic=TOPIC, offset_id=target["offsetMsgId"]).records
+    assert [m["msgId"] for m in by_offset_id] == [target["msgId"]]
+    assert base64.b64decode(by_offset_id[0]["body"]) == driver_body(13, BODY_SIZE)
 
-            offsets = s.call("offsets", namesrv=addr, topic=TOPIC).records
-            assert [o["queueId"] for o in offsets] == list(range(QUEUES))
-            assert all(o["minOffset"] == 0 for o in offsets)
-            assert sum(o["maxOffset"] for o in offsets) == 2 * COUNT
-        stages += [(f"session: {name}", seconds) for name, seconds in client.timings[1:]]
 
-        rc = broker.stop()
-        stages.append(("broker: SIGTERM until exit", broker.stop_s or 0.0))
-        assert rc in (0, 143), broker.console()[-2000:]
+def _route_and_offsets(s: DriverSession, addr: str, broker: ApacheProcess) -> None:
+    (route,) = s.call("route", namesrv=addr, topic=TOPIC).records
+    queue_datas = [(q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]]
+    assert queue_datas == [("broker-a", QUEUES, QUEUES, 6)]
+    (broker_data,) = route["brokerDatas"]
+    assert (broker_data["cluster"], broker_data["brokerAddrs"]) == ("DefaultCluster", {"0": broker.addr})
 
+    offsets = s.call("offsets", namesrv=addr, topic=TOPIC).records
+    assert [(o["queueId"], o["minOffset"]) for o in offsets] == [(q, 0) for q in range(QUEUES)]
+    assert sum(o["maxOffset"] for o in offsets) == 2 * COUNT
+
+
+def _check_store(store: Path) -> None:
+    """What a clean SIGTERM leaves: data, derived queues and index, metadata, a checkpoint and no abort file."""
     assert (store / "commitlog" / f"{0:020d}").is_file()
     assert sorted(p.name for p in (store / "consumequeue" / TOPIC).iterdir()) == [str(q) for q in range(QUEUES)]
     assert any((store / "index").iterdir())
@@ -189,4 +146,35 @@ def test_apache_round_trip(
     assert TOPIC in topics["topicConfigTable"] and AUTO_TOPIC in topics["topicConfigTable"]
     assert (store / "checkpoint").is_file()
     assert not (store / "abort").exists(), "a clean stop deletes the abort file"
+
+
+def test_apache_round_trip(
+    apache_namesrv: ApacheProcess,  # noqa: F811 (the fixture imported above)
+    apache_broker: ApacheProcess,  # noqa: F811
+    apache_client_driver: ApacheClient,  # noqa: F811
+    request: pytest.FixtureRequest,
+) -> None:
+    namesrv, broker, client = apache_namesrv, apache_broker, apache_client_driver
+    stages = [
+        ("namesrv: first output (JVM start)", namesrv.first_output_s),
+        ("namesrv: boot until ready", namesrv.boot_s),
+        ("broker: first output (JVM start)", broker.first_output_s),
+        ("broker: boot until ready (registered)", broker.boot_s),
+    ]
+    _one_shot(client, namesrv.addr, stages)
+
+    before = len(client.timings)
+    with client.session() as s:  # the session JVM's start-up is paid by its first call
+        created = s.call("create-topic", namesrv=namesrv.addr, topic=TOPIC, queues=QUEUES).records
+        assert created == [{"topic": TOPIC, "queues": QUEUES, "brokers": {"broker-a": broker.addr}}]
+        sync, batch = _produce(s, namesrv.addr)
+        _read_back(s, namesrv.addr, sync, batch)
+        _queries(s, namesrv.addr, sync, batch)
+        _route_and_offsets(s, namesrv.addr, broker)
+    stages += [(f"session: {name}", seconds) for name, seconds in client.timings[before:]]
+
+    assert broker.stop() == 143, broker.console()[-2000:]  # the JVM's exit code after SIGTERM
+    stages.append(("broker: SIGTERM until exit", broker.stop_s or 0.0))
+    assert broker.store_dir is not None
+    _check_store(broker.store_dir)
     _report(stages, request)

@@ -53,23 +53,26 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
-import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
@@ -243,8 +246,7 @@ public final class ClientDriver {
         j.put("queueId", m.getQueueId());
         j.put("queueOffset", m.getQueueOffset());
         j.put("msgId", m.getMsgId());
-        j.put("offsetMsgId", m instanceof org.apache.rocketmq.common.message.MessageClientExt
-            ? ((org.apache.rocketmq.common.message.MessageClientExt) m).getOffsetMsgId() : m.getMsgId());
+        j.put("offsetMsgId", m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : m.getMsgId());
         j.put("uniqKey", m.getProperty(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX));
         j.put("keys", m.getKeys());
         j.put("tags", m.getTags());
@@ -664,9 +666,10 @@ public final class ClientDriver {
         static void queryKey(Args args) throws Exception {
             DefaultMQAdminExt admin = start(args.require("namesrv"), "query");
             try {
-                QueryResult r = admin.queryMessage(args.require("topic"), args.require("key"), args.getInt("max", 32),
-                    0, Long.MAX_VALUE);
-                emitQueryResult("query-key", r.getMessageList(), args);
+                String topic = args.require("topic");
+                String key = args.require("key");
+                int max = args.getInt("max", 32);
+                emitQueryResult("query-key", orEmpty(() -> admin.queryMessage(topic, key, max, 0, Long.MAX_VALUE)), args);
             } finally {
                 close(admin::shutdown);
             }
@@ -686,13 +689,29 @@ public final class ClientDriver {
                 } else {
                     // A client msgId (UNIQ_KEY) has the same length as an offsetMsgId, so viewMessage would
                     // misread it as a broker address: go straight to the index query by unique key.
-                    QueryResult r = admin.queryMessageByUniqKey(null, topic, args.require("id"),
-                        args.getInt("max", 32), 0, Long.MAX_VALUE);
-                    found.addAll(r.getMessageList());
+                    String id = args.require("id");
+                    int max = args.getInt("max", 32);
+                    found.addAll(orEmpty(() -> admin.queryMessageByUniqKey(null, topic, id, max, 0, Long.MAX_VALUE)));
                 }
                 emitQueryResult("query-id", found, args);
             } finally {
                 close(admin::shutdown);
+            }
+        }
+
+        interface Query {
+            QueryResult run() throws Exception;
+        }
+
+        /** The client reports "no message" as an exception (NO_MESSAGE); for us it is an empty result. */
+        private static List<MessageExt> orEmpty(Query query) throws Exception {
+            try {
+                return query.run().getMessageList();
+            } catch (MQClientException e) {
+                if (e.getResponseCode() == ResponseCode.NO_MESSAGE) {
+                    return List.of();
+                }
+                throw e;
             }
         }
 

@@ -1,6 +1,7 @@
 /*
- * Runs an Apache RocketMQ server main class (NamesrvStartup, BrokerStartup) unchanged, plus one shutdown hook that
- * cuts a pointless stall out of a clean stop.
+ * Runs an Apache RocketMQ server main class (NamesrvStartup, BrokerStartup) unchanged, plus two things that only
+ * take waiting out of a test: one shutdown hook that cuts a pointless stall out of a clean stop, and (broker) one
+ * early registration with the name servers (see startBroker).
  *
  *   java ... ServerLauncher org.apache.rocketmq.broker.BrokerStartup -c broker.conf
  *
@@ -24,6 +25,9 @@ import java.util.Map;
 public final class ServerLauncher {
     private static final String EXECUTOR_THREAD = "NettyEventExecutor";
     private static final long HOOK_LIMIT_MS = 120_000;
+    private static final long REGISTER_WAIT_MS = 10_000;
+    private static final String BROKER_STARTUP = "org.apache.rocketmq.broker.BrokerStartup";
+    private static final String BROKER_CONTROLLER = "org.apache.rocketmq.broker.BrokerController";
     /** The server's own shutdown hooks, captured once its main has returned (the JVM forgets them at exit). */
     private static volatile List<Thread> serverHooks = List.of();
 
@@ -36,11 +40,46 @@ public final class ServerLauncher {
         }
         Thread watch = new Thread(ServerLauncher::watchShutdown, "launcher-shutdown-watch");
         Runtime.getRuntime().addShutdownHook(watch);
-        Method main = Class.forName(args[0]).getMethod("main", String[].class);
-        main.invoke(null, (Object) Arrays.copyOfRange(args, 1, args.length));
+        String[] rest = Arrays.copyOfRange(args, 1, args.length);
+        if (BROKER_STARTUP.equals(args[0])) {
+            startBroker(rest);
+        } else {
+            Class.forName(args[0]).getMethod("main", String[].class).invoke(null, (Object) rest);
+        }
         List<Thread> hooks = registeredHooks();
         hooks.remove(watch);
         serverHooks = hooks;
+    }
+
+    /**
+     * BrokerStartup.main, plus one early registerBrokerAll. The broker registers only with name servers its remoting
+     * client has already found reachable (getAvailableNameSrvList, filled by an asynchronous scan); when the scan
+     * loses the race with BrokerController.start(), the first registration waits for the periodic task, 10 s later.
+     * So once the scan has seen every configured name server, we make the same call that task makes.
+     */
+    private static void startBroker(String[] args) throws ReflectiveOperationException {
+        Class<?> startup = Class.forName(BROKER_STARTUP);
+        Object controller = startup.getMethod("createBrokerController", String[].class).invoke(null, (Object) args);
+        startup.getMethod("start", Class.forName(BROKER_CONTROLLER)).invoke(null, controller);
+        Object config = controller.getClass().getMethod("getBrokerConfig").invoke(controller);
+        String namesrvAddr = (String) config.getClass().getMethod("getNamesrvAddr").invoke(config);
+        if (namesrvAddr == null || namesrvAddr.isBlank()) {
+            return;
+        }
+        Object outerApi = controller.getClass().getMethod("getBrokerOuterAPI").invoke(controller);
+        Object client = outerApi.getClass().getMethod("getRemotingClient").invoke(outerApi);
+        Method available = client.getClass().getMethod("getAvailableNameSrvList");
+        List<String> wanted = Arrays.asList(namesrvAddr.split(";"));
+        long deadline = System.currentTimeMillis() + REGISTER_WAIT_MS;
+        while (System.currentTimeMillis() < deadline && !((List<?>) available.invoke(client)).containsAll(wanted)) {
+            try {
+                Thread.sleep(10);
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+        controller.getClass().getMethod("registerBrokerAll", boolean.class, boolean.class, boolean.class)
+            .invoke(controller, true, false, true);
     }
 
     /** While the server's hooks run, interrupt the event executors they have already stopped. */

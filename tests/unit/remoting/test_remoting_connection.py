@@ -424,3 +424,42 @@ def test_exception_simple_desc_reads_like_javas() -> None:
     assert exception_simple_desc(ConnectionClosed(CloseReason.SHUTDOWN)) == (
         "broker.errors.ConnectionClosed: connection closed (SHUTDOWN)"
     )
+
+
+def test_an_unencodable_response_is_replaced_by_system_error() -> None:
+    async def sloppy(conn, request):
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"queueOffset": 42})  # not a str
+
+    async def scenario() -> None:
+        a, b = await connection_pair(handler_b=sloppy)
+        try:
+            response = await a.invoke(create_request(RequestCode.QUERY_CONSUMER_OFFSET), 5000)
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert response.remark == "response not encodable: extFields entry 'queueOffset': 42 is not str: str"
+        finally:
+            await a.close()
+            await b.close()
+
+    run(scenario())
+
+
+def test_a_bug_while_reading_closes_the_connection_instead_of_leaving_it_unread(monkeypatch) -> None:
+    from broker.remoting import connection as connection_module
+
+    def broken_decode(frame):
+        raise TypeError("bug")
+
+    async def scenario() -> None:
+        a, b = await connection_pair(handler_b=echo)
+        try:
+            monkeypatch.setattr(connection_module.command, "decode", broken_decode)
+            with pytest.raises(ConnectionClosed) as raised:
+                await b.invoke(create_request(RequestCode.HEART_BEAT), 5000)  # a dies reading it; b sees EOF
+            assert raised.value.reason is CloseReason.PEER_CLOSED
+            assert a.close_reason is CloseReason.INTERNAL_ERROR
+        finally:
+            monkeypatch.undo()
+            await a.close()
+            await b.close()
+
+    run(scenario())

@@ -126,6 +126,25 @@ def test_stop_closes_every_connection_and_fails_its_calls() -> None:
     run(scenario())
 
 
+def test_the_closed_listener_hears_of_every_connection_once() -> None:
+    closed = []
+
+    async def scenario() -> None:
+        srv = RemotingServer(default_processor=heartbeat, on_connection_closed=closed.append)
+        async with srv:
+            async with RemotingClient() as client:
+                await client.invoke(srv.address, create_request(RequestCode.HEART_BEAT))
+                (first,) = srv.connections
+            await first.wait_closed()  # the client left
+            assert closed == [first] and first.close_reason is CloseReason.PEER_CLOSED
+            async with RemotingClient() as client:
+                await client.invoke(srv.address, create_request(RequestCode.HEART_BEAT))
+                (second,) = srv.connections
+        assert closed == [first, second] and second.close_reason is not None
+
+    run(scenario())
+
+
 def test_port_is_known_only_after_start() -> None:
     with pytest.raises(RuntimeError, match="after start"):
         _ = server().port

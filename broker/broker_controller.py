@@ -1,0 +1,122 @@
+"""BrokerController: one broker process. It owns the store, the metadata managers, the client managers and the
+remoting server, registers with every NameServer, and runs the periodic duties (registration every 30 s, consumer
+offsets persisted every 5 s, silent clients dropped).
+
+Processors (``broker/processors``, one module per request family) reach everything through this object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from broker.client_manager import ConsumerManager, ProducerManager
+from broker.config import BrokerConfig
+from broker.message import pack_host
+from broker.metadata.groups import SubscriptionGroupManager
+from broker.metadata.offsets import ConsumerOffsetManager
+from broker.metadata.topics import TopicConfigManager
+from broker.remoting import RemotingClient, RemotingServer
+from broker.store.commit_log import StoreMessage
+from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.message_store import MessageStore
+from broker.store.results import PutMessageResult
+
+log = logging.getLogger(__name__)
+
+CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
+
+
+class BrokerController:
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig, *,
+                 bind_host: str = "0.0.0.0") -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        root = store_config.store_path_root_dir
+        self.store = MessageStore(store_config, pack_host(broker_config.broker_ip1, broker_config.listen_port))
+        self.topic_config_manager = TopicConfigManager(broker_config, root)
+        self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
+        self.consumer_offset_manager = ConsumerOffsetManager(broker_config, root)
+        self.consumer_manager = ConsumerManager()
+        self.producer_manager = ProducerManager()
+        self.server = RemotingServer(bind_host, broker_config.listen_port)
+        self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
+        # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
+        # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
+        self._put_executor = (ThreadPoolExecutor(16, thread_name_prefix="put")
+                              if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started = False
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_config.broker_ip1}:{self.broker_config.listen_port}"
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from broker import processors  # the processors import this module's type for their hints
+
+        await asyncio.get_running_loop().run_in_executor(None, self.store.start)
+        self.topic_config_manager.load()
+        self.subscription_group_manager.load()
+        self.consumer_offset_manager.load()
+        processors.register_all(self)
+        await self.server.start()
+        self.started = True
+        self._every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
+        self._every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        from broker.outer_api import register_broker_all
+
+        await register_broker_all(self)
+        self._every(self.broker_config.effective_register_name_server_period / 1000,
+                    lambda: register_broker_all(self))
+
+    async def shutdown(self) -> None:
+        """Unregister, stop serving, persist metadata, flush and close the store (the abort file goes)."""
+        if not self.started:
+            return
+        self.started = False
+        from broker.outer_api import unregister_broker_all
+
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await unregister_broker_all(self)
+        await self.server.stop()
+        await self.outer_client.close()
+        self._persist_offsets()
+        self.topic_config_manager.persist()
+        self.subscription_group_manager.persist()
+        if self._put_executor is not None:
+            self._put_executor.shutdown()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+
+    def _every(self, seconds: float, action: Callable[[], object]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    result = action()
+                    if isinstance(result, Awaitable):
+                        await result
+                except Exception:
+                    log.exception("periodic task %s failed", action)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def _persist_offsets(self) -> None:
+        self.consumer_offset_manager.persist()
+
+    def _scan_clients(self) -> None:
+        self.consumer_manager.scan_expired()
+        self.producer_manager.scan_expired()
+
+    # -- store access for processors ------------------------------------------------------------------------------
+
+    async def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+        if self._put_executor is None:
+            return self.store.put_messages(msgs)
+        return await asyncio.get_running_loop().run_in_executor(self._put_executor, self.store.put_messages, msgs)

@@ -1,0 +1,82 @@
+"""rmq's RocketMQ client: an asyncio producer, lite pull consumer and push consumer, plus a blocking facade.
+
+Modules: ``message`` (Message, MessageExt, MessageQueue, results, UNIQ_KEY), ``route`` (TopicRouteData and the
+route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQClientInstance: routes, heartbeats,
+rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
+``producer``, ``consumer`` (lite pull), ``push_consumer``, and ``_blocking`` (plain sockets, for Spark executors).
+
+Examples:
+    >>> from broker.client import Message, Producer
+    >>> async with Producer("my_group", namesrv_addr="127.0.0.1:9876") as producer:  # doctest: +SKIP
+    ...     await producer.send(Message("TopicTest", b"hello"))
+"""
+
+from broker.client._blocking import BlockingClient, BlockingRemotingClient
+from broker.client.consumer import ConsumeFromWhere, LitePullConfig, LitePullConsumer, MessageModel
+from broker.client.fault import MQFaultStrategy
+from broker.client.instance import ClientConfig, MQClientInstance
+from broker.client.message import (
+    Message,
+    MessageExt,
+    MessageQueue,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    create_uniq_id,
+)
+from broker.client.producer import Producer, ProducerConfig
+from broker.client.push_consumer import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    PushConsumer,
+    PushConsumerConfig,
+)
+from broker.client.route import TopicRouteData
+from broker.client.selector import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueConsistentHash,
+    MessageQueueSelector,
+    SelectMessageQueueByHash,
+)
+from broker.errors import MQBrokerError, MQClientError
+
+__all__ = [
+    # clients
+    "BlockingClient",
+    "BlockingRemotingClient",
+    "ClientConfig",
+    "LitePullConfig",
+    "LitePullConsumer",
+    "MQClientInstance",
+    "Producer",
+    "ProducerConfig",
+    "PushConsumer",
+    "PushConsumerConfig",
+    # messages and results
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "PullResult",
+    "PullStatus",
+    "SendResult",
+    "SendStatus",
+    "TopicRouteData",
+    "create_uniq_id",
+    # consuming
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "MessageModel",
+    # queue choice
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueConsistentHash",
+    "MQFaultStrategy",
+    "MessageQueueSelector",
+    "SelectMessageQueueByHash",
+    # errors
+    "MQBrokerError",
+    "MQClientError",
+]

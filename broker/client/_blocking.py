@@ -1,0 +1,432 @@
+"""The synchronous client for code that cannot run an event loop: Spark executors, scripts, the connector.
+
+Plain sockets, one request in flight per connection, on the same sans-IO pieces as the asyncio client: frames from
+``remoting/frame.py``, commands from ``remoting/command.py``, requests and responses from ``client/protocol.py``.
+
+* ``BlockingRemotingClient``: one connection to one address; ``invoke`` with a timeout, reconnecting when the peer
+  closed it since the last call. A response that arrives after its call timed out is dropped when the next call
+  reads. Requests the server sends (a broker notifying consumers) are answered REQUEST_CODE_NOT_SUPPORTED: a
+  blocking client registers no consumer, so none should come.
+* Functions for one call each (``get_route``, ``get_min_offset``, ``get_max_offset``, ``search_offset``, ``pull``,
+  ``send_one``, ``send_batch``), given a client for the right address.
+* ``BlockingClient``: the facade the connector uses, with NameServer addresses, a route cache (30 s) and one
+  connection per broker.
+
+Examples:
+    >>> with BlockingClient("127.0.0.1:9876") as client:  # doctest: +SKIP
+    ...     queues = client.fetch_message_queues("TopicTest")
+    ...     end = client.get_max_offset(queues[0])
+    ...     result = client.pull(queues[0], 0, 32)  # result.body: the stored records, undecoded
+    ...     client.send_batch([Message("TopicTest", b"a"), Message("TopicTest", b"b")], queues[0])
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from broker.client import protocol
+from broker.client.fault import MQFaultStrategy
+from broker.client.message import (
+    Message,
+    MessageBatch,
+    MessageQueue,
+    PullResult,
+    SendResult,
+    check_message,
+    compress_body,
+    set_uniq_id,
+)
+from broker.client.route import TopicPublishInfo, TopicRouteData, subscribe_queues
+from broker.errors import (
+    ClientErrorCode,
+    ConnectionClosed,
+    MQBrokerError,
+    MQClientError,
+    ProtocolError,
+    RemotingConnectError,
+    RemotingError,
+)
+from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
+from broker.remoting import command
+from broker.remoting.client import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, parse_address
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import CommandFlag, RemotingCommand
+from broker.remoting.connection import CloseReason, not_supported_response, request_timeout
+from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 256 * 1024
+ROUTE_TTL_S = 30.0  # pollNameServerInterval
+
+
+class BlockingRemotingClient:
+    """One remoting connection to ``address``, used from any thread (calls are serialized).
+
+    Examples:
+        >>> client = BlockingRemotingClient("127.0.0.1:9876")  # doctest: +SKIP
+        >>> response = client.invoke(protocol.get_route_request("TopicTest"), 3000)  # doctest: +SKIP
+        >>> client.close()  # doctest: +SKIP
+    """
+
+    def __init__(self, address: str, *, connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.address = address
+        self.host, self.port = parse_address(address)
+        self.connect_timeout_ms = connect_timeout_ms
+        self.max_frame_length = max_frame_length
+        self._sock: socket.socket | None = None
+        self._decoder = FrameDecoder(max_frame_length)
+        self._lock = threading.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def connect(self) -> None:
+        with self._lock:
+            self._ensure_connected()
+
+    def _ensure_connected(self) -> socket.socket:
+        if self._sock is not None and self._peer_closed(self._sock):
+            self._drop()
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), self.connect_timeout_ms / 1000)
+            except OSError as err:
+                raise RemotingConnectError(self.address, str(err) or type(err).__name__) from err
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock, self._decoder = sock, FrameDecoder(self.max_frame_length)
+        return self._sock
+
+    @staticmethod
+    def _peer_closed(sock: socket.socket) -> bool:
+        """True when the peer closed (or reset) the connection since our last call: a readable socket with no bytes.
+        Bytes waiting (a late response) are left for the next read."""
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and not sock.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):
+            return True
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> BlockingRemotingClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def invoke(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
+        """Send ``request`` and wait for its response. Raises RemotingConnectError, RequestTimeout or
+        ConnectionClosed; after a ConnectionClosed the next call reconnects."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            sock = self._ensure_connected()
+            self._send(sock, command.encode(request), deadline, request, timeout_ms)
+            while True:
+                for response in self._read(sock, deadline, request, timeout_ms):
+                    if response.opaque == request.opaque:
+                        return response
+                    log.debug("dropping response opaque %s from %s: its call is over", response.opaque, self.address)
+
+    def invoke_oneway(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        deadline = time.monotonic() + timeout_ms / 1000
+        oneway = replace(request, flag=int(request.flag | CommandFlag.ONEWAY))
+        with self._lock:
+            sock = self._ensure_connected()
+            self._send(sock, command.encode(oneway), deadline, request, timeout_ms)
+
+    def _send(self, sock: socket.socket, data: bytes, deadline: float, request: RemotingCommand,
+              timeout_ms: float) -> None:
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(data)
+        except TimeoutError:
+            self._drop()  # part of a frame may be out: the stream is no longer in sync
+            raise request_timeout(request, self.address, timeout_ms) from None
+        except OSError as err:
+            self._drop()
+            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: {err}") from err
+
+    def _read(self, sock: socket.socket, deadline: float, request: RemotingCommand,
+              timeout_ms: float) -> list[RemotingCommand]:
+        """The responses of the next chunk of bytes; answers server requests on the way."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise request_timeout(request, self.address, timeout_ms)
+        try:
+            sock.settimeout(remaining)
+            data = sock.recv(READ_CHUNK)
+        except TimeoutError:
+            raise request_timeout(request, self.address, timeout_ms) from None
+        except OSError as err:
+            self._drop()
+            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: {err}") from err
+        if not data:
+            self._drop()
+            raise ConnectionClosed(CloseReason.PEER_CLOSED, self.address)
+        try:
+            commands = [command.decode(frame) for frame in self._decoder.feed(data)]
+        except ProtocolError as err:  # MalformedFrame / MalformedCommand: the stream is lost
+            self._drop()
+            raise ConnectionClosed(CloseReason.PROTOCOL_ERROR, f"{self.address}: {err}") from err
+        responses = []
+        for cmd in commands:
+            if cmd.is_response:
+                responses.append(cmd)
+            elif not cmd.is_oneway:
+                sock.sendall(command.encode(not_supported_response(cmd)))
+        return responses
+
+
+# -- one call each -----------------------------------------------------------------------------------------------------
+
+
+def get_route(namesrv_addr: str | Sequence[BlockingRemotingClient], topic: str,
+              timeout_ms: float = DEFAULT_TIMEOUT_MS) -> TopicRouteData:
+    """GET_ROUTEINFO_BY_TOPIC from the first NameServer that answers ("a:9876;b:9876", or open clients).
+    MQClientError with the NameServer's code (TOPIC_NOT_EXIST) when the topic has no route."""
+    if isinstance(namesrv_addr, str):
+        clients = [BlockingRemotingClient(a.strip()) for a in namesrv_addr.split(";") if a.strip()]
+        try:
+            return get_route(clients, topic, timeout_ms)
+        finally:
+            for client in clients:
+                client.close()
+    if not namesrv_addr:
+        raise MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it.")
+    error: Exception | None = None
+    for client in namesrv_addr:
+        try:
+            return protocol.parse_route_response(client.invoke(protocol.get_route_request(topic), timeout_ms))
+        except RemotingError as err:
+            error = err
+    raise MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION, f"no NameServer answered: {error}") from error
+
+
+def get_min_offset(client: BlockingRemotingClient, mq: MessageQueue, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
+    return protocol.parse_offset_response(client.invoke(protocol.min_offset_request(mq), timeout_ms), client.address)
+
+
+def get_max_offset(client: BlockingRemotingClient, mq: MessageQueue, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
+    """The queue's max offset: one past its last message (what a consumer reads up to)."""
+    return protocol.parse_offset_response(client.invoke(protocol.max_offset_request(mq), timeout_ms), client.address)
+
+
+def search_offset(client: BlockingRemotingClient, mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER",
+                  timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
+    request = protocol.search_offset_request(mq, timestamp_ms, boundary_type)
+    return protocol.parse_offset_response(client.invoke(request, timeout_ms), client.address)
+
+
+def pull(client: BlockingRemotingClient, group: str, mq: MessageQueue, offset: int, max_nums: int, *,
+         sub_expression: str = "*", timeout_ms: float = DEFAULT_TIMEOUT_MS, decode: bool = False) -> PullResult:
+    """One PULL_MESSAGE without suspending; ``result.body`` holds the records, ``result.messages`` is filled only
+    with ``decode`` (then tag collisions are filtered out as Java's client does)."""
+    subscription = protocol.build_subscription_data(mq.topic, sub_expression)
+    request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription)
+    result = protocol.parse_pull_response(client.invoke(request, timeout_ms), client.address)
+    if decode:
+        protocol.decode_pull_result(result, mq, subscription)
+    return result
+
+
+def send_one(client: BlockingRemotingClient, producer_group: str, msg: Message, mq: MessageQueue, *,
+             timeout_ms: float = DEFAULT_TIMEOUT_MS, compress_over: int = 4096) -> SendResult:
+    """SEND_MESSAGE_V2 of one message to ``mq`` (the client must be connected to its broker's master)."""
+    check_message(msg)
+    set_uniq_id(msg)
+    body, sys_flag = msg.body, 0
+    if len(body) >= compress_over:
+        body, sys_flag = compress_body(body)
+    header = protocol.send_message_header(producer_group, msg, mq, sys_flag, batch=False)
+    response = client.invoke(protocol.send_message_request(header, body), timeout_ms)
+    return protocol.parse_send_response(response, mq.topic, mq.broker_name, client.address, [msg.uniq_id or ""])
+
+
+def send_batch(client: BlockingRemotingClient, producer_group: str, msgs: Sequence[Message] | MessageBatch,
+               mq: MessageQueue, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> SendResult:
+    """SEND_BATCH_MESSAGE: all of ``msgs`` into ``mq`` with consecutive offsets."""
+    batch = msgs if isinstance(msgs, MessageBatch) else MessageBatch(msgs)
+    check_message(batch)
+    header = protocol.send_message_header(producer_group, batch, mq, 0, batch=True)
+    response = client.invoke(protocol.send_message_request(header, batch.body, batch=True), timeout_ms)
+    return protocol.parse_send_response(response, mq.topic, mq.broker_name, client.address,
+                                        protocol.uniq_ids_of(batch.messages))
+
+
+# -- the facade --------------------------------------------------------------------------------------------------------
+
+
+class BlockingClient:
+    """NameServers, a route cache and one connection per broker, for synchronous callers. Thread-safe.
+
+    Arguments:
+        namesrv_addr: "host:port;host:port".
+        timeout_ms: the default timeout of every call.
+        producer_group / consumer_group: the groups named in send and pull requests.
+    """
+
+    def __init__(self, namesrv_addr: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS,
+                 producer_group: str = DEFAULT_PRODUCER_GROUP, consumer_group: str = DEFAULT_CONSUMER_GROUP,
+                 retry_times_when_send_failed: int = 2, default_topic_queue_nums: int = 4,
+                 route_ttl_s: float = ROUTE_TTL_S) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        self.timeout_ms = timeout_ms
+        self.producer_group = producer_group
+        self.consumer_group = consumer_group
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.route_ttl_s = route_ttl_s
+        self.fault_strategy = MQFaultStrategy()
+        self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._clients: dict[str, BlockingRemotingClient] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def client(self, address: str) -> BlockingRemotingClient:
+        with self._lock:
+            client = self._clients.get(address)
+            if client is None:
+                client = self._clients[address] = BlockingRemotingClient(address)
+            return client
+
+    # -- routes -------------------------------------------------------------------------------------------------
+
+    def get_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        """The topic's route, from the cache while younger than ``route_ttl_s``."""
+        cached = self._routes.get(topic)
+        if cached is not None and not refresh and time.monotonic() - cached[0] < self.route_ttl_s:
+            return cached[1]
+        route = get_route([self.client(a) for a in self.namesrv_addrs], topic, self.timeout_ms)
+        self._cache_route(topic, route)
+        return route
+
+    def _publish_info(self, topic: str) -> TopicPublishInfo:
+        """The queues to send to; for a topic the NameServer does not know, TBW102's brokers with
+        ``default_topic_queue_nums`` queues each, so the broker creates the topic (as the producer does)."""
+        try:
+            self.get_route(topic)
+        except MQClientError as err:
+            if err.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            default = self.get_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            self._cache_route(topic, default.with_queue_nums(self.default_topic_queue_nums))
+        return self._publish[topic]
+
+    def _cache_route(self, topic: str, route: TopicRouteData) -> None:
+        with self._lock:
+            self._routes[topic] = (time.monotonic(), route)
+            self._publish[topic] = TopicPublishInfo.from_route(topic, route)
+            for broker in route.broker_datas:
+                self._broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, sorted."""
+        return subscribe_queues(topic, self.get_route(topic))
+
+    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        return list(self._publish_info(topic).message_queues)
+
+    def broker_addr(self, mq: MessageQueue) -> str:
+        """The master address of ``mq``'s broker, refreshing the route once if the broker is unknown."""
+        for refresh in (False, True):
+            if refresh or mq.broker_name not in self._broker_addrs:
+                self.get_route(mq.topic, refresh=refresh)
+            addr = self._broker_addrs.get(mq.broker_name, {}).get(0)
+            if addr is not None:
+                return addr
+        raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
+
+    def _broker(self, mq: MessageQueue) -> BlockingRemotingClient:
+        return self.client(self.broker_addr(mq))
+
+    # -- reads --------------------------------------------------------------------------------------------------
+
+    def get_min_offset(self, mq: MessageQueue) -> int:
+        return get_min_offset(self._broker(mq), mq, self.timeout_ms)
+
+    def get_max_offset(self, mq: MessageQueue) -> int:
+        return get_max_offset(self._broker(mq), mq, self.timeout_ms)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER") -> int:
+        return search_offset(self._broker(mq), mq, timestamp_ms, boundary_type, self.timeout_ms)
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, sub_expression: str = "*",
+             group: str | None = None, decode: bool = False, timeout_ms: float | None = None) -> PullResult:
+        return pull(self._broker(mq), group or self.consumer_group, mq, offset, max_nums,
+                    sub_expression=sub_expression, timeout_ms=timeout_ms or self.timeout_ms, decode=decode)
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    def send(self, msg: Message, mq: MessageQueue | None = None) -> SendResult:
+        """One message, to ``mq`` or (without it) to a queue chosen as the producer does, with its retries."""
+        return self._send(msg, mq, lambda client, queue: send_one(client, self.producer_group, msg, queue,
+                                                                   timeout_ms=self.timeout_ms))
+
+    def send_batch(self, msgs: Sequence[Message], mq: MessageQueue | None = None) -> SendResult:
+        batch = MessageBatch(msgs)
+        return self._send(batch, mq, lambda client, queue: send_batch(client, self.producer_group, batch, queue,
+                                                                       timeout_ms=self.timeout_ms))
+
+    def _send(self, msg: Message, mq: MessageQueue | None,
+              call: Callable[[BlockingRemotingClient, MessageQueue], SendResult]) -> SendResult:
+        if mq is not None:
+            return call(self._broker(mq), mq)
+        info = self._publish_info(msg.topic)
+        if not info.ok():
+            raise MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {msg.topic}")
+        last: MessageQueue | None = None
+        error: Exception | None = None
+        for attempt in range(1 + self.retry_times_when_send_failed):
+            queue = self.fault_strategy.select_one_message_queue(info, last.broker_name if last else None,
+                                                                 attempt > 0)
+            if queue is None:
+                break
+            last, begin = queue, time.monotonic()
+            try:
+                result = call(self._broker(queue), queue)
+            except (RemotingError, MQClientError, MQBrokerError) as err:
+                failed_broker = isinstance(err, (RemotingError, MQBrokerError))
+                self.fault_strategy.update_fault_item(queue.broker_name, int((time.monotonic() - begin) * 1000),
+                                                      isolation=failed_broker,
+                                                      reachable=not isinstance(err, MQBrokerError))
+                if isinstance(err, MQBrokerError) and not err.retriable:
+                    raise
+                error = err
+                continue
+            self.fault_strategy.update_fault_item(queue.broker_name, int((time.monotonic() - begin) * 1000),
+                                                  isolation=False, reachable=True)
+            return result
+        raise MQClientError(ClientErrorCode.CONNECT_BROKER_EXCEPTION,
+                            f"Send failed, Topic: {msg.topic}, last error: {error}") from error

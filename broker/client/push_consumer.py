@@ -1,0 +1,455 @@
+"""The push consumer (client/consumer/DefaultMQPushConsumer and its impl, RebalanceImpl, ConsumeMessageConcurrently-
+Service): subscribe to topics, register a listener, and the consumer calls it with messages.
+
+Three kinds of task do the work:
+
+* **Rebalance** (every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED): ask a broker for the
+  group's client ids, sort queues and ids, and take this client's share with the allocation strategy (CLUSTERING), or
+  every queue (BROADCASTING). A queue given up is dropped and its offset committed; a new one starts at the committed
+  offset, else at ``consume_from_where``.
+* **Pull**, one per assigned queue: long-poll PULL_MESSAGE (held by the broker up to 15 s), then hand the messages
+  to the consume service. A queue holding 1000 messages or 100 MiB unacknowledged, or spanning 2000 offsets, waits.
+* **Consume**: up to ``consume_thread_max`` listener calls at once. A listener may be a coroutine function or a plain
+  function (run in a worker thread). RECONSUME_LATER (or an exception) sends the messages back to the broker
+  (CONSUMER_SEND_MSG_BACK, into the group's retry topic); if that fails, they are re-sent as ordinary messages to the
+  retry topic, and if that fails too, consumed again locally after 5 s. The committed offset of a queue is its lowest
+  unacknowledged one, written to the broker every ``persist_consumer_offset_interval`` (CLUSTERING) or to a local
+  file (BROADCASTING).
+
+Examples:
+    >>> consumer = PushConsumer("my_group", namesrv_addr="127.0.0.1:9876")  # doctest: +SKIP
+    >>> consumer.subscribe("TopicTest", "TagA || TagB")  # doctest: +SKIP
+    >>> async def listener(msgs, context):
+    ...     for msg in msgs:
+    ...         print(msg.msg_id, msg.body)
+    ...     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    >>> consumer.register_message_listener(listener)  # doctest: +SKIP
+    >>> await consumer.start()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from broker.client import protocol
+from broker.client.consumer import (
+    PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL,
+    PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL,
+    ConsumeFromWhere,
+    LocalFileOffsetStore,
+    MessageModel,
+    OffsetStore,
+    ProcessQueue,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+    compute_pull_from_where,
+    default_consume_timestamp,
+)
+from broker.client.instance import ClientConfig, MQClientInstance
+from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.producer import Producer
+from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
+from broker.errors import MQBrokerError, MQClientError
+from broker.message import (
+    PROPERTY_CONSUME_START_TIMESTAMP,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+)
+from broker.metadata.validation import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+from broker.remoting.codes import ResponseCode
+
+log = logging.getLogger(__name__)
+
+RECONSUME_LOCALLY_DELAY_S = 5.0  # submitConsumeRequestLater
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+class ConsumeConcurrentlyStatus(Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+@dataclass(slots=True)
+class ConsumeConcurrentlyContext:
+    """What a listener may set: the delay level of a retry (0: the broker's choice, 3 + reconsume times) and, on
+    success, the index of the last message it really consumed (the rest are retried)."""
+
+    message_queue: MessageQueue
+    delay_level_when_next_consume: int = 0
+    ack_index: int = 2**31 - 1
+
+
+MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext],
+                           ConsumeConcurrentlyStatus | Awaitable[ConsumeConcurrentlyStatus]]
+
+
+@dataclass(frozen=True, slots=True)
+class PushConsumerConfig:
+    """DefaultMQPushConsumer's settings (times in milliseconds)."""
+
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: str = ""  # yyyyMMddHHmmss for CONSUME_FROM_TIMESTAMP; empty: half an hour before start
+    allocate_strategy: AllocateMessageQueueStrategy = field(default_factory=AllocateMessageQueueAveragely)
+    consume_thread_max: int = 20
+    consume_concurrently_max_span: int = 2000
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    pull_interval: int = 0
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    max_reconsume_times: int = -1  # -1: 16
+    broker_suspend_max_time_millis: int = 15000
+    consumer_timeout_millis_when_suspend: int = 30000
+
+
+@dataclass(slots=True)
+class _QueueState:
+    process_queue: ProcessQueue
+    task: asyncio.Task[None] | None = None
+
+
+class PushConsumer:
+    """An asyncio push consumer; see the module docstring."""
+
+    consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(self, group: str, namesrv_addr: str | None = None, *, config: PushConsumerConfig | None = None,
+                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
+        self.group = group
+        self.config = config or PushConsumerConfig()
+        if instance is None:
+            client_config = client_config or ClientConfig()
+            if namesrv_addr is not None:
+                client_config = replace(client_config, namesrv_addr=namesrv_addr)
+            if self.config.message_model is MessageModel.CLUSTERING:  # broadcasting keeps ip@DEFAULT: its file path
+                client_config = client_config.with_pid_instance_name()
+            instance = MQClientInstance(client_config)
+        self.instance = instance
+        clustering = self.config.message_model is MessageModel.CLUSTERING
+        self.offset_store: OffsetStore = (RemoteBrokerOffsetStore(instance, group) if clustering
+                                          else LocalFileOffsetStore(instance.client_id, group))
+        self.subscriptions: dict[str, protocol.SubscriptionData] = {}
+        self.listener: MessageListener | None = None
+        self.paused = False
+        self._subscribe_info: dict[str, list[MessageQueue]] = {}
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._consume_tasks: set[asyncio.Task[None]] = set()
+        self._consume_slots = asyncio.Semaphore(self.config.consume_thread_max)
+        self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
+        self._inner_producer: Producer | None = None
+        self._rebalance_lock = asyncio.Lock()
+        self._started = False
+
+    # -- setup --------------------------------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
+        self.subscriptions[topic] = protocol.build_subscription_data(topic, sub_expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        self.listener = listener
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self.listener is None:
+            raise MQClientError(-1, "messageListener is null")
+        if self.config.message_model is MessageModel.CLUSTERING:  # copySubscription: retries come back this way
+            topic = retry_topic(self.group)
+            self.subscriptions.setdefault(topic, protocol.build_subscription_data(topic, "*"))
+        self.instance.register_consumer(self)
+        await self.offset_store.load()
+        await self.instance.start()
+        if CLIENT_INNER_PRODUCER_GROUP not in self.instance.producers:
+            self._inner_producer = Producer(CLIENT_INNER_PRODUCER_GROUP, instance=self.instance)
+            await self._inner_producer.start()
+        self._started = True
+        for topic in self.subscriptions:
+            await self.instance.update_topic_route(topic)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self.instance.rebalance_immediately()
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for state in self._queues.values():
+            state.process_queue.dropped = True
+        await self._cancel([s.task for s in self._queues.values() if s.task is not None])
+        await asyncio.gather(*self._consume_tasks, return_exceptions=True)
+        await self.persist_consumer_offset()
+        self._queues.clear()
+        await self.instance.unregister_consumer(self.group)
+        if self._inner_producer is not None:
+            await self._inner_producer.shutdown()
+        await self.instance.shutdown()
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        return sorted(self._queues)
+
+    # ConsumerInner, for the instance
+    def consumer_data(self) -> protocol.ConsumerData:
+        return protocol.ConsumerData(self.group, self.consume_type, self.config.message_model.value,
+                                     self.config.consume_from_where.value, list(self.subscriptions.values()))
+
+    def subscribed_topics(self) -> Iterable[str]:
+        return list(self.subscriptions)
+
+    def update_topic_subscribe_info(self, topic: str, mqs: list[MessageQueue]) -> None:
+        if topic in self.subscriptions:
+            self._subscribe_info[topic] = mqs
+
+    async def persist_consumer_offset(self) -> None:
+        await self.offset_store.persist_all(list(self._queues))
+
+    # -- rebalance ----------------------------------------------------------------------------------------------
+
+    async def do_rebalance(self) -> None:
+        if not self._started:
+            return
+        async with self._rebalance_lock:
+            for topic in list(self.subscriptions):
+                try:
+                    await self._rebalance_topic(topic)
+                except (MQClientError, MQBrokerError, OSError) as err:
+                    log.warning("rebalance of %s for group %s failed: %s", topic, self.group, err)
+
+    async def _rebalance_topic(self, topic: str) -> None:
+        """RebalanceImpl.rebalanceByTopic."""
+        mqs = self._subscribe_info.get(topic)
+        if not mqs:
+            log.debug("doRebalance, %s, but the topic[%s] has no queues yet", self.group, topic)
+            return
+        if self.config.message_model is MessageModel.BROADCASTING:
+            await self._update_process_queues(topic, set(mqs))
+            return
+        cids = await self.instance.get_consumer_id_list(topic, self.group)
+        if not cids:
+            log.warning("doRebalance, %s %s, get consumer id list failed", self.group, topic)
+            return
+        mq_all = sorted(mqs)
+        cid_all = sorted(cids, key=java_string_key)
+        allocated = self.config.allocate_strategy.allocate(self.group, self.instance.client_id, mq_all, cid_all)
+        await self._update_process_queues(topic, set(allocated))
+
+    async def _update_process_queues(self, topic: str, assigned: set[MessageQueue]) -> None:
+        """updateProcessQueueTableInRebalance: drop what is no longer ours (committing its offset first), start
+        pulling what is new from where the group left it."""
+        for mq in [mq for mq in self._queues if mq.topic == topic and mq not in assigned]:
+            state = self._queues.pop(mq)
+            state.process_queue.dropped = True
+            await self._cancel([state.task])
+            await self.offset_store.persist(mq)
+            self.offset_store.remove_offset(mq)
+            log.info("doRebalance, %s, remove unnecessary mq, %s", self.group, mq)
+        for mq in sorted(assigned - set(self._queues)):
+            self.offset_store.remove_offset(mq)  # removeDirtyOffset
+            try:
+                next_offset = await compute_pull_from_where(self.instance, self.offset_store, mq,
+                                                            self.config.consume_from_where, self._consume_timestamp)
+            except (MQClientError, MQBrokerError, OSError) as err:
+                log.warning("doRebalance, %s, compute offset of %s failed (next rebalance retries): %s",
+                            self.group, mq, err)
+                continue
+            state = self._queues[mq] = _QueueState(ProcessQueue())
+            state.task = asyncio.get_running_loop().create_task(self._pull_loop(mq, state.process_queue, next_offset),
+                                                                 name=f"pull-{mq}")
+            log.info("doRebalance, %s, add a new mq, %s, next offset %s", self.group, mq, next_offset)
+
+    # -- pulling ------------------------------------------------------------------------------------------------
+
+    def _flow_controlled(self, pq: ProcessQueue) -> bool:
+        config = self.config
+        return (pq.msg_count > config.pull_threshold_for_queue
+                or pq.msg_size // (1024 * 1024) > config.pull_threshold_size_for_queue
+                or pq.max_span() > config.consume_concurrently_max_span)
+
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        """DefaultMQPushConsumerImpl.pullMessage and its callback, as one loop per queue."""
+        config, client_config = self.config, self.instance.config
+        while not pq.dropped:
+            if self.paused:
+                await asyncio.sleep(1.0)
+                continue
+            if self._flow_controlled(pq):
+                await asyncio.sleep(PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL / 1000)
+                continue
+            commit_offset = None
+            if config.message_model is MessageModel.CLUSTERING:
+                commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            pq.last_pull_timestamp = int(time.time() * 1000)
+            try:
+                result = await self.instance.pull_message(
+                    self.group, mq, next_offset, config.pull_batch_size, subscription=self.subscriptions[mq.topic],
+                    commit_offset=commit_offset, suspend_timeout_ms=config.broker_suspend_max_time_millis,
+                    timeout_ms=config.consumer_timeout_millis_when_suspend)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                flow = isinstance(err, MQBrokerError) and err.code == ResponseCode.FLOW_CONTROL
+                if not mq.topic.startswith("%RETRY%"):
+                    log.warning("pull of %s failed: %s", mq, err)
+                delay = PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL if flow else \
+                    client_config.pull_time_delay_mills_when_exception
+                await asyncio.sleep(delay / 1000)
+                continue
+            if pq.dropped:
+                return
+            next_offset = result.next_begin_offset
+            if result.status is PullStatus.FOUND:
+                if result.messages:
+                    pq.put_messages(result.messages)
+                    self._submit(result.messages, pq, mq)
+                    if config.pull_interval > 0:
+                        await asyncio.sleep(config.pull_interval / 1000)
+            elif result.status is PullStatus.OFFSET_ILLEGAL:
+                await self._offset_illegal(mq, pq, next_offset)
+                return
+            elif pq.msg_count == 0:  # correctTagsOffset: nothing held, so everything up to here is consumed
+                self.offset_store.update_offset(mq, next_offset, increase_only=True)
+
+    async def _offset_illegal(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        """The broker moved the queue's offset: commit where it says, drop the queue, and let the rebalance pick it
+        up again from there."""
+        log.warning("the pull request offset of %s is illegal; the broker suggests %s", mq, next_offset)
+        pq.dropped = True
+        self.offset_store.update_offset(mq, next_offset)
+        await self.offset_store.persist(mq)
+        self._queues.pop(mq, None)
+        self.instance.rebalance_immediately()
+
+    # -- consuming ----------------------------------------------------------------------------------------------
+
+    def _submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float = 0.0) -> None:
+        size = max(1, self.config.consume_message_batch_max_size)
+        for i in range(0, len(msgs), size):
+            task = asyncio.get_running_loop().create_task(self._consume(msgs[i:i + size], pq, mq, delay_s))
+            self._consume_tasks.add(task)
+            task.add_done_callback(self._consume_tasks.discard)
+
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float) -> None:
+        """ConsumeRequest.run: call the listener, then settle the result."""
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        async with self._consume_slots:
+            if pq.dropped:
+                return
+            self._reset_retry_topic(msgs)
+            now = str(int(time.time() * 1000))
+            for msg in msgs:
+                msg.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
+            context = ConsumeConcurrentlyContext(mq)
+            status = await self._call_listener(msgs, context)
+            pq.last_consume_timestamp = int(time.time() * 1000)
+            if not pq.dropped:
+                await self._process_consume_result(status, context, msgs, pq, mq)
+
+    async def _call_listener(self, msgs: list[MessageExt],
+                             context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        listener = self.listener
+        assert listener is not None
+        try:
+            if inspect.iscoroutinefunction(listener):
+                status = await listener(msgs, context)
+            else:
+                status = await asyncio.to_thread(listener, msgs, context)
+                if inspect.isawaitable(status):
+                    status = await status
+        except Exception:
+            log.exception("consumeMessage exception, group %s, messages %s", self.group, [m.msg_id for m in msgs])
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if not isinstance(status, ConsumeConcurrentlyStatus):
+            log.warning("consumeMessage returned %r, not a status; group %s reconsumes later", status, self.group)
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return status
+
+    def _reset_retry_topic(self, msgs: list[MessageExt]) -> None:
+        """resetRetryAndNamespace: a retried message shows its original topic."""
+        group_retry = retry_topic(self.group)
+        for msg in msgs:
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original is not None and msg.topic == group_retry:
+                msg.topic = original
+
+    async def _process_consume_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
+                                      msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """ConsumeMessageConcurrentlyService.processConsumeResult."""
+        ack_index = min(context.ack_index, len(msgs) - 1)
+        if status is ConsumeConcurrentlyStatus.RECONSUME_LATER:
+            ack_index = -1
+        failed = msgs[ack_index + 1:]
+        if self.config.message_model is MessageModel.BROADCASTING:
+            for msg in failed:
+                log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)
+        else:
+            back_failed = [m for m in failed if pq.contains(m) and not await self._send_message_back(m, context)]
+            for msg in back_failed:
+                msg.reconsume_times += 1
+            if back_failed:
+                failed_ids = {id(m) for m in back_failed}
+                msgs = [m for m in msgs if id(m) not in failed_ids]
+                self._submit(back_failed, pq, mq, RECONSUME_LOCALLY_DELAY_S)
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.offset_store.update_offset(mq, offset, increase_only=True)
+
+    @property
+    def max_reconsume_times(self) -> int:
+        return DEFAULT_MAX_RECONSUME_TIMES if self.config.max_reconsume_times == -1 else self.config.max_reconsume_times
+
+    async def _send_message_back(self, msg: MessageExt, context: ConsumeConcurrentlyContext) -> bool:
+        """CONSUMER_SEND_MSG_BACK; failing that, the message as a new one to the group's retry topic."""
+        try:
+            await self.instance.consumer_send_msg_back(msg, self.group, context.delay_level_when_next_consume,
+                                                       self.max_reconsume_times)
+            return True
+        except Exception as err:
+            log.warning("send message %s back to its broker failed (%s); sending it to the retry topic", msg.msg_id,
+                        err)
+        try:
+            await self._send_back_as_normal_message(msg)
+            return True
+        except Exception as err:
+            log.warning("send message %s to the retry topic failed (%s); consuming it again locally", msg.msg_id, err)
+            return False
+
+    async def _send_back_as_normal_message(self, msg: MessageExt) -> None:
+        """sendMessageBackAsNormalMessage."""
+        producer = self._inner_producer
+        if producer is None:
+            raise MQClientError(-1, "no inner producer to send the message back with")
+        properties = dict(msg.properties)
+        properties.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
+        properties[PROPERTY_RETRY_TOPIC] = msg.topic
+        properties[PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        properties[PROPERTY_MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
+        properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
+        new = Message(retry_topic(self.group), msg.body, flag=msg.flag, properties=properties)
+        new.delay_time_level = 3 + msg.reconsume_times
+        await producer.send(new)
+
+    @staticmethod
+    async def _cancel(tasks: list[asyncio.Task[None] | None]) -> None:
+        live = [t for t in tasks if t is not None]
+        for task in live:
+            task.cancel()
+        await asyncio.gather(*live, return_exceptions=True)

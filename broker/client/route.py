@@ -1,0 +1,219 @@
+"""Topic routes as a client sees them: TopicRouteData from the NameServer, the queues it yields for publishing and
+for subscribing, and the route cache shared by producers and consumers.
+
+Rule 1: the shape of TopicRouteData (remoting/protocol/route/{TopicRouteData,QueueData,BrokerData}.java) and the
+route-to-queues rules (MQClientInstance.topicRouteData2TopicPublishInfo / topicRouteData2TopicSubscribeInfo) are
+defined here. The JSON arrives in fastjson's dialect, so it goes through ``broker.metadata.persist.decode_json``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.client.message import MessageQueue
+from broker.metadata.persist import decode_json
+from broker.metadata.topics import is_readable, is_writeable
+
+MASTER_ID = 0  # MixAll.MASTER_ID
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueData:
+        return cls(str(data["brokerName"]), int(data.get("readQueueNums", 0)), int(data.get("writeQueueNums", 0)),
+                   int(data.get("perm", 0)), int(data.get("topicSysFlag", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: Mapping[int, str]  # brokerId -> "ip:port"; 0 is the master
+    enable_acting_master: bool = False
+    zone_name: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BrokerData:
+        addrs = {int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items()}
+        return cls(str(data.get("cluster", "")), str(data["brokerName"]), addrs,
+                   bool(data.get("enableActingMaster", False)), data.get("zoneName"))
+
+    def select_broker_addr(self) -> str | None:
+        """BrokerData.selectBrokerAddr: the master, else any replica."""
+        master = self.broker_addrs.get(MASTER_ID)
+        if master is not None or not self.broker_addrs:
+            return master
+        return random.choice(list(self.broker_addrs.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRouteData:
+    """Which brokers hold a topic and with how many queues (GET_ROUTEINFO_BY_TOPIC's body)."""
+
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+    order_topic_conf: str | None = None
+    filter_server_table: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    static_topic: bool = False  # topicQueueMappingByBroker present: logical queues, which this client does not map
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TopicRouteData:
+        return cls(
+            tuple(QueueData.from_json(q) for q in data.get("queueDatas") or ()),
+            tuple(BrokerData.from_json(b) for b in data.get("brokerDatas") or ()),
+            data.get("orderTopicConf"),
+            {str(k): list(v) for k, v in (data.get("filterServerTable") or {}).items()},
+            bool(data.get("topicQueueMappingByBroker")),
+        )
+
+    @classmethod
+    def decode(cls, body: bytes) -> TopicRouteData:
+        return cls.from_json(decode_json(body.decode("utf-8")))
+
+    def with_queue_nums(self, queue_nums: int) -> TopicRouteData:
+        """The default topic's route for a topic that does not exist yet: each broker offers at most
+        ``queue_nums`` queues (MQClientInstance.updateTopicRouteInfoFromNameServer with isDefault)."""
+        queues = tuple(QueueData(q.broker_name, min(queue_nums, q.read_queue_nums), min(queue_nums, q.read_queue_nums),
+                                 q.perm, q.topic_sys_flag) for q in self.queue_datas)
+        return TopicRouteData(queues, self.broker_datas, self.order_topic_conf, self.filter_server_table,
+                              self.static_topic)
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+
+
+def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:
+    """topicRouteData2TopicPublishInfo: (queues in send order, is an order topic). Writable queues of brokers that
+    have a master, brokers sorted by name; ``orderTopicConf`` ("broker-a:4;broker-b:4") wins when set."""
+    if route.order_topic_conf:
+        queues = []
+        for item in route.order_topic_conf.split(";"):
+            broker_name, _, nums = item.partition(":")
+            queues += [MessageQueue(topic, broker_name, i) for i in range(int(nums))]
+        return queues, True
+    queues = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        broker = route.broker(qd.broker_name)
+        if is_writeable(qd.perm) and broker is not None and MASTER_ID in broker.broker_addrs:
+            queues += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
+    return queues, False
+
+
+def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """topicRouteData2TopicSubscribeInfo: every readable queue, sorted (Java returns a set; callers sort it)."""
+    return sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas if is_readable(qd.perm)
+                  for i in range(qd.read_queue_nums))
+
+
+class SendQueueIndex:
+    """ThreadLocalIndex: a counter that starts at a random value and stays non-negative, so producers do not all
+    start on queue 0."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self._index = self._rng.getrandbits(32) - 2**31
+
+    def increment_and_get(self) -> int:
+        self._index = ((self._index + 1 + 2**31) % 2**32) - 2**31  # Java int overflow
+        return self._index & 0x7FFFFFFF
+
+    def reset(self) -> None:
+        self._index = self._rng.randrange(2**31 - 1)
+
+
+QueueFilter = Callable[[MessageQueue], bool]
+
+
+@dataclass(slots=True)
+class TopicPublishInfo:
+    """The queues a producer may send a topic's messages to (impl/producer/TopicPublishInfo)."""
+
+    message_queues: list[MessageQueue] = field(default_factory=list)
+    order_topic: bool = False
+    have_topic_router_info: bool = False
+    route: TopicRouteData | None = None
+    send_which_queue: SendQueueIndex = field(default_factory=SendQueueIndex)
+
+    @classmethod
+    def from_route(cls, topic: str, route: TopicRouteData) -> TopicPublishInfo:
+        queues, order = publish_queues(topic, route)
+        return cls(queues, order, True, route)
+
+    def ok(self) -> bool:
+        return bool(self.message_queues)
+
+    def select_one_message_queue(self, *filters: QueueFilter) -> MessageQueue | None:
+        """Round robin; with filters, the next queue that passes all of them within one lap, else None."""
+        queues = self.message_queues
+        if not queues:
+            return None
+        if not filters:
+            return queues[self.send_which_queue.increment_and_get() % len(queues)]
+        for _ in range(len(queues)):
+            mq = queues[self.send_which_queue.increment_and_get() % len(queues)]
+            if all(f(mq) for f in filters):
+                return mq
+        return None
+
+    def write_queue_nums_by_broker(self, broker_name: str) -> int:
+        for qd in self.route.queue_datas if self.route else ():
+            if qd.broker_name == broker_name:
+                return qd.write_queue_nums
+        return -1
+
+
+class RouteTable:
+    """The client's route cache (MQClientInstance.topicRouteTable and brokerAddrTable): the last route of each topic
+    and the addresses of every broker seen in any route."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+
+    def update(self, topic: str, route: TopicRouteData) -> bool:
+        """Store ``route``; True when it differs from the cached one (Java's topicRouteDataChanged)."""
+        changed = self.routes.get(topic) != route
+        if changed:
+            for broker in route.broker_datas:
+                self.broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
+            self.routes[topic] = route
+        return changed
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        """The master's address: only the master takes writes."""
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """The given replica, else any replica of the broker (Java with onlyThisBroker false)."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        if addr is None and broker_id != MASTER_ID:
+            addr = addrs.get(broker_id + 1)
+        return addr if addr is not None else next(iter(addrs.values()))
+
+    def any_broker_address(self, topic: str) -> str | None:
+        """findBrokerAddrByTopic: a random broker of the topic, its master if it has one."""
+        route = self.routes.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        return random.choice(route.broker_datas).select_broker_addr()
+
+    def master_addresses(self) -> dict[str, str]:
+        """broker name -> master address, for heartbeats."""
+        return {name: addrs[MASTER_ID] for name, addrs in self.broker_addrs.items() if MASTER_ID in addrs}
+
+    def all_addresses(self) -> list[tuple[str, int, str]]:
+        return [(name, broker_id, addr) for name, addrs in self.broker_addrs.items()
+                for broker_id, addr in addrs.items()]

@@ -1,0 +1,99 @@
+"""NamesrvConfig, and reading ``mqnamesrv -c namesrv.conf`` into it.
+
+The file is a Java properties file with RocketMQ's key names; each key sets the NamesrvConfig field of that name, or
+``listenPort``/``bindAddress`` (NettyServerConfig's). Other keys (Netty tuning, thread pools) are kept in ``extra``
+and otherwise ignored. As in NamesrvStartup, the port is 9876 unless the file says otherwise; port 0 picks a free
+one, which the boot line reports.
+
+Examples:
+    >>> config = load_namesrv_config(None, {"listenPort": "0", "orderMessageEnable": "true"})
+    >>> config.listen_port, config.order_message_enable, config.scan_not_active_broker_interval
+    (0, True, 5000)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from broker.config import read_properties
+from broker.errors import ConfigError
+from broker.store.config import parse_fields, to_camel
+
+DEFAULT_LISTEN_PORT = 9876
+
+
+def _home_path(*parts: str) -> str:
+    return os.path.join(os.path.expanduser("~"), *parts)
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """Java's NamesrvConfig (the keys rmq uses, in Java's order) plus NettyServerConfig's listenPort/bindAddress.
+
+    Not modelled: thread-pool sizes and queue capacities (requests run as asyncio tasks), clusterTest and
+    productEnvName (ClusterTestRequestProcessor), enableControllerInNamesrv (the embedded DLedger controller)."""
+
+    rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    kv_config_path: str = field(default_factory=lambda: _home_path("namesrv", "kvConfig.json"))
+    config_store_path: str = field(default_factory=lambda: _home_path("namesrv", "namesrv.properties"))
+    order_message_enable: bool = False  # routes carry orderTopicConf from the ORDER_TOPIC_CONFIG namespace
+    return_order_topic_config_to_broker: bool = True  # REGISTER_BROKER answers with that namespace's KVTable
+    scan_not_active_broker_interval: int = 5000  # ms between liveness scans
+    support_acting_master: bool = False
+    enable_all_topic_list: bool = True
+    enable_topic_list: bool = True
+    notify_min_broker_id_changed: bool = False  # accepted; rmq does not send NOTIFY_MIN_BROKER_ID_CHANGE
+    need_wait_for_service: bool = False  # refuse route queries for waitSecondsForService after start
+    wait_seconds_for_service: int = 45
+    delete_topic_with_broker_registration: bool = False  # a registration drops the broker's topics it lacks
+    config_black_list: str = "configBlackList;configStorePath;kvConfigPath"  # not changeable remotely
+    listen_port: int = DEFAULT_LISTEN_PORT
+    bind_address: str = "0.0.0.0"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every key with its effective value (``extra`` included), sorted by key as GET_NAMESRV_CONFIG lists them."""
+        props = {
+            to_camel(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"
+        }
+        return dict(sorted({**self.extra, **props}.items()))
+
+    def black_listed_keys(self) -> frozenset[str]:
+        """DefaultRequestProcessor's configBlackList: keys UPDATE_NAMESRV_CONFIG refuses."""
+        configured = {key for key in self.config_black_list.split(";") if key}
+        return frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"} | configured)
+
+    def updated(self, props: Mapping[str, str]) -> NamesrvConfig:
+        """A copy with ``props`` applied; keys that are not fields go to ``extra``. ConfigError names a bad value."""
+        known = {to_camel(f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        extra = {**self.extra, **{k: v for k, v in props.items() if k not in known}}
+        values = parse_fields(NamesrvConfig, {k: v for k, v in props.items() if k in known})
+        config = dataclasses.replace(self, **values, extra=extra)
+        if not 0 <= config.listen_port <= 65535:
+            raise ConfigError(f"bad value for listenPort: {config.listen_port}")
+        if config.scan_not_active_broker_interval <= 0:
+            raise ConfigError(f"bad value for scanNotActiveBrokerInterval: {config.scan_not_active_broker_interval}")
+        return config
+
+
+def _format(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def load_namesrv_config(
+    path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None
+) -> NamesrvConfig:
+    """``mqnamesrv -c path``: the file's keys, then ``overrides``; with a file, configStorePath is that file."""
+    props = read_properties(path) if path is not None else {}
+    if path is not None:
+        props["configStorePath"] = os.fspath(path)
+    props.update(overrides or {})
+    return NamesrvConfig().updated(props)
+
+
+def format_config(config: NamesrvConfig) -> str:
+    """``mqnamesrv -p``: every effective setting as ``key=value`` lines."""
+    return "".join(f"{key}={value}\n" for key, value in config.to_properties().items())
