@@ -66,12 +66,12 @@ class BrokerController:
         processors.register_all(self)
         await self.server.start()
         self.started = True
-        self._every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
-        self._every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
+        self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
         from broker.outer_api import register_broker_all
 
         await register_broker_all(self)
-        self._every(self.broker_config.effective_register_name_server_period / 1000,
+        self.every(self.broker_config.effective_register_name_server_period / 1000,
                     lambda: register_broker_all(self))
 
     async def shutdown(self) -> None:
@@ -94,7 +94,8 @@ class BrokerController:
             self._put_executor.shutdown()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
 
-    def _every(self, seconds: float, action: Callable[[], object]) -> None:
+    def every(self, seconds: float, action: Callable[[], object]) -> None:
+        """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
         async def loop() -> None:
             while True:
                 await asyncio.sleep(seconds)

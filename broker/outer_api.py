@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from broker.metadata.persist import encode_json
 from broker.remoting import RequestCode, ResponseCode, create_request
+from broker.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 
 if TYPE_CHECKING:
     from broker.broker_controller import BrokerController
@@ -24,25 +25,26 @@ def namesrv_addresses(controller: BrokerController) -> list[str]:
     return [a.strip() for a in controller.broker_config.namesrv_addr.split(";") if a.strip()]
 
 
-def _identity(controller: BrokerController) -> dict[str, str]:
+def _unregister_header(controller: BrokerController) -> UnRegisterBrokerRequestHeader:
     config = controller.broker_config
-    return {"brokerName": config.broker_name, "brokerAddr": controller.broker_addr,
-            "clusterName": config.broker_cluster_name, "brokerId": str(config.broker_id)}
+    return UnRegisterBrokerRequestHeader(broker_name=config.broker_name, broker_addr=controller.broker_addr,
+                                         cluster_name=config.broker_cluster_name, broker_id=config.broker_id)
 
 
 async def register_broker_all(controller: BrokerController) -> None:
+    config = controller.broker_config
     body = encode_json({"topicConfigSerializeWrapper": controller.topic_config_manager.build_register_body(),
                         "filterServerList": []}).encode()
-    header = _identity(controller) | {
-        "haServerAddr": f"{controller.broker_config.broker_ip1}:{controller.broker_config.listen_port + 1}",
-        "enableActingMaster": "false", "compressed": "false",
-        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),  # UtilAll.crc32
-    }
-    await _call_all(controller, RequestCode.REGISTER_BROKER, header, body)
+    header = RegisterBrokerRequestHeader(
+        broker_name=config.broker_name, broker_addr=controller.broker_addr, cluster_name=config.broker_cluster_name,
+        ha_server_addr=f"{config.broker_ip1}:{config.listen_port + 1}", broker_id=config.broker_id,
+        enable_acting_master=False, compressed=False, body_crc32=zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
+    )
+    await _call_all(controller, RequestCode.REGISTER_BROKER, header.to_ext(), body)
 
 
 async def unregister_broker_all(controller: BrokerController) -> None:
-    await _call_all(controller, RequestCode.UNREGISTER_BROKER, _identity(controller), b"")
+    await _call_all(controller, RequestCode.UNREGISTER_BROKER, _unregister_header(controller).to_ext(), b"")
 
 
 async def _call_all(controller: BrokerController, code: int, header: dict[str, str], body: bytes) -> None:

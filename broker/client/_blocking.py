@@ -298,6 +298,7 @@ class BlockingClient:
         self.fault_strategy = MQFaultStrategy()
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
+        self._default_publish: dict[str, tuple[float, TopicPublishInfo]] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._clients: dict[str, BlockingRemotingClient] = {}
         self._lock = threading.Lock()
@@ -333,16 +334,22 @@ class BlockingClient:
         return route
 
     def _publish_info(self, topic: str) -> TopicPublishInfo:
-        """The queues to send to; for a topic the NameServer does not know, TBW102's brokers with
-        ``default_topic_queue_nums`` queues each, so the broker creates the topic (as the producer does)."""
+        """The queues to send to. For a topic the NameServer does not know: TBW102's brokers with
+        ``default_topic_queue_nums`` queues each, so the broker creates the topic (as the producer does); that
+        stand-in is kept for ``route_ttl_s`` and never shown as the topic's route."""
+        stand_in = self._default_publish.get(topic)
+        if stand_in is not None and time.monotonic() - stand_in[0] < self.route_ttl_s:
+            return stand_in[1]
         try:
             self.get_route(topic)
+            return self._publish[topic]
         except MQClientError as err:
             if err.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
-            default = self.get_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
-            self._cache_route(topic, default.with_queue_nums(self.default_topic_queue_nums))
-        return self._publish[topic]
+        default = self.get_route(AUTO_CREATE_TOPIC_KEY_TOPIC).with_queue_nums(self.default_topic_queue_nums)
+        info = TopicPublishInfo.from_route(topic, default)
+        self._default_publish[topic] = (time.monotonic(), info)
+        return info
 
     def _cache_route(self, topic: str, route: TopicRouteData) -> None:
         with self._lock:

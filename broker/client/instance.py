@@ -126,6 +126,7 @@ class MQClientInstance:
         self._route_lock = asyncio.Lock()
         self._rebalance_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._users = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -148,9 +149,10 @@ class MQClientInstance:
         self._users -= 1
         if self._users > 0:
             return
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         await self.remoting.close()
 
@@ -237,6 +239,17 @@ class MQClientInstance:
                 return False
             if route.static_topic:
                 log.warning("topic %s is a static topic; its logical queues are used as physical ones", topic)
+            known = set(self.route_table.broker_addrs)
+            self._heartbeat_new_brokers(route, known)
+            if default_queue_nums is not None:
+                # A stand-in for producers only: consumers must not pull from queues the topic may never have
+                # (Java hands it to both and the next refresh repairs the consumers).
+                self.route_table.update_brokers(route)
+                info = TopicPublishInfo.from_route(topic, route)
+                for producer in self.producers.values():
+                    if producer.need_publish_info(topic):
+                        producer.update_topic_publish_info(topic, info)
+                return True
             changed = self.route_table.update(topic, route)
             if changed or any(p.need_publish_info(topic) for p in self.producers.values()):
                 info = TopicPublishInfo.from_route(topic, route)
@@ -246,6 +259,14 @@ class MQClientInstance:
             for consumer in self.consumers.values():
                 consumer.update_topic_subscribe_info(topic, mqs)
             return changed
+
+    def _heartbeat_new_brokers(self, route: TopicRouteData, known: set[str]) -> None:
+        """A broker seen for the first time hears from us at once, not at the next heartbeat round: it then knows
+        our groups before our first send or pull (Java waits for the round)."""
+        if self._users and any(b.broker_name not in known for b in route.broker_datas):
+            task = asyncio.get_running_loop().create_task(self.send_heartbeat_to_all_brokers())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def update_all_topic_routes(self) -> None:
         topics = {t for p in self.producers.values() for t in p.publish_topics()}

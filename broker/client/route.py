@@ -184,10 +184,13 @@ class RouteTable:
         """Store ``route``; True when it differs from the cached one (Java's topicRouteDataChanged)."""
         changed = self.routes.get(topic) != route
         if changed:
-            for broker in route.broker_datas:
-                self.broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
+            self.update_brokers(route)
             self.routes[topic] = route
         return changed
+
+    def update_brokers(self, route: TopicRouteData) -> None:
+        for broker in route.broker_datas:
+            self.broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
 
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
         """The master's address: only the master takes writes."""

@@ -291,7 +291,7 @@ def register(controller: BrokerController) -> AdminBrokerProcessor:
     }
     for code, handler in handlers.items():
         controller.server.register_processor(code, guarded(handler))
-    controller._every(1.0, processor.stats.sample)  # the controller owns the task: cancelled at shutdown
+    controller.every(1.0, processor.stats.sample)  # the controller owns the task: cancelled at shutdown
     return processor
 
 

@@ -176,7 +176,7 @@ def register(controller: BrokerController) -> ClientManageProcessor:
     consumers.on_change = processor.notifier
     consumers.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
     controller.producer_manager.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
-    pass  # MUTANT
+    controller.server.set_connection_closed_listener(processor.connection_closed)
     return processor
 
 

@@ -116,7 +116,7 @@ class PullMessageProcessor:
             interval = HOLD_CHECK_INTERVAL_S
         else:
             interval = bc.short_polling_time_mills / 1000
-        self.controller._every(interval, self.hold_service.check_hold_requests)
+        self.controller.every(interval, self.hold_service.check_hold_requests)
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process_request(conn, request, suspendable=True)

@@ -31,7 +31,7 @@ from broker.store.flush import (
     disk_usage_percent,
 )
 from broker.store.index_file import IndexService
-from broker.store.layout import MessageRecord
+from broker.store.layout import CQ_UNIT_SIZE, MessageRecord
 from broker.store.recovery import recover
 from broker.store.results import (
     GetMessageResult,
@@ -44,7 +44,9 @@ from broker.store.results import (
 log = logging.getLogger(__name__)
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
-MAX_FILTER_MESSAGE_COUNT = 16000  # ConsumeQueue units a single pull may scan past filtered-out messages
+# A pull scans at most this many ConsumeQueue units past filtered-out messages (Java: maxFilterMessageSize, 16000
+# bytes of units).
+MAX_FILTER_UNITS = 16000 // CQ_UNIT_SIZE
 
 
 class MessageFilter(Protocol):
@@ -92,7 +94,9 @@ class MessageStore:
         for cq in self.consume_queues.queues():
             cq.correct_min_offset(self.commit_log.min_offset)
             self.commit_log.queue_offsets[cq.topic, cq.queue_id] = cq.max_offset
-        self.commit_log.last_store_timestamp = self.reput.last_store_timestamp
+        # Store times never go backwards across a restart, even if the clock does.
+        self.commit_log.last_store_timestamp = max(self.reput.last_store_timestamp,
+                                                   self.checkpoint.value.physic_msg_timestamp)
         with open(self.config.abort_path, "w"):
             pass
         self._start_services()
@@ -207,7 +211,7 @@ class MessageStore:
 
     def _collect(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
                  message_filter: MessageFilter | None, result: GetMessageResult) -> None:
-        scan = max(MAX_FILTER_MESSAGE_COUNT, max_msg_nums)
+        scan = max(MAX_FILTER_UNITS, max_msg_nums)
         total = 0
         skip_below = -1  # after a removed record: skip units until the next CommitLog file
         for index, unit in enumerate(cq.iter_units(offset, scan), start=offset):

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -58,6 +58,16 @@ async def running_broker(tmp_path: Path, **broker_settings: Any) -> AsyncIterato
         await controller.shutdown()
 
 
+def on_broker(tmp_path: Path, scenario: Callable[[BrokerController], Awaitable[None]], **broker_settings: Any) -> None:
+    """Run ``scenario`` against a running broker (see ``running_broker``)."""
+
+    async def main() -> None:
+        async with running_broker(tmp_path, **broker_settings) as broker:
+            await scenario(broker)
+
+    run(main())
+
+
 class Client:
     """One client process: its own connection, recording what the broker sends it."""
 
@@ -93,6 +103,12 @@ class Client:
 
     async def close(self) -> None:
         await self.remoting.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
 
 def heartbeat_body(client_id: str, groups: tuple[str, ...], topics: tuple[str, ...], producer: str | None,
@@ -149,216 +165,178 @@ def consumer_ids(response: RemotingCommand) -> list[str]:
 
 
 def test_heartbeat_registers_consumers_and_producers_and_creates_the_retry_topic(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "127.0.0.1@a")
-            try:
-                response = await a.heartbeat(GROUP, producer="PID_orders")
-                assert response.code == ResponseCode.SUCCESS and response.remark is None
-                assert response.ext_fields == {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"}
-                listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
-                assert consumer_ids(listed) == ["127.0.0.1@a"]
-                retry = broker.topic_config_manager.select_topic_config("%RETRY%" + GROUP)
-                assert (retry.read_queue_nums, retry.write_queue_nums, retry.perm) == (1, 1, 6)
-                assert broker.subscription_group_manager.contains_subscription_group(GROUP)
-                channel = broker.producer_manager.any_channel("PID_orders")
-                assert channel.client_id == "127.0.0.1@a" and channel.language is LanguageCode.JAVA
-                assert channel.version == REMOTING_VERSION
-                unknown = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "nobody"})
-                assert (unknown.code, unknown.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, nobody")
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "127.0.0.1@a") as a:
+            response = await a.heartbeat(GROUP, producer="PID_orders")
+            assert response.code == ResponseCode.SUCCESS and response.remark is None
+            assert response.ext_fields == {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"}
+            listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+            assert consumer_ids(listed) == ["127.0.0.1@a"]
+            retry = broker.topic_config_manager.select_topic_config("%RETRY%" + GROUP)
+            assert (retry.read_queue_nums, retry.write_queue_nums, retry.perm) == (1, 1, 6)
+            assert broker.subscription_group_manager.contains_subscription_group(GROUP)
+            channel = broker.producer_manager.any_channel("PID_orders")
+            assert channel.client_id == "127.0.0.1@a" and channel.language is LanguageCode.JAVA
+            assert channel.version == REMOTING_VERSION
+            unknown = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "nobody"})
+            assert (unknown.code, unknown.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, nobody")
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_consumers_hear_when_their_group_changes(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a, b = Client(broker, "10.0.0.1@a"), Client(broker, "10.0.0.2@b")
-            try:
-                await a.heartbeat(GROUP)
-                notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # a itself joined, as in Java
-                assert notice.ext_fields == {"consumerGroup": GROUP} and notice.is_oneway
-                await b.heartbeat(GROUP)
-                await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
-                await b.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
-                listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
-                assert consumer_ids(listed) == ["10.0.0.1@a", "10.0.0.2@b"]
-                await a.heartbeat(GROUP)  # nothing changed: nobody is told
-                await asyncio.sleep(0.2)
-                assert a.received.empty()
-                gone = await b.call(RequestCode.UNREGISTER_CLIENT, {"clientID": "10.0.0.2@b", "consumerGroup": GROUP,
-                                                                      "producerGroup": "PID_none"})
-                assert gone.code == ResponseCode.SUCCESS
-                notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
-                assert notice.ext_fields["consumerGroup"] == GROUP
-                listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
-                assert consumer_ids(listed) == ["10.0.0.1@a"]
-            finally:
-                await a.close()
-                await b.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a, Client(broker, "10.0.0.2@b") as b:
+            await a.heartbeat(GROUP)
+            notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # a itself joined, as in Java
+            assert notice.ext_fields == {"consumerGroup": GROUP} and notice.is_oneway
+            await b.heartbeat(GROUP)
+            await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+            await b.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+            listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+            assert consumer_ids(listed) == ["10.0.0.1@a", "10.0.0.2@b"]
+            await a.heartbeat(GROUP)  # nothing changed: nobody is told
+            await asyncio.sleep(0.2)
+            assert a.received.empty()
+            gone = await b.call(RequestCode.UNREGISTER_CLIENT, {"clientID": "10.0.0.2@b", "consumerGroup": GROUP,
+                                                                  "producerGroup": "PID_none"})
+            assert gone.code == ResponseCode.SUCCESS
+            notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+            assert notice.ext_fields["consumerGroup"] == GROUP
+            listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+            assert consumer_ids(listed) == ["10.0.0.1@a"]
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_a_closed_connection_leaves_its_groups_at_once_and_the_others_are_told(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a, b = Client(broker, "10.0.0.1@a"), Client(broker, "10.0.0.2@b")
-            try:
-                await a.heartbeat(GROUP)
-                await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # a itself joined
-                await b.heartbeat(GROUP, producer="PID_b")
-                await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # b joined
-                assert a.received.empty()
-                await b.close()  # no UNREGISTER_CLIENT: the connection just goes away
-                notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # long before a 10 s scan
-                assert notice.ext_fields == {"consumerGroup": GROUP}
-                listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
-                assert consumer_ids(listed) == ["10.0.0.1@a"]
-                assert broker.producer_manager.any_channel("PID_b") is None
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a, Client(broker, "10.0.0.2@b") as b:
+            await a.heartbeat(GROUP)
+            await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # a itself joined
+            await b.heartbeat(GROUP, producer="PID_b")
+            await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # b joined
+            assert a.received.empty()
+            await b.close()  # no UNREGISTER_CLIENT: the connection just goes away
+            notice = await a.next_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)  # long before a 10 s scan
+            assert notice.ext_fields == {"consumerGroup": GROUP}
+            listed = await a.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+            assert consumer_ids(listed) == ["10.0.0.1@a"]
+            assert broker.producer_manager.any_channel("PID_b") is None
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_heartbeat_v2_keeps_subscriptions_and_reports_a_changed_fingerprint(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "10.0.0.1@a")
-            try:
-                first = await a.heartbeat(GROUP, fingerprint=7)
-                assert first.ext_fields["IS_SUB_CHANGE"] == "false"
-                same = await a.heartbeat(GROUP, fingerprint=7, without_sub=True)
-                assert same.ext_fields == {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "false"}
-                assert list(broker.consumer_manager.get(GROUP).subscriptions) == [TOPIC]
-                changed = await a.heartbeat(GROUP, fingerprint=8, without_sub=True)
-                assert changed.ext_fields["IS_SUB_CHANGE"] == "true"
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a:
+            first = await a.heartbeat(GROUP, fingerprint=7)
+            assert first.ext_fields["IS_SUB_CHANGE"] == "false"
+            same = await a.heartbeat(GROUP, fingerprint=7, without_sub=True)
+            assert same.ext_fields == {"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "false"}
+            assert list(broker.consumer_manager.get(GROUP).subscriptions) == [TOPIC]
+            changed = await a.heartbeat(GROUP, fingerprint=8, without_sub=True)
+            assert changed.ext_fields["IS_SUB_CHANGE"] == "true"
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_bad_heartbeats_and_headers_get_error_answers_and_the_broker_keeps_serving(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "10.0.0.1@a")
-            try:
-                for body in (b"", b"not json", b'{"consumerDataSet": 5}', b"[1, 2]"):
-                    response = await a.call(RequestCode.HEART_BEAT, body=body)
-                    assert response.code == ResponseCode.SYSTEM_ERROR and response.remark
-                response = await a.call(RequestCode.UNREGISTER_CLIENT, {"consumerGroup": GROUP})
-                assert response.code == ResponseCode.SYSTEM_ERROR
-                assert "the custom field <clientID> is null" in response.remark
-                response = await a.call(RequestCode.QUERY_CONSUMER_OFFSET,
-                                        {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "x"})
-                assert response.code == ResponseCode.SYSTEM_ERROR and "queueId" in response.remark
-                assert (await a.heartbeat(GROUP)).code == ResponseCode.SUCCESS
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a:
+            for body in (b"", b"not json", b'{"consumerDataSet": 5}', b"[1, 2]"):
+                response = await a.call(RequestCode.HEART_BEAT, body=body)
+                assert response.code == ResponseCode.SYSTEM_ERROR and response.remark
+            response = await a.call(RequestCode.UNREGISTER_CLIENT, {"consumerGroup": GROUP})
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert "the custom field <clientID> is null" in response.remark
+            response = await a.call(RequestCode.QUERY_CONSUMER_OFFSET,
+                                    {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "x"})
+            assert response.code == ResponseCode.SYSTEM_ERROR and "queueId" in response.remark
+            assert (await a.heartbeat(GROUP)).code == ResponseCode.SUCCESS
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_check_client_config_accepts_tags_only(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "10.0.0.1@a")
-            try:
-                sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
-                       "subVersion": 1, "tagsSet": [], "topic": TOPIC}
-                body = {"clientId": "10.0.0.1@a", "group": GROUP, "subscriptionData": sub}
-                ok = await a.call(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
-                assert ok.code == ResponseCode.SUCCESS
-                body["subscriptionData"] = {**sub, "expressionType": "SQL92", "subString": "a > 1"}
-                refused = await a.call(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
-                assert (refused.code, refused.remark) == (
-                    ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a:
+            sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*",
+                   "subVersion": 1, "tagsSet": [], "topic": TOPIC}
+            body = {"clientId": "10.0.0.1@a", "group": GROUP, "subscriptionData": sub}
+            ok = await a.call(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
+            assert ok.code == ResponseCode.SUCCESS
+            body["subscriptionData"] = {**sub, "expressionType": "SQL92", "subString": "a > 1"}
+            refused = await a.call(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
+            assert (refused.code, refused.remark) == (
+                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_connection_lists_carry_javas_fields(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "10.0.0.1@a")
-            try:
-                await a.heartbeat(GROUP, producer="PID_orders")
-                response = await a.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": GROUP})
-                body = body_of(response)
-                assert list(body) == ["connectionSet", "consumeFromWhere", "consumeType", "messageModel",
-                                      "subscriptionTable"]
-                (connection,) = body["connectionSet"]
-                assert list(connection) == ["clientAddr", "clientId", "language", "version"]
-                assert connection["clientId"] == "10.0.0.1@a" and connection["language"] == "JAVA"
-                assert connection["clientAddr"].startswith("127.0.0.1:") and connection["version"] == REMOTING_VERSION
-                assert (body["consumeType"], body["messageModel"]) == ("CONSUME_PASSIVELY", "CLUSTERING")
-                sub = body["subscriptionTable"][TOPIC]
-                assert list(sub) == ["classFilterMode", "codeSet", "expressionType", "subString", "subVersion",
-                                     "tagsSet", "topic"]
-                offline = await a.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "nobody"})
-                assert (offline.code, offline.remark) == (ResponseCode.CONSUMER_NOT_ONLINE,
-                                                          "the consumer group[nobody] not online")
-                producers = await a.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PID_orders"})
-                assert body_of(producers)["connectionSet"][0]["clientId"] == "10.0.0.1@a"
-                missing = await a.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PID_x"})
-                assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                          "the producer group[PID_x] not exist")
-                table = body_of(await a.call(RequestCode.GET_ALL_PRODUCER_INFO))["data"]
-                assert list(table["PID_orders"][0]) == ["clientId", "language", "lastUpdateTimestamp", "remoteIP",
-                                                        "version"]
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a:
+            await a.heartbeat(GROUP, producer="PID_orders")
+            response = await a.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": GROUP})
+            body = body_of(response)
+            assert list(body) == ["connectionSet", "consumeFromWhere", "consumeType", "messageModel",
+                                  "subscriptionTable"]
+            (connection,) = body["connectionSet"]
+            assert list(connection) == ["clientAddr", "clientId", "language", "version"]
+            assert connection["clientId"] == "10.0.0.1@a" and connection["language"] == "JAVA"
+            assert connection["clientAddr"].startswith("127.0.0.1:") and connection["version"] == REMOTING_VERSION
+            assert (body["consumeType"], body["messageModel"]) == ("CONSUME_PASSIVELY", "CLUSTERING")
+            sub = body["subscriptionTable"][TOPIC]
+            assert list(sub) == ["classFilterMode", "codeSet", "expressionType", "subString", "subVersion",
+                                 "tagsSet", "topic"]
+            offline = await a.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "nobody"})
+            assert (offline.code, offline.remark) == (ResponseCode.CONSUMER_NOT_ONLINE,
+                                                      "the consumer group[nobody] not online")
+            producers = await a.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PID_orders"})
+            assert body_of(producers)["connectionSet"][0]["clientId"] == "10.0.0.1@a"
+            missing = await a.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PID_x"})
+            assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                      "the producer group[PID_x] not exist")
+            table = body_of(await a.call(RequestCode.GET_ALL_PRODUCER_INFO))["data"]
+            assert list(table["PID_orders"][0]) == ["clientId", "language", "lastUpdateTimestamp", "remoteIP",
+                                                    "version"]
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_consumer_running_info_is_asked_of_the_client_itself(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            info = create_response(create_request(0), ResponseCode.SUCCESS, body=b'{"properties":{"x":"1"}}')
-            a = Client(broker, "10.0.0.1@a", answers={RequestCode.GET_CONSUMER_RUNNING_INFO: info})
-            admin = Client(broker, "admin")
-            try:
-                await a.heartbeat(GROUP)
-                ext = {"consumerGroup": GROUP, "clientId": "10.0.0.1@a", "jstackEnable": "false"}
-                response = await admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
-                assert (response.code, response.body) == (ResponseCode.SUCCESS, b'{"properties":{"x":"1"}}')
-                asked = await a.next_request(RequestCode.GET_CONSUMER_RUNNING_INFO)
-                assert asked.ext_fields["clientId"] == "10.0.0.1@a"
-                ext["clientId"] = "nobody"
-                offline = await admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
-                assert (offline.code, offline.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                          f"The Consumer <{GROUP}> <nobody> not online")
-            finally:
-                await a.close()
-                await admin.close()
+    async def scenario(broker: BrokerController) -> None:
+        info = create_response(create_request(0), ResponseCode.SUCCESS, body=b'{"properties":{"x":"1"}}')
+        answers = {RequestCode.GET_CONSUMER_RUNNING_INFO: info}
+        async with Client(broker, "10.0.0.1@a", answers) as a, Client(broker, "admin") as admin:
+            await a.heartbeat(GROUP)
+            ext = {"consumerGroup": GROUP, "clientId": "10.0.0.1@a", "jstackEnable": "false"}
+            response = await admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+            assert (response.code, response.body) == (ResponseCode.SUCCESS, b'{"properties":{"x":"1"}}')
+            asked = await a.next_request(RequestCode.GET_CONSUMER_RUNNING_INFO)
+            assert asked.ext_fields["clientId"] == "10.0.0.1@a"
+            ext["clientId"] = "nobody"
+            offline = await admin.call(RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+            assert (offline.code, offline.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                      f"The Consumer <{GROUP}> <nobody> not online")
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_silent_clients_expire_and_their_connection_is_closed(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            a = Client(broker, "10.0.0.1@a")
-            try:
-                await a.heartbeat(GROUP, producer="PID_a")
-                manager = broker.consumer_manager
-                (channel,) = manager.get(GROUP).channels.values()
-                expired = manager.scan_expired(now=channel.last_update_timestamp + 120_001)
-                assert [c.client_id for c in expired] == ["10.0.0.1@a"] and manager.get(GROUP) is None
-                async with asyncio.timeout(3):
-                    await channel.connection.wait_closed()
-                assert broker.producer_manager.any_channel("PID_a") is None  # the close event dropped it too
-            finally:
-                await a.close()
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "10.0.0.1@a") as a:
+            await a.heartbeat(GROUP, producer="PID_a")
+            manager = broker.consumer_manager
+            (channel,) = manager.get(GROUP).channels.values()
+            expired = manager.scan_expired(now=channel.last_update_timestamp + 120_001)
+            assert [c.client_id for c in expired] == ["10.0.0.1@a"] and manager.get(GROUP) is None
+            async with asyncio.timeout(3):
+                await channel.connection.wait_closed()
+            assert broker.producer_manager.any_channel("PID_a") is None  # the close event dropped it too
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_consumer_manager_follows_javas_change_rules() -> None:
@@ -385,157 +363,136 @@ def test_consumer_manager_follows_javas_change_rules() -> None:
 
 
 def test_offsets_are_committed_and_queried_with_javas_codes(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            create_topic(broker)
-            c = Client(broker, "c")
-            try:
-                update = {"consumerGroup": "GID_new", "topic": TOPIC, "queueId": "0", "commitOffset": "5"}
-                refused = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, update)
-                assert (refused.code, refused.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                                          "Group GID_new not exist!")
-                await c.heartbeat(GROUP)  # creates the group
-                refused = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**update, "consumerGroup": GROUP,
-                                                                             "topic": "NoSuchTopic"})
-                assert (refused.code, refused.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic NoSuchTopic not exist!")
-                query = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}
-                missing = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)
-                assert (missing.code, missing.remark) == (
-                    ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
-                no_zero = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, {**query, "setZeroIfNotFound": "false"})
-                assert (no_zero.code, no_zero.remark) == (
-                    ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first")
-                await put(broker, TOPIC, 0, 3)
-                zero = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)  # the first message is still there
-                assert (zero.code, zero.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
-                ok = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**update, "consumerGroup": GROUP})
-                assert ok.code == ResponseCode.SUCCESS
-                assert (await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)).ext_fields == {"offset": "5"}
-                everything = body_of(await c.call(RequestCode.GET_ALL_CONSUMER_OFFSET))
-                assert everything["offsetTable"] == {f"{TOPIC}@{GROUP}": {"0": 5}}
-                who = body_of(await c.call(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": TOPIC}))
-                assert who == {"groupList": [GROUP]}
-                topics = body_of(await c.call(RequestCode.QUERY_TOPICS_BY_CONSUMER, {"group": GROUP}))
-                assert topics == {"brokerAddr": broker.broker_addr, "topicList": [TOPIC]}
-            finally:
-                await c.close()
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker)
+        async with Client(broker, "c") as c:
+            update = {"consumerGroup": "GID_new", "topic": TOPIC, "queueId": "0", "commitOffset": "5"}
+            refused = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, update)
+            assert (refused.code, refused.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                                      "Group GID_new not exist!")
+            await c.heartbeat(GROUP)  # creates the group
+            refused = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**update, "consumerGroup": GROUP,
+                                                                         "topic": "NoSuchTopic"})
+            assert (refused.code, refused.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic NoSuchTopic not exist!")
+            query = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}
+            missing = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)
+            assert (missing.code, missing.remark) == (
+                ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+            no_zero = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, {**query, "setZeroIfNotFound": "false"})
+            assert (no_zero.code, no_zero.remark) == (
+                ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first")
+            await put(broker, TOPIC, 0, 3)
+            zero = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)  # the first message is still there
+            assert (zero.code, zero.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
+            ok = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**update, "consumerGroup": GROUP})
+            assert ok.code == ResponseCode.SUCCESS
+            assert (await c.call(RequestCode.QUERY_CONSUMER_OFFSET, query)).ext_fields == {"offset": "5"}
+            everything = body_of(await c.call(RequestCode.GET_ALL_CONSUMER_OFFSET))
+            assert everything["offsetTable"] == {f"{TOPIC}@{GROUP}": {"0": 5}}
+            who = body_of(await c.call(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": TOPIC}))
+            assert who == {"groupList": [GROUP]}
+            topics = body_of(await c.call(RequestCode.QUERY_TOPICS_BY_CONSUMER, {"group": GROUP}))
+            assert topics == {"brokerAddr": broker.broker_addr, "topicList": [TOPIC]}
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_consume_stats_show_each_queue_of_the_subscribed_topics(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            create_topic(broker, queues=2)
-            c = Client(broker, "c")
-            try:
-                await c.heartbeat(GROUP)
-                await put(broker, TOPIC, 0, 4)
-                await put(broker, TOPIC, 1, 1)
-                broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 3)
-                response = await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP})
-                body = body_of(response)
-                assert list(body) == ["consumeTps", "offsetTable"] and body["consumeTps"] == 0.0
-                table = mq_keys(body["offsetTable"])
-                assert set(table) == {(TOPIC, "broker-a", 0), (TOPIC, "broker-a", 1)}
-                q0 = table[TOPIC, "broker-a", 0]
-                assert list(q0) == ["brokerOffset", "consumerOffset", "lastTimestamp", "pullOffset"]
-                assert (q0["brokerOffset"], q0["consumerOffset"], q0["pullOffset"]) == (4, 3, 3)
-                assert q0["lastTimestamp"] == broker.store.message_store_timestamp(TOPIC, 0, 2) > 0
-                q1 = table[TOPIC, "broker-a", 1]
-                assert (q1["brokerOffset"], q1["consumerOffset"], q1["lastTimestamp"]) == (1, 0, 0)
-                listed = await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GID_other",
-                                                                       "topicList": f"{TOPIC};NoSuchTopic"})
-                assert len(body_of(listed)["offsetTable"]) == 2
-                span = body_of(await c.call(RequestCode.QUERY_CONSUME_TIME_SPAN, {"topic": TOPIC, "group": GROUP}))
-                first = span["consumeTimeSpanSet"][0]
-                assert first["messageQueue"] == {"brokerName": "broker-a", "queueId": 0, "topic": TOPIC}
-                assert first["minTimeStamp"] > 0 and first["delayTime"] >= 0 and "#" in first["minTimeStampStr"]
-            finally:
-                await c.close()
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker, queues=2)
+        async with Client(broker, "c") as c:
+            await c.heartbeat(GROUP)
+            await put(broker, TOPIC, 0, 4)
+            await put(broker, TOPIC, 1, 1)
+            broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 3)
+            response = await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP})
+            body = body_of(response)
+            assert list(body) == ["consumeTps", "offsetTable"] and body["consumeTps"] == 0.0
+            table = mq_keys(body["offsetTable"])
+            assert set(table) == {(TOPIC, "broker-a", 0), (TOPIC, "broker-a", 1)}
+            q0 = table[TOPIC, "broker-a", 0]
+            assert list(q0) == ["brokerOffset", "consumerOffset", "lastTimestamp", "pullOffset"]
+            assert (q0["brokerOffset"], q0["consumerOffset"], q0["pullOffset"]) == (4, 3, 3)
+            assert q0["lastTimestamp"] == broker.store.message_store_timestamp(TOPIC, 0, 2) > 0
+            q1 = table[TOPIC, "broker-a", 1]
+            assert (q1["brokerOffset"], q1["consumerOffset"], q1["lastTimestamp"]) == (1, 0, 0)
+            listed = await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GID_other",
+                                                                   "topicList": f"{TOPIC};NoSuchTopic"})
+            assert len(body_of(listed)["offsetTable"]) == 2
+            span = body_of(await c.call(RequestCode.QUERY_CONSUME_TIME_SPAN, {"topic": TOPIC, "group": GROUP}))
+            first = span["consumeTimeSpanSet"][0]
+            assert first["messageQueue"] == {"brokerName": "broker-a", "queueId": 0, "topic": TOPIC}
+            assert first["minTimeStamp"] > 0 and first["delayTime"] >= 0 and "#" in first["minTimeStampStr"]
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_reset_offset_by_time_in_the_broker_is_served_to_the_next_pulls(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            create_topic(broker, queues=2)
-            c = Client(broker, "c")
-            try:
-                await c.heartbeat(GROUP)
-                await put(broker, TOPIC, 0, 3)
-                middle = broker.store.message_store_timestamp(TOPIC, 0, 2)
-                broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 3)
-                reset = {"group": GROUP, "topic": TOPIC, "timestamp": str(middle), "isForce": "true", "offset": "-1"}
-                response = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
-                assert response.code == ResponseCode.SUCCESS
-                table = mq_keys(body_of(response)["offsetTable"])
-                target = broker.store.offset_in_queue_by_time(TOPIC, 0, middle)
-                assert table == {(TOPIC, "broker-a", 0): target, (TOPIC, "broker-a", 1): 0}
-                assert broker.consumer_offset_manager.has_offset_reset(TOPIC, GROUP, 0)
-                ignored = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC,
-                                                                            "queueId": "0", "commitOffset": "3"})
-                assert (ignored.code, ignored.remark) == (ResponseCode.SUCCESS, "Offset has been previously reset")
-                assert broker.consumer_offset_manager.query_then_erase_reset_offset(TOPIC, GROUP, 0) == target
-                one = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "queueId": "0",
-                                                                                 "offset": "99"})
-                assert (one.code, one.remark) == (ResponseCode.SYSTEM_ERROR,
-                                                  "Target offset 99 not in consume queue range [0-3]")
-                nothing = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "topic": "NoSuchTopic"})
-                assert (nothing.code, nothing.remark) == (ResponseCode.TOPIC_NOT_EXIST,
-                                                          "Topic NoSuchTopic does not exist")
-            finally:
-                await c.close()
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker, queues=2)
+        async with Client(broker, "c") as c:
+            await c.heartbeat(GROUP)
+            await put(broker, TOPIC, 0, 3)
+            middle = broker.store.message_store_timestamp(TOPIC, 0, 2)
+            broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 3)
+            reset = {"group": GROUP, "topic": TOPIC, "timestamp": str(middle), "isForce": "true", "offset": "-1"}
+            response = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+            assert response.code == ResponseCode.SUCCESS
+            table = mq_keys(body_of(response)["offsetTable"])
+            target = broker.store.offset_in_queue_by_time(TOPIC, 0, middle)
+            assert table == {(TOPIC, "broker-a", 0): target, (TOPIC, "broker-a", 1): 0}
+            assert broker.consumer_offset_manager.has_offset_reset(TOPIC, GROUP, 0)
+            ignored = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC,
+                                                                        "queueId": "0", "commitOffset": "3"})
+            assert (ignored.code, ignored.remark) == (ResponseCode.SUCCESS, "Offset has been previously reset")
+            assert broker.consumer_offset_manager.query_then_erase_reset_offset(TOPIC, GROUP, 0) == target
+            one = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "queueId": "0",
+                                                                             "offset": "99"})
+            assert (one.code, one.remark) == (ResponseCode.SYSTEM_ERROR,
+                                              "Target offset 99 not in consume queue range [0-3]")
+            nothing = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "topic": "NoSuchTopic"})
+            assert (nothing.code, nothing.remark) == (ResponseCode.TOPIC_NOT_EXIST,
+                                                      "Topic NoSuchTopic does not exist")
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
 
 
 def test_reset_offset_without_server_side_reset_tells_the_online_clients(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path, use_server_side_reset_offset=False) as broker:
-            create_topic(broker, queues=1)
-            c, admin = Client(broker, "c"), Client(broker, "admin")
-            try:
-                await put(broker, TOPIC, 0, 2)
-                reset = {"group": GROUP, "topic": TOPIC, "timestamp": "0", "isForce": "true", "offset": "-1"}
-                broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 2)
-                offline = await admin.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
-                assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
-                assert offline.remark == (f"Consumer not online, so can not reset offset, Group: {GROUP} "
-                                          f"Topic: {TOPIC} Timestamp: 0")
-                await c.heartbeat(GROUP)
-                response = await admin.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
-                assert mq_keys(body_of(response)["offsetTable"]) == {(TOPIC, "broker-a", 0): 0}
-                notice = await c.next_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
-                assert notice.ext_fields["group"] == GROUP and notice.ext_fields["timestamp"] == "0"
-                assert mq_keys(body_of(notice)["offsetTable"]) == {(TOPIC, "broker-a", 0): 0}
-            finally:
-                await c.close()
-                await admin.close()
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker, queues=1)
+        async with Client(broker, "c") as c, Client(broker, "admin") as admin:
+            await put(broker, TOPIC, 0, 2)
+            reset = {"group": GROUP, "topic": TOPIC, "timestamp": "0", "isForce": "true", "offset": "-1"}
+            broker.consumer_offset_manager.commit_offset(GROUP, TOPIC, 0, 2)
+            offline = await admin.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+            assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+            assert offline.remark == (f"Consumer not online, so can not reset offset, Group: {GROUP} "
+                                      f"Topic: {TOPIC} Timestamp: 0")
+            await c.heartbeat(GROUP)
+            response = await admin.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+            assert mq_keys(body_of(response)["offsetTable"]) == {(TOPIC, "broker-a", 0): 0}
+            notice = await c.next_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+            assert notice.ext_fields["group"] == GROUP and notice.ext_fields["timestamp"] == "0"
+            assert mq_keys(body_of(notice)["offsetTable"]) == {(TOPIC, "broker-a", 0): 0}
 
-    run(scenario())
+    on_broker(tmp_path, scenario, use_server_side_reset_offset=False)
 
 
 def test_rebalance_locks_belong_to_one_client_at_a_time(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with running_broker(tmp_path) as broker:
-            c = Client(broker, "c")
-            try:
-                mqs = [{"brokerName": "broker-a", "queueId": q, "topic": TOPIC} for q in (0, 1)]
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "c") as c:
+            mqs = [{"brokerName": "broker-a", "queueId": q, "topic": TOPIC} for q in (0, 1)]
 
-                async def lock(client_id: str, code: int = RequestCode.LOCK_BATCH_MQ) -> Any:
-                    body = {"clientId": client_id, "consumerGroup": GROUP, "mqSet": mqs, "onlyThisBroker": False}
-                    response = await c.call(code, body=json.dumps(body).encode())
-                    assert response.code == ResponseCode.SUCCESS
-                    return body_of(response) if response.body else None
+            async def lock(client_id: str, code: int = RequestCode.LOCK_BATCH_MQ) -> Any:
+                body = {"clientId": client_id, "consumerGroup": GROUP, "mqSet": mqs, "onlyThisBroker": False}
+                response = await c.call(code, body=json.dumps(body).encode())
+                assert response.code == ResponseCode.SUCCESS
+                return body_of(response) if response.body else None
 
-                assert len((await lock("a"))["lockOKMQSet"]) == 2
-                assert (await lock("b"))["lockOKMQSet"] == []
-                assert len((await lock("a"))["lockOKMQSet"]) == 2  # renewing is fine
-                await lock("a", RequestCode.UNLOCK_BATCH_MQ)
-                assert sorted(m["queueId"] for m in (await lock("b"))["lockOKMQSet"]) == [0, 1]
-            finally:
-                await c.close()
+            assert len((await lock("a"))["lockOKMQSet"]) == 2
+            assert (await lock("b"))["lockOKMQSet"] == []
+            assert len((await lock("a"))["lockOKMQSet"]) == 2  # renewing is fine
+            await lock("a", RequestCode.UNLOCK_BATCH_MQ)
+            assert sorted(m["queueId"] for m in (await lock("b"))["lockOKMQSet"]) == [0, 1]
 
-    run(scenario())
+    on_broker(tmp_path, scenario)
