@@ -12,12 +12,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from broker import processors
 from broker.client_manager import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig
 from broker.message import pack_host
 from broker.metadata.groups import SubscriptionGroupManager
 from broker.metadata.offsets import ConsumerOffsetManager
 from broker.metadata.topics import TopicConfigManager
+from broker.outer_api import register_broker_all, unregister_broker_all
 from broker.remoting import RemotingClient, RemotingServer
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
@@ -36,7 +38,7 @@ class BrokerController:
         self.store_config = store_config
         root = store_config.store_path_root_dir
         self.store = MessageStore(store_config, pack_host(broker_config.broker_ip1, broker_config.listen_port))
-        self.topic_config_manager = TopicConfigManager(broker_config, root)
+        self.topic_config_manager = TopicConfigManager(broker_config, root, on_topic_created=self._topic_created)
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
         self.consumer_offset_manager = ConsumerOffsetManager(broker_config, root)
         self.consumer_manager = ConsumerManager()
@@ -48,6 +50,7 @@ class BrokerController:
         self._put_executor = (ThreadPoolExecutor(16, thread_name_prefix="put")
                               if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
 
     @property
@@ -57,9 +60,8 @@ class BrokerController:
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from broker import processors  # the processors import this module's type for their hints
-
-        await asyncio.get_running_loop().run_in_executor(None, self.store.start)
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, self.store.start)
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
         self.consumer_offset_manager.load()
@@ -68,8 +70,6 @@ class BrokerController:
         self.started = True
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
-        from broker.outer_api import register_broker_all
-
         await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
                     lambda: register_broker_all(self))
@@ -79,8 +79,6 @@ class BrokerController:
         if not self.started:
             return
         self.started = False
-        from broker.outer_api import unregister_broker_all
-
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -107,6 +105,17 @@ class BrokerController:
                     log.exception("periodic task %s failed", action)
 
         self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def _topic_created(self, _topic_config: object) -> None:
+        """A new topic is routed at once, not at the next periodic registration (Java registers right away too)."""
+        if self._loop is None or not self.started:
+            return
+        def register() -> None:
+            task = self._loop.create_task(register_broker_all(self))
+            self._tasks.append(task)
+            task.add_done_callback(self._tasks.remove)
+
+        self._loop.call_soon_threadsafe(register)
 
     def _persist_offsets(self) -> None:
         self.consumer_offset_manager.persist()

@@ -3,7 +3,8 @@
 Modules: ``message`` (Message, MessageExt, MessageQueue, results, UNIQ_KEY), ``route`` (TopicRouteData and the
 route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQClientInstance: routes, heartbeats,
 rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
-``producer``, ``consumer`` (lite pull), ``push_consumer``, and ``_blocking`` (plain sockets, for Spark executors).
+``producer``, ``consumer`` (lite pull), ``offsets`` (ProcessQueue, offset stores), ``push_consumer``, and
+``_blocking`` (plain sockets, for Spark executors).
 
 Examples:
     >>> from broker.client import Message, Producer
@@ -12,7 +13,7 @@ Examples:
 """
 
 from broker.client._blocking import BlockingClient, BlockingRemotingClient
-from broker.client.consumer import ConsumeFromWhere, LitePullConfig, LitePullConsumer, MessageModel
+from broker.client.consumer import LitePullConfig, LitePullConsumer
 from broker.client.fault import MQFaultStrategy
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import (
@@ -25,6 +26,7 @@ from broker.client.message import (
     SendStatus,
     create_uniq_id,
 )
+from broker.client.offsets import ConsumeFromWhere, MessageModel
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.push_consumer import (
     ConsumeConcurrentlyContext,

@@ -1,5 +1,5 @@
-"""The lite pull consumer (client/consumer/DefaultLitePullConsumer + impl/consumer/DefaultLitePullConsumerImpl), and
-what it shares with the push consumer: ProcessQueue, the offset stores, and where a queue starts.
+"""The lite pull consumer (client/consumer/DefaultLitePullConsumer + impl/consumer/DefaultLitePullConsumerImpl). What it
+shares with the push consumer (ProcessQueue, offset stores, where a queue starts) is in ``offsets.py``.
 
 The caller assigns queues and polls. Behind ``poll`` one task per assigned queue long-polls its broker (PULL_MESSAGE
 with SUSPEND, held up to ``broker_suspend_max_time_millis``) and queues what arrives; ``poll`` hands over one
@@ -21,22 +21,28 @@ Examples:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
-from pathlib import Path
 
 from broker.client import protocol
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullResult, PullStatus
+from broker.client.offsets import (
+    OFFSET_STORE_ERROR,
+    ConsumeFromWhere,
+    LocalFileOffsetStore,
+    MessageModel,
+    OffsetStore,
+    ProcessQueue,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+    compute_pull_from_where,
+    default_consume_timestamp,
+)
 from broker.client.route import subscribe_queues
-from broker.errors import MQBrokerError, MQClientError, OffsetNotFound
-from broker.metadata.persist import write_atomic
-from broker.metadata.validation import RETRY_GROUP_TOPIC_PREFIX
+from broker.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -44,223 +50,6 @@ log = logging.getLogger(__name__)
 PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
 PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL = 20
 PULL_TIME_DELAY_MILLS_WHEN_PAUSE = 1000
-
-
-class MessageModel(Enum):
-    CLUSTERING = "CLUSTERING"  # each message to one client of the group; offsets kept by the broker
-    BROADCASTING = "BROADCASTING"  # each message to every client; offsets kept in a local file
-
-
-class ConsumeFromWhere(Enum):
-    """Where a group starts on a queue it has no committed offset for."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-class ReadOffsetType(Enum):
-    READ_FROM_MEMORY = "READ_FROM_MEMORY"
-    READ_FROM_STORE = "READ_FROM_STORE"
-    MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
-
-
-OFFSET_NOT_FOUND = -1  # readOffset: the store has none
-OFFSET_STORE_ERROR = -2  # readOffset: the store could not be asked
-
-
-# -- ProcessQueue ------------------------------------------------------------------------------------------------------
-
-
-class ProcessQueue:
-    """The messages of one queue fetched but not yet acknowledged (impl/consumer/ProcessQueue). The offset to commit
-    is the lowest one still here, or one past the highest ever put once all are acknowledged."""
-
-    def __init__(self) -> None:
-        self._msgs: dict[int, MessageExt] = {}  # by queue offset, kept in offset order
-        self.msg_size = 0
-        self.queue_offset_max = 0
-        self.dropped = False
-        self.last_pull_timestamp = 0
-        self.last_consume_timestamp = 0
-
-    @property
-    def msg_count(self) -> int:
-        return len(self._msgs)
-
-    def put_messages(self, msgs: Iterable[MessageExt]) -> None:
-        resort = False
-        for msg in msgs:
-            if msg.queue_offset not in self._msgs:
-                resort |= bool(self._msgs) and msg.queue_offset < self.queue_offset_max
-                self._msgs[msg.queue_offset] = msg
-                self.msg_size += len(msg.body)
-            self.queue_offset_max = max(self.queue_offset_max, msg.queue_offset)
-        if resort:  # pulls come in offset order; this only happens after a reset to an earlier offset
-            self._msgs = dict(sorted(self._msgs.items()))
-
-    def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
-        """Acknowledge ``msgs``; returns the offset now safe to commit, -1 when nothing was held."""
-        if not self._msgs:
-            return -1
-        for msg in msgs:
-            if self._msgs.pop(msg.queue_offset, None) is not None:
-                self.msg_size -= len(msg.body)
-        return next(iter(self._msgs)) if self._msgs else self.queue_offset_max + 1
-
-    def contains(self, msg: MessageExt) -> bool:
-        return msg.queue_offset in self._msgs
-
-    def max_span(self) -> int:
-        if not self._msgs:
-            return 0
-        return self.queue_offset_max - next(iter(self._msgs))
-
-    def clear(self) -> None:
-        self._msgs.clear()
-        self.msg_size = 0
-        self.queue_offset_max = 0
-
-
-# -- offset stores -----------------------------------------------------------------------------------------------------
-
-
-class RemoteBrokerOffsetStore:
-    """CLUSTERING offsets (consumer/store/RemoteBrokerOffsetStore): kept in memory, committed to each queue's broker
-    with UPDATE_CONSUMER_OFFSET, read back with QUERY_CONSUMER_OFFSET."""
-
-    def __init__(self, instance: MQClientInstance, group: str) -> None:
-        self.instance = instance
-        self.group = group
-        self.offset_table: dict[MessageQueue, int] = {}
-
-    async def load(self) -> None:
-        pass
-
-    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
-        if increase_only and self.offset_table.get(mq, -1) >= offset:
-            return
-        self.offset_table[mq] = offset
-
-    async def read_offset(self, mq: MessageQueue, kind: ReadOffsetType) -> int:
-        if kind is not ReadOffsetType.READ_FROM_STORE:
-            offset = self.offset_table.get(mq)
-            if offset is not None:
-                return offset
-            if kind is ReadOffsetType.READ_FROM_MEMORY:
-                return OFFSET_NOT_FOUND
-        try:
-            offset = await self.instance.query_consumer_offset(self.group, mq)
-        except OffsetNotFound:
-            return OFFSET_NOT_FOUND
-        except Exception as err:
-            log.warning("fetching the consume offset of %s for %s failed: %s", mq, self.group, err)
-            return OFFSET_STORE_ERROR
-        self.offset_table[mq] = offset
-        return offset
-
-    async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        for mq in mqs:
-            offset = self.offset_table.get(mq)
-            if offset is not None:
-                await self.persist(mq, offset)
-
-    async def persist(self, mq: MessageQueue, offset: int | None = None, *, oneway: bool = True) -> None:
-        offset = self.offset_table.get(mq) if offset is None else offset
-        if offset is None:
-            return
-        try:
-            await self.instance.update_consumer_offset(self.group, mq, offset, oneway=oneway)
-        except Exception as err:
-            log.warning("committing offset %s of %s for %s failed: %s", offset, mq, self.group, err)
-
-    def remove_offset(self, mq: MessageQueue) -> None:
-        self.offset_table.pop(mq, None)
-
-
-def local_offset_store_dir() -> Path:
-    """rocketmq.client.localOffsetStoreDir: ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR, else ~/.rocketmq_offsets."""
-    return Path(os.environ.get("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR") or Path.home() / ".rocketmq_offsets")
-
-
-class LocalFileOffsetStore:
-    """BROADCASTING offsets (consumer/store/LocalFileOffsetStore): every client keeps its own, in
-    ``<dir>/<clientId>/<group>/offsets.json``, replaced atomically. The file is our own JSON
-    (``{"offsetTable": [{"brokerName", "queueId", "topic", "offset"}]}``), not Java's (fastjson object keys)."""
-
-    def __init__(self, client_id: str, group: str, directory: Path | None = None) -> None:
-        self.path = (directory or local_offset_store_dir()) / client_id / group / "offsets.json"
-        self.offset_table: dict[MessageQueue, int] = {}
-
-    async def load(self) -> None:
-        try:
-            data = json.loads(self.path.read_text("utf-8"))
-        except FileNotFoundError:
-            return
-        for item in data.get("offsetTable", ()):
-            self.offset_table[MessageQueue.from_json(item)] = int(item["offset"])
-
-    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
-        if increase_only and self.offset_table.get(mq, -1) >= offset:
-            return
-        self.offset_table[mq] = offset
-
-    async def read_offset(self, mq: MessageQueue, kind: ReadOffsetType) -> int:
-        if kind is not ReadOffsetType.READ_FROM_STORE and mq in self.offset_table:
-            return self.offset_table[mq]
-        if kind is ReadOffsetType.READ_FROM_MEMORY:
-            return OFFSET_NOT_FOUND
-        await self.load()
-        return self.offset_table.get(mq, OFFSET_NOT_FOUND)
-
-    async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        wanted = set(mqs)
-        table = [{**mq.to_json(), "offset": offset} for mq, offset in sorted(self.offset_table.items())
-                 if mq in wanted]
-        text = json.dumps({"offsetTable": table}, indent=1)
-        await asyncio.get_running_loop().run_in_executor(None, _write_file, str(self.path), text)
-
-    async def persist(self, mq: MessageQueue, offset: int | None = None, *, oneway: bool = True) -> None:
-        await self.persist_all(self.offset_table)
-
-    def remove_offset(self, mq: MessageQueue) -> None:
-        self.offset_table.pop(mq, None)
-
-
-def _write_file(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(path, text)
-
-
-OffsetStore = RemoteBrokerOffsetStore | LocalFileOffsetStore
-
-
-def parse_consume_timestamp(text: str) -> int:
-    """UtilAll.parseDate(consumeTimestamp, "yyyyMMddHHmmss") in local time, as milliseconds."""
-    return int(time.mktime(time.strptime(text, "%Y%m%d%H%M%S")) * 1000)
-
-
-def default_consume_timestamp() -> str:
-    """Java's default consumeTimestamp: half an hour ago."""
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(time.time() - 1800))
-
-
-async def compute_pull_from_where(instance: MQClientInstance, store: OffsetStore, mq: MessageQueue,
-                                  where: ConsumeFromWhere, consume_timestamp: str) -> int:
-    """RebalancePushImpl.computePullFromWhereWithException: the committed offset, else where the group starts."""
-    last = await store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-    if last >= 0:
-        return last
-    if last != OFFSET_NOT_FOUND:
-        raise MQClientError(ResponseCode.QUERY_NOT_FOUND, "Failed to query consume offset from offset store")
-    retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-    if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-        return 0
-    if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
-        return await instance.search_offset(mq, parse_consume_timestamp(consume_timestamp))
-    if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET and retry:
-        return 0
-    return await instance.get_max_offset(mq)
 
 
 # -- the lite pull consumer --------------------------------------------------------------------------------------------
@@ -350,8 +139,8 @@ class LitePullConsumer:
             return
         self._started = False
         await self._stop_pull_tasks(list(self._assigned))
-        if self.config.auto_commit:
-            await self.commit()
+        if self.config.auto_commit:  # best effort, as the periodic commit: a broker gone must not fail shutdown
+            await self.offset_store.persist_all(list(self._assigned))
         await self.instance.unregister_consumer(self.group)
         await self.instance.shutdown()
 
@@ -364,9 +153,10 @@ class LitePullConsumer:
 
     # ConsumerInner, for the instance
     def consumer_data(self) -> protocol.ConsumerData:
-        subs = [self._subscription(topic) for topic in sorted({mq.topic for mq in self._assigned})]
+        # Assigned queues are no subscription: like Java's assign mode, the heartbeat names the group only (each
+        # pull carries its own expression).
         return protocol.ConsumerData(self.group, self.consume_type, self.config.message_model.value,
-                                     self.config.consume_from_where.value, subs)
+                                     self.config.consume_from_where.value, [])
 
     def subscribed_topics(self) -> Iterable[str]:
         return {mq.topic for mq in self._assigned} | set(self._subscribe_info)
@@ -467,11 +257,12 @@ class LitePullConsumer:
         return offset
 
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
-        """Commit ``offsets`` (default: the position after what ``poll`` returned, for every assigned queue)."""
+        """Commit ``offsets`` (default: the position after what ``poll`` returned, for every assigned queue) and
+        wait until the brokers have them (auto-commit sends them oneway, as Java does)."""
         if offsets is not None:
             for mq, offset in offsets.items():
                 self.offset_store.update_offset(mq, offset)
-        await self.offset_store.persist_all(offsets or list(self._assigned))
+        await self.offset_store.persist_all(offsets or list(self._assigned), oneway=False)
 
     # -- polling ------------------------------------------------------------------------------------------------
 
@@ -484,7 +275,7 @@ class LitePullConsumer:
             raise ValueError("Timeout must not be negative")
         if self.config.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_millis / 1000
-            await self.commit()
+            await self.offset_store.persist_all(list(self._assigned))
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             try:

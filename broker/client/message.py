@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from broker.errors import MQClientError
 from broker.message import (
@@ -82,8 +83,8 @@ class MessageQueue:
         return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> MessageQueue:
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))  # type: ignore[arg-type]
+    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
+        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 # -- Message -----------------------------------------------------------------------------------------------------------

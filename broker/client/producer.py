@@ -144,19 +144,26 @@ class Producer:
         sends); both send once without retries, as in Java. Raises MQClientError or MQBrokerError."""
         timeout_ms = self.config.send_msg_timeout if timeout_ms is None else timeout_ms
         if mq is not None or selector is not None:
-            return await self._send_to_selected(msg, mq, selector, arg, timeout_ms)
-        result = await self._send_default(msg, CommunicationMode.SYNC, timeout_ms)
-        assert result is not None
+            result = await self._send_to_selected(msg, mq, selector, arg, timeout_ms)
+        else:
+            result = await self._send_default(msg, CommunicationMode.SYNC, timeout_ms)
+        assert result is not None  # only oneway sends have none
         return result
 
     def send_async(self, msg: Message, timeout_ms: int | None = None) -> asyncio.Task[SendResult]:
         """Start a send and return its task at once (Java's async send with retryTimesWhenSendAsyncFailed)."""
         self._make_sure_started()
         timeout_ms = self.config.send_msg_timeout if timeout_ms is None else timeout_ms
-        task = asyncio.get_running_loop().create_task(self._send_default(msg, CommunicationMode.ASYNC, timeout_ms))
+
+        async def send() -> SendResult:
+            result = await self._send_default(msg, CommunicationMode.ASYNC, timeout_ms)
+            assert result is not None
+            return result
+
+        task = asyncio.get_running_loop().create_task(send())
         self._async_sends.add(task)
         task.add_done_callback(self._async_sends.discard)
-        return task  # type: ignore[return-value]
+        return task
 
     async def send_oneway(self, msg: Message, mq: MessageQueue | None = None) -> None:
         """Send without waiting for any answer: no result, no retry, and no way to know it was stored."""
@@ -253,7 +260,7 @@ class Producer:
 
     async def _send_to_selected(self, msg: Message, mq: MessageQueue | None, selector: MessageQueueSelector | None,
                                 arg: Any, timeout_ms: int,
-                                mode: CommunicationMode = CommunicationMode.SYNC) -> SendResult:
+                                mode: CommunicationMode = CommunicationMode.SYNC) -> SendResult | None:
         """sendSelectImpl / send to a given queue: one attempt, no fault avoidance."""
         self._make_sure_started()
         check_message(msg, self.config.max_message_size)
@@ -271,8 +278,7 @@ class Producer:
         remaining = timeout_ms - (_now_ms() - begin)
         if remaining <= 0:
             raise MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, "call timeout")
-        result = await self._send_kernel(msg, mq, mode, remaining)
-        return result  # type: ignore[return-value]
+        return await self._send_kernel(msg, mq, mode, remaining)
 
     async def _send_kernel(self, msg: Message, mq: MessageQueue, mode: CommunicationMode,
                            timeout_ms: int) -> SendResult | None:

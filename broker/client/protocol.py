@@ -154,7 +154,7 @@ def send_message_header(group: str, msg: Message, mq: MessageQueue, sys_flag: in
     )
 
 
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -165,7 +165,7 @@ _SEND_STATUS = {
 def parse_send_response(response: RemotingCommand, topic: str, broker_name: str, address: str | None,
                         uniq_ids: Sequence[str]) -> SendResult:
     """processSendResponse. ``uniq_ids`` are the UNIQ_KEYs sent (one, or each message of a batch)."""
-    status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
+    status = _SEND_STATUS.get(response.code)
     if status is None:
         raise MQBrokerError(response.code, response.remark, address)
     header = SendMessageResponseHeader.from_ext(dict(response.ext_fields))
@@ -218,7 +218,7 @@ def pull_message_request(group: str, mq: MessageQueue, offset: int, max_nums: in
     return create_request(RequestCode.PULL_MESSAGE, ext)
 
 
-_PULL_STATUS = {
+_PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -228,7 +228,7 @@ _PULL_STATUS = {
 
 def parse_pull_response(response: RemotingCommand, address: str | None) -> PullResult:
     """processPullResponse: the status and offsets; ``body`` keeps the records undecoded."""
-    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+    status = _PULL_STATUS.get(response.code)
     if status is None:
         raise MQBrokerError(response.code, response.remark, address)
     header = PullMessageResponseHeader.from_ext(dict(response.ext_fields))

@@ -41,6 +41,10 @@ from broker.client import protocol
 from broker.client.consumer import (
     PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL,
     PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL,
+)
+from broker.client.instance import ClientConfig, MQClientInstance
+from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.offsets import (
     ConsumeFromWhere,
     LocalFileOffsetStore,
     MessageModel,
@@ -51,8 +55,6 @@ from broker.client.consumer import (
     compute_pull_from_where,
     default_consume_timestamp,
 )
-from broker.client.instance import ClientConfig, MQClientInstance
-from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
 from broker.client.producer import Producer
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
 from broker.errors import MQBrokerError, MQClientError
@@ -64,7 +66,7 @@ from broker.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
 )
-from broker.metadata.validation import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+from broker.metadata.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,7 @@ class PushConsumer:
         self._subscribe_info: dict[str, list[MessageQueue]] = {}
         self._queues: dict[MessageQueue, _QueueState] = {}
         self._consume_tasks: set[asyncio.Task[None]] = set()
+        self._delayed: set[asyncio.Task[None]] = set()
         self._consume_slots = asyncio.Semaphore(self.config.consume_thread_max)
         self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
         self._inner_producer: Producer | None = None
@@ -188,6 +191,7 @@ class PushConsumer:
         for state in self._queues.values():
             state.process_queue.dropped = True
         await self._cancel([s.task for s in self._queues.values() if s.task is not None])
+        await self._cancel(list(self._delayed))
         await asyncio.gather(*self._consume_tasks, return_exceptions=True)
         await self.persist_consumer_offset()
         self._queues.clear()
@@ -306,7 +310,7 @@ class PushConsumer:
                 raise
             except Exception as err:
                 flow = isinstance(err, MQBrokerError) and err.code == ResponseCode.FLOW_CONTROL
-                if not mq.topic.startswith("%RETRY%"):
+                if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                     log.warning("pull of %s failed: %s", mq, err)
                 delay = PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL if flow else \
                     client_config.pull_time_delay_mills_when_exception
@@ -348,8 +352,14 @@ class PushConsumer:
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float) -> None:
         """ConsumeRequest.run: call the listener, then settle the result."""
-        if delay_s:
-            await asyncio.sleep(delay_s)
+        if delay_s:  # a local re-delivery: shutdown() need not wait for it
+            task = asyncio.current_task()
+            assert task is not None
+            self._delayed.add(task)
+            try:
+                await asyncio.sleep(delay_s)
+            finally:
+                self._delayed.discard(task)
         async with self._consume_slots:
             if pq.dropped:
                 return

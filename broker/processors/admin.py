@@ -32,6 +32,7 @@ from broker.metadata import validation
 from broker.metadata.groups import SubscriptionGroupConfig
 from broker.metadata.persist import DataVersion, JavaDouble, encode_json
 from broker.metadata.topics import TopicConfig, TopicFilterType
+from broker.outer_api import register_broker_all
 from broker.processors.consumer import Handler, MessageQueue, decode_body, guarded, json_body, queue_value, success
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
@@ -51,6 +52,7 @@ from broker.remoting.headers import (
     TimestampResponseHeader,
     TopicHeader,
     TopicQueueHeader,
+    UniqueKeyQueryHeader,
     UpdateGroupForbiddenRequestHeader,
     ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
@@ -64,7 +66,6 @@ log = logging.getLogger(__name__)
 
 BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the release rmq speaks (REMOTING_VERSION)
 DEFAULT_QUERY_MAX_NUM = 32  # MessageStoreConfig.defaultQueryMaxNum: a query by unique key returns at most this many
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG, an extra QUERY_MESSAGE header field
 INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"  # MessageConst.PROPERTY_INNER_MULTI_DISPATCH, "," separated LMQs
 # Topics whose messages carry their logical topic in REAL_TOPIC (QueryMessageProcessor.REAL_TOPIC_STORAGE_TOPICS)
@@ -333,7 +334,8 @@ class AdminBrokerProcessor:
 
     async def query_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext(request.ext_fields)
-        max_num = DEFAULT_QUERY_MAX_NUM if request.ext_fields.get(UNIQUE_MSG_QUERY_FLAG) == "true" else h.max_num
+        unique = UniqueKeyQueryHeader.from_ext(request.ext_fields).unique_key_query
+        max_num = DEFAULT_QUERY_MAX_NUM if unique else h.max_num
         result = await asyncio.to_thread(self.store.query_message, h.topic, h.key, max_num, h.begin_timestamp,
                                          h.end_timestamp)
         ext = QueryMessageResponseHeader(result.index_last_update_timestamp,
@@ -442,13 +444,8 @@ class AdminBrokerProcessor:
             except ValueError as err:
                 return create_response(request, ResponseCode.SYSTEM_ERROR, str(err))
             await asyncio.to_thread(manager.update_topic_config_list, resolved)
-        await self._register_with_namesrv()
+        await register_broker_all(self.controller)  # registerIncrementBrokerData: routes show the topic now
         return success(request)
-
-    async def _register_with_namesrv(self) -> None:
-        from broker.outer_api import register_broker_all
-
-        await register_broker_all(self.controller)
 
     async def delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topic = TopicHeader.from_ext(request.ext_fields).topic
@@ -673,19 +670,18 @@ class AdminBrokerProcessor:
         return info
 
     def _disk_info(self) -> dict[str, str]:
+        """Used fractions of the CommitLog's and ConsumeQueues' partitions (-1.0 while a directory does not exist
+        yet, as in Java) and the store root's capacity."""
         config = self.controller.store_config
-        info = {}
-        for key, path in (("commitLogDiskRatio", config.commit_log_dir), ("consumeQueueDiskRatio",
-                                                                          config.consume_queue_dir)):
-            try:
-                usage = shutil.disk_usage(path)
-            except OSError:
-                info[key] = "-1.0"
-                continue
-            info[key] = repr(usage.used / usage.total if usage.total else 0.0)
-            if key == "commitLogDiskRatio":
-                info[f"commitLogDiskRatio_{path}"] = info[key]
-                info["commitLogDirCapacity"] = f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+        ratios = {key: _used_ratio(path) for key, path in (("commitLogDiskRatio", config.commit_log_dir),
+                                                           ("consumeQueueDiskRatio", config.consume_queue_dir))}
+        info = {key: repr(ratio) for key, ratio in ratios.items()}
+        info[f"commitLogDiskRatio_{config.commit_log_dir}"] = info["commitLogDiskRatio"]
+        try:
+            usage = shutil.disk_usage(config.store_path_root_dir)
+            info["commitLogDirCapacity"] = f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+        except OSError:
+            pass
         return info
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -719,6 +715,14 @@ class AdminBrokerProcessor:
             log.warning("cleanUnusedTopic: %s", sorted(unused))
             self.store.delete_topics(unused)
         return success(request)
+
+
+def _used_ratio(path: str) -> float:
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    return usage.used / usage.total if usage.total else 0.0
 
 
 def _filter_type(name: str) -> TopicFilterType:

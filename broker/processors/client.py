@@ -28,6 +28,7 @@ from broker.errors import ConnectionClosed, RemoteProtocolError, RequestTimeout
 from broker.message import decode_offset_msg_id
 from broker.metadata import validation
 from broker.metadata.topics import PERM_READ, PERM_WRITE
+from broker.outer_api import register_broker_all
 from broker.processors.consumer import Handler, MessageQueue, decode_body, guarded, json_body, success
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
@@ -185,6 +186,7 @@ class ClientManageProcessor:
         self.controller = controller
         self.notifier = ConsumerIdsChangeNotifier(controller)
         self._fingerprints: dict[str, int] = {}  # consumer group -> fingerprint of its last heartbeat V2
+        self._registering: set[asyncio.Task[None]] = set()
 
     def connection_closed(self, conn: RemotingConnection) -> None:
         """ClientHousekeepingService.onChannelClose: the connection's clients leave every group now."""
@@ -249,6 +251,14 @@ class ClientManageProcessor:
         sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if consumer.unit_mode else 0
         await asyncio.to_thread(topics.create_topic_in_send_message_back_method, retry, retry_queue_nums,
                                 PERM_READ | PERM_WRITE, sys_flag, order=order)
+        self._register_soon()
+
+    def _register_soon(self) -> None:
+        """Register the new retry topic with the NameServers (Java's registerBrokerData after a created topic), in
+        the background: the heartbeat's answer does not wait for them."""
+        task = asyncio.get_running_loop().create_task(register_broker_all(self.controller))
+        self._registering.add(task)
+        task.add_done_callback(self._registering.discard)
 
     # -- UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG --------------------------------------------------------------
 
@@ -318,14 +328,15 @@ class ClientManageProcessor:
     async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The message (by its offsetMsgId) goes to the client with the request, as Java sends it."""
         header = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
-        ext = dict(request.ext_fields) | {"brokerName": self.controller.broker_config.broker_name}
+        header.broker_name = self.controller.broker_config.broker_name
         topic_config = self.controller.topic_config_manager.select_topic_config(header.topic or "")
         if topic_config is not None:
-            ext["topicSysFlag"] = str(topic_config.topic_sys_flag)
+            header.topic_sys_flag = topic_config.topic_sys_flag
         group_config = self.controller.subscription_group_manager.select_subscription_group_config(
             header.consumer_group)
         if group_config is not None:
-            ext["groupSysFlag"] = str(group_config.group_sys_flag)
+            header.group_sys_flag = group_config.group_sys_flag
+        ext = dict(request.ext_fields) | header.to_ext()
         body = self._message_by_id(header.msg_id) or b""
         return await self._call_consumer(request, header.consumer_group, header.client_id or "", ext, body)
 

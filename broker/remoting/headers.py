@@ -602,3 +602,24 @@ class QueryConsumeQueueRequestHeader(Header):
 class ViewBrokerStatsDataRequestHeader(Header):
     stats_name: str
     stats_key: str
+
+
+# -- tools (broker/tools/admin.py: mqadmin) ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UniqueKeyQueryHeader(Header):
+    """MixAll.UNIQUE_MSG_QUERY_FLAG, the extra QUERY_MESSAGE field saying ``key`` is a UNIQ_KEY (a message id)."""
+
+    WIRE: ClassVar[dict[str, str]] = {"unique_key_query": "_UNIQUE_KEY_QUERY"}
+
+    unique_key_query: bool = False
+
+
+@dataclass(slots=True)
+class QueryMessageIndexHeader(Header):
+    """The 5.5 QueryMessageRequestHeader fields beside the key: which index (MessageConst.INDEX_KEY_TYPE "K", UNIQ
+    "U", tags "T") and the last IndexKey of a previous page."""
+
+    index_type: str | None = None
+    last_key: str | None = None

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -294,9 +294,3 @@ def start_cluster(tmp: Path, brokers: int = 1, **broker_conf: object) -> Cluster
         cluster.close()
         raise
     return cluster
-
-
-@contextlib.contextmanager
-def running_cluster(tmp: Path, brokers: int = 1, **broker_conf: object) -> Iterator[Cluster]:
-    with start_cluster(tmp, brokers, **broker_conf) as cluster:
-        yield cluster

@@ -337,3 +337,28 @@ def test_clean_unused_topic_drops_queues_of_deleted_topics(tmp_path: Path) -> No
             assert list(unit) == ["eval", "physicOffset", "physicSize", "tagsCode"] and unit["physicSize"] > 0
 
     on_broker(tmp_path, scenario)
+
+
+def test_topics_and_groups_in_batches(tmp_path: Path) -> None:
+    async def scenario(broker: BrokerController) -> None:
+        async with Client(broker, "admin") as admin:
+            topics = {"topicConfigList": [{"topicName": name, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+                                           "topicFilterType": "SINGLE_TAG", "attributes": {}} for name in ("B1", "B2")]}
+            created = await admin.call(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=json.dumps(topics).encode())
+            assert created.code == ResponseCode.SUCCESS
+            assert all(broker.topic_config_manager.contains_topic(t) for t in ("B1", "B2"))
+            deleted = await admin.call(RequestCode.DELETE_TOPIC_IN_BROKER_LIST, body=b'{"topicList":["B1","B2"]}')
+            assert deleted.code == ResponseCode.SUCCESS and not broker.topic_config_manager.contains_topic("B1")
+            groups = {"groupConfigList": [{"groupName": g} for g in ("G1", "G2")]}
+            created = await admin.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+                                       body=json.dumps(groups).encode())
+            assert created.code == ResponseCode.SUCCESS
+            assert broker.subscription_group_manager.contains_subscription_group("G2")
+            deleted = await admin.call(RequestCode.DELETE_SUBSCRIPTION_GROUP_LIST,
+                                       body=b'{"cleanOffset":true,"groupNameList":["G1","G2"]}')
+            assert deleted.code == ResponseCode.SUCCESS
+            assert not broker.subscription_group_manager.contains_subscription_group("G1")
+            clean = await admin.call(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+            assert clean.code == ResponseCode.SUCCESS
+
+    on_broker(tmp_path, scenario)

@@ -496,3 +496,56 @@ def test_rebalance_locks_belong_to_one_client_at_a_time(tmp_path: Path) -> None:
             assert sorted(m["queueId"] for m in (await lock("b"))["lockOKMQSet"]) == [0, 1]
 
     on_broker(tmp_path, scenario)
+
+
+def test_group_offsets_are_cloned_compared_and_summed(tmp_path: Path) -> None:
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker, queues=2)
+        async with Client(broker, "c") as c:
+            await c.heartbeat(GROUP)
+            await put(broker, TOPIC, 0, 4)
+            offsets = broker.consumer_offset_manager
+            offsets.commit_offset(GROUP, TOPIC, 0, 3)
+            offsets.commit_offset("GID_slow", TOPIC, 0, 1)
+            cloned = await c.call(RequestCode.CLONE_GROUP_OFFSET, {"srcGroup": GROUP, "destGroup": "GID_copy",
+                                                                   "topic": TOPIC, "offline": "false"})
+            assert cloned.code == ResponseCode.SUCCESS and offsets.query_offset("GID_copy", TOPIC, 0) == 3
+            correction = body_of(await c.call(RequestCode.QUERY_CORRECTION_OFFSET, {
+                "topic": TOPIC, "compareGroup": GROUP, "filterGroups": "GID_copy"}))
+            assert correction == {"correctionOffsets": {"0": 1}}  # GID_slow is the furthest behind
+            sub = body_of(await c.call(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, {"group": GROUP, "topic": TOPIC}))
+            assert (sub["group"], sub["topic"], sub["subscriptionData"]["subString"]) == (GROUP, TOPIC, "*")
+            stats = body_of(await c.call(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
+            assert list(stats) == ["brokerAddr", "consumeStatsList", "totalDiff", "totalInflightDiff"]
+            by_group = {group: entries for item in stats["consumeStatsList"] for group, entries in item.items()}
+            (ours,) = by_group[GROUP]
+            assert mq_keys(ours["offsetTable"])[TOPIC, "broker-a", 0]["consumerOffset"] == 3
+            assert "GID_slow" not in by_group  # only groups with a subscription config are counted, as in Java
+            assert stats["totalDiff"] == 4 - 3
+
+    on_broker(tmp_path, scenario)
+
+
+def test_consumer_status_and_direct_consumption_go_through_the_client(tmp_path: Path) -> None:
+    async def scenario(broker: BrokerController) -> None:
+        create_topic(broker, queues=1)
+        (offset,) = await put(broker, TOPIC, 0, 1)
+        status = create_response(create_request(0), ResponseCode.SUCCESS, body=(
+            b'{"consumerTable":{},"messageQueueTable":{{"brokerName":"broker-a","queueId":0,"topic":"TopicTest"}:7}}'))
+        direct = create_response(create_request(0), ResponseCode.SUCCESS, body=b'{"consumeResult":"CR_SUCCESS"}')
+        answers = {RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: status, RequestCode.CONSUME_MESSAGE_DIRECTLY: direct}
+        async with Client(broker, "10.0.0.1@a", answers) as a, Client(broker, "admin") as admin:
+            await a.heartbeat(GROUP)
+            response = await admin.call(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                                        {"topic": TOPIC, "group": GROUP})
+            table = body_of(response)["consumerTable"]
+            assert mq_keys(table["10.0.0.1@a"]) == {(TOPIC, "broker-a", 0): 7}
+            msg_id = broker.store.lookup_message(offset).msg_id
+            ext = {"consumerGroup": GROUP, "clientId": "10.0.0.1@a", "msgId": msg_id, "topic": TOPIC}
+            consumed = await admin.call(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext)
+            assert (consumed.code, consumed.body) == (ResponseCode.SUCCESS, b'{"consumeResult":"CR_SUCCESS"}')
+            asked = await a.next_request(RequestCode.CONSUME_MESSAGE_DIRECTLY)
+            assert asked.ext_fields["brokerName"] == "broker-a" and asked.ext_fields["topicSysFlag"] == "0"
+            assert asked.body == broker.store.select_one_message(offset)
+
+    on_broker(tmp_path, scenario)

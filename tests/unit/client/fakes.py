@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from broker.message import SysFlag, decode_properties, java_hash, offset_msg_id, pack_host
+from broker.message import java_hash, offset_msg_id, pack_host
 from broker.metadata.persist import decode_json, encode_json
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
@@ -52,6 +52,7 @@ class FakeBroker:
     groups: dict[str, dict[RemotingConnection, str]] = field(default_factory=dict)
     sent_back: list[ConsumerSendMsgBackRequestHeader] = field(default_factory=list)
     requests: list[RemotingCommand] = field(default_factory=list)
+    addr: str = ""
     fail_sends: int | None = None  # answer sends with this code
     send_back_code: int = ResponseCode.SUCCESS
     physical: int = 0
@@ -59,14 +60,11 @@ class FakeBroker:
     async def start(self) -> FakeBroker:
         self.server.register_default_processor(self._process)
         await self.server.start()
+        self.addr = self.server.address  # kept after stop(): a dead broker stays in the routes
         return self
 
     async def stop(self) -> None:
         await self.server.stop()
-
-    @property
-    def addr(self) -> str:
-        return self.server.address
 
     def route_json(self) -> tuple[dict[str, Any], dict[str, Any]]:
         queue_data = {"brokerName": self.name, "perm": 6, "readQueueNums": self.queue_nums,
@@ -74,6 +72,9 @@ class FakeBroker:
         broker_data = {"brokerAddrs": {0: self.addr}, "brokerName": self.name, "cluster": "DefaultCluster",
                        "enableActingMaster": False}
         return queue_data, broker_data
+
+    def requests_of(self, code: int) -> list[RemotingCommand]:
+        return [r for r in self.requests if r.code == code]
 
     def messages(self, topic: str, queue_id: int) -> list[Any]:
         return [decode_record(r) for r in self.queues.get((topic, queue_id), [])]
@@ -233,10 +234,3 @@ class FakeNamesrv:
         parts = [b.route_json() for b in brokers]
         body = {"brokerDatas": [p[1] for p in parts], "filterServerTable": {}, "queueDatas": [p[0] for p in parts]}
         return create_response(request, ResponseCode.SUCCESS, body=encode_json(body).encode())
-
-
-def properties_of(record: Any) -> dict[str, str]:
-    return record.properties if hasattr(record, "properties") else decode_properties(record)
-
-
-COMPRESSED = int(SysFlag.COMPRESSED)

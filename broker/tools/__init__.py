@@ -1,0 +1,14 @@
+"""Admin tools: ``mqadmin`` (RocketMQ's admin command line) and the async MQAdminExt API it is built on.
+
+Modules: ``admin`` (MQAdminExt: the admin calls and their answers as dataclasses), ``commands`` (what each command
+does and prints) and ``mqadmin`` (the command line: option parsing, help, exit codes).
+
+Examples:
+    >>> from broker.tools import MQAdminExt
+    >>> async with MQAdminExt("127.0.0.1:9876") as admin:  # doctest: +SKIP
+    ...     print(await admin.fetch_all_topic_list())
+"""
+
+from broker.tools.admin import MQAdminExt
+
+__all__ = ["MQAdminExt"]
