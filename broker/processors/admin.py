@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 
 BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the release rmq speaks (REMOTING_VERSION)
 DEFAULT_QUERY_MAX_NUM = 32  # MessageStoreConfig.defaultQueryMaxNum: a query by unique key returns at most this many
+DISPATCH_WAIT_POLLS = 200  # of 1 ms: how long a max-offset query waits for dispatch to catch up
 INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"  # MessageConst.PROPERTY_INNER_MULTI_DISPATCH, "," separated LMQs
 # Topics whose messages carry their logical topic in REAL_TOPIC (QueryMessageProcessor.REAL_TOPIC_STORAGE_TOPICS)
@@ -309,8 +310,19 @@ class AdminBrokerProcessor:
 
     # -- queue offsets and times -----------------------------------------------------------------------------------
 
+    async def _dispatched(self) -> None:
+        """Wait (briefly) until what the CommitLog held when the request came is in the ConsumeQueues: a client
+        that asks right after SEND_OK then sees its messages, as with Java's dispatch (a thread that wakes every
+        millisecond). Java's committed=true max offset counts dispatched messages only; so does this."""
+        target = self.store.commit_log.max_offset
+        for _ in range(DISPATCH_WAIT_POLLS):
+            if self.store.reput.reput_from_offset >= target:
+                return
+            await asyncio.sleep(0.001)
+
     async def get_max_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         h = TopicQueueHeader.from_ext(request.ext_fields)
+        await self._dispatched()
         offset = queue_value(lambda: self.store.max_offset_in_queue(h.topic, h.queue_id), 0)
         return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
 
@@ -504,6 +516,7 @@ class AdminBrokerProcessor:
         config = self.controller.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        await self._dispatched()
         broker_name = self.controller.broker_config.broker_name
         table = {}
         for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):

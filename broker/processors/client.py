@@ -28,7 +28,6 @@ from broker.errors import ConnectionClosed, RemoteProtocolError, RequestTimeout
 from broker.message import decode_offset_msg_id
 from broker.metadata import validation
 from broker.metadata.topics import PERM_READ, PERM_WRITE
-from broker.outer_api import register_broker_all
 from broker.processors.consumer import Handler, MessageQueue, decode_body, guarded, json_body, success
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
@@ -186,7 +185,6 @@ class ClientManageProcessor:
         self.controller = controller
         self.notifier = ConsumerIdsChangeNotifier(controller)
         self._fingerprints: dict[str, int] = {}  # consumer group -> fingerprint of its last heartbeat V2
-        self._registering: set[asyncio.Task[None]] = set()
 
     def connection_closed(self, conn: RemotingConnection) -> None:
         """ClientHousekeepingService.onChannelClose: the connection's clients leave every group now."""
@@ -251,14 +249,7 @@ class ClientManageProcessor:
         sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if consumer.unit_mode else 0
         await asyncio.to_thread(topics.create_topic_in_send_message_back_method, retry, retry_queue_nums,
                                 PERM_READ | PERM_WRITE, sys_flag, order=order)
-        self._register_soon()
-
-    def _register_soon(self) -> None:
-        """Register the new retry topic with the NameServers (Java's registerBrokerData after a created topic), in
-        the background: the heartbeat's answer does not wait for them."""
-        task = asyncio.get_running_loop().create_task(register_broker_all(self.controller))
-        self._registering.add(task)
-        task.add_done_callback(self._registering.discard)
+        # The controller registers the created topic with the NameServers (TopicConfigManager.on_topic_created).
 
     # -- UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG --------------------------------------------------------------
 

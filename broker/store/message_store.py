@@ -81,6 +81,7 @@ class MessageStore:
     def start(self) -> None:
         """Load, recover, dispatch what is missing, then start the background services and mark the store open."""
         os.makedirs(self.config.store_path_root_dir, exist_ok=True)
+        os.makedirs(self.config.commit_log_dir, exist_ok=True)  # retention measures the disk usage there
         last_exit_ok = not os.path.exists(self.config.abort_path)
         self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
         self.commit_log.queue.load()

@@ -1,7 +1,7 @@
 """Admin tools: ``mqadmin`` (RocketMQ's admin command line) and the async MQAdminExt API it is built on.
 
-Modules: ``admin`` (MQAdminExt: the admin calls and their answers as dataclasses), ``commands`` (what each command
-does and prints) and ``mqadmin`` (the command line: option parsing, help, exit codes).
+Modules: ``admin`` (MQAdminExt: the admin calls), ``bodies`` (their answers as dataclasses), ``commands`` and
+``messages`` (what each command does and prints) and ``mqadmin`` (the command line: options, help, exit codes).
 
 Examples:
     >>> from broker.tools import MQAdminExt

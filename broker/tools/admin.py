@@ -14,24 +14,27 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Iterable
 from typing import Any
 
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
-from broker.client.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from broker.client.route import MASTER_ID, QueueData, TopicRouteData
 from broker.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from broker.message import KEY_SEPARATOR
 from broker.metadata.groups import SubscriptionGroupConfig
 from broker.metadata.persist import decode_json, encode_json
 from broker.metadata.topics import TopicConfig, is_valid_perm
-from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from broker.metadata.validation import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    LMQ_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    TOOLS_CONSUMER_GROUP,
+)
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
@@ -55,6 +58,20 @@ from broker.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from broker.tools.bodies import (
+    ClusterInfo,
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    MessageTrack,
+    OffsetWrapper,
+    QueryResult,
+    RollbackStats,
+    TopicStatsTable,
+    TrackType,
+    attributes_to_string,
+    mq_key,
+)
 
 DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"  # MixAll.NAMESRV_ADDR_ENV
@@ -66,42 +83,6 @@ JAVA_LONG_MAX = 2**63 - 1
 INDEX_KEY_TYPE, INDEX_UNIQUE_TYPE, INDEX_TAG_TYPE = "K", "U", "T"  # MessageConst: the indexes QUERY_MESSAGE reads
 
 
-# -- MQVersion.Version -------------------------------------------------------------------------------------------------
-
-_V3_0_0 = ["SNAPSHOT", "ALPHA1", "BETA1", "BETA2", "BETA3", "BETA4", "BETA5", "BETA6_SNAPSHOT", "BETA6",
-           "BETA7_SNAPSHOT", "BETA7", "BETA8_SNAPSHOT", "BETA8", "BETA9_SNAPSHOT", "BETA9", "FINAL"]
-
-
-def _version_names() -> list[str]:
-    """MQVersion.Version in ordinal order: 3.0.0's milestones, then SNAPSHOT and release of every patch (3.3 to 3.9
-    start at patch 1), up to V5_9_9."""
-    names = [f"V3_0_0_{suffix}" for suffix in _V3_0_0]
-    releases = [(3, 0, range(1, 16))]
-    for major in (3, 4, 5):
-        for minor in range(1 if major == 3 else 0, 10):
-            releases.append((major, minor, range(1 if major == 3 and minor >= 3 else 0, 10)))
-    for major, minor, patches in releases:
-        for patch in patches:
-            names += [f"V{major}_{minor}_{patch}_SNAPSHOT", f"V{major}_{minor}_{patch}"]
-    return names
-
-
-VERSION_NAMES = tuple(_version_names())
-
-
-def version_desc(ordinal: int) -> str:
-    """MQVersion.getVersionDesc: an ordinal past the table is the last version.
-
-    Examples:
-        >>> version_desc(515), version_desc(413), version_desc(2**31 - 1)
-        ('V5_5_1', 'V5_0_0', 'V5_9_9')
-    """
-    return VERSION_NAMES[min(max(ordinal, 0), len(VERSION_NAMES) - 1)]
-
-
-# -- bodies ------------------------------------------------------------------------------------------------------------
-
-
 def _body(response: RemotingCommand, what: str) -> Any:
     if not response.body:
         raise MQClientError(response.code, f"{what}: the answer has no body")
@@ -109,180 +90,6 @@ def _body(response: RemotingCommand, what: str) -> Any:
         return decode_json(response.body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise MQClientError(ResponseCode.SYSTEM_ERROR, f"{what}: the body is not JSON: {err}") from err
-
-
-def _mq_key(key: str) -> MessageQueue:
-    """A MessageQueue map key, which fastjson writes as an object and decode_json hands back as its text."""
-    return MessageQueue.from_json(json.loads(key))
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO: broker groups by name, and the broker names of each cluster."""
-
-    broker_addr_table: dict[str, BrokerData]
-    cluster_addr_table: dict[str, list[str]]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ClusterInfo:
-        brokers = {name: BrokerData.from_json(b) for name, b in (data.get("brokerAddrTable") or {}).items()}
-        return cls(brokers, {name: list(v) for name, v in (data.get("clusterAddrTable") or {}).items()})
-
-
-@dataclass(frozen=True, slots=True)
-class TopicOffset:
-    min_offset: int
-    max_offset: int
-    last_update_timestamp: int
-
-
-@dataclass(slots=True)
-class TopicStatsTable:
-    """GET_TOPIC_STATS_INFO: each queue's offsets."""
-
-    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
-    topic_put_tps: float = 0.0
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TopicStatsTable:
-        table = {_mq_key(k): TopicOffset(int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)),
-                                         int(v.get("lastUpdateTimestamp", 0)))
-                 for k, v in (data.get("offsetTable") or {}).items()}
-        return cls(table, float(data.get("topicPutTps", 0.0)))
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetWrapper:
-    broker_offset: int
-    consumer_offset: int
-    pull_offset: int
-    last_timestamp: int
-
-
-@dataclass(slots=True)
-class ConsumeStats:
-    """GET_CONSUME_STATS: a group's committed offset beside each queue's end."""
-
-    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
-    consume_tps: float = 0.0
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConsumeStats:
-        table = {_mq_key(k): OffsetWrapper(int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
-                                           int(v.get("pullOffset", 0)), int(v.get("lastTimestamp", 0)))
-                 for k, v in (data.get("offsetTable") or {}).items()}
-        return cls(table, float(data.get("consumeTps", 0.0)))
-
-    def compute_total_diff(self) -> int:
-        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
-
-
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """remoting/protocol/body/Connection: one client of a group."""
-
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Connection:
-        return cls(str(data.get("clientId", "")), str(data.get("clientAddr", "")), str(data.get("language", "")),
-                   int(data.get("version", 0)))
-
-
-@dataclass(slots=True)
-class ConsumerConnection:
-    """GET_CONSUMER_CONNECTION_LIST: the group's clients, subscriptions and consume settings."""
-
-    connection_set: list[Connection]
-    subscription_table: dict[str, protocol.SubscriptionData]
-    consume_type: str | None
-    message_model: str | None
-    consume_from_where: str | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConsumerConnection:
-        subs = {str(topic): protocol.SubscriptionData(
-            str(s.get("topic", topic)), str(s.get("subString", "*")), list(s.get("tagsSet") or []),
-            list(s.get("codeSet") or []), int(s.get("subVersion", 0)), str(s.get("expressionType", "TAG")))
-            for topic, s in (data.get("subscriptionTable") or {}).items()}
-        return cls([Connection.from_json(c) for c in data.get("connectionSet") or ()], subs,
-                   data.get("consumeType"), data.get("messageModel"), data.get("consumeFromWhere"))
-
-    def compute_min_version(self) -> int:
-        return min((c.version for c in self.connection_set), default=2**31 - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    index_last_update_timestamp: int
-    messages: list[MessageExt]
-
-
-@dataclass(frozen=True, slots=True)
-class RollbackStats:
-    """What the pre-4.x offset reset did to one queue (ResetOffsetByTimeOldCommand's table)."""
-
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    timestamp_offset: int
-    rollback_offset: int
-
-
-class TrackType(Enum):
-    CONSUMED = "CONSUMED"
-    CONSUMED_BUT_FILTERED = "CONSUMED_BUT_FILTERED"
-    PULL = "PULL"
-    NOT_CONSUME_YET = "NOT_CONSUME_YET"
-    NOT_ONLINE = "NOT_ONLINE"
-    CONSUME_BROADCASTING = "CONSUME_BROADCASTING"
-    UNKNOWN = "UNKNOWN"
-
-
-@dataclass(slots=True)
-class MessageTrack:
-    consumer_group: str
-    track_type: TrackType = TrackType.UNKNOWN
-    exception_desc: str | None = None
-
-    def __str__(self) -> str:
-        return (f"MessageTrack [consumerGroup={self.consumer_group}, trackType={self.track_type.value}, "
-                f"exceptionDesc={'null' if self.exception_desc is None else self.exception_desc}]")
-
-
-# -- attributes (AttributeParser) --------------------------------------------------------------------------------------
-
-
-def parse_attributes(text: str | None) -> dict[str, str]:
-    """AttributeParser.parseToMap: "+a=b,+c=d,-e" to {"+a": "b", "+c": "d", "-e": ""}; ValueError as Java throws.
-
-    Examples:
-        >>> parse_attributes("+queue.type=BatchCQ,-x")
-        {'+queue.type': 'BatchCQ', '-x': ''}
-    """
-    attributes: dict[str, str] = {}
-    for kv in (text or "").split(",") if text else ():
-        if "=" in kv:
-            key, value = kv.split("=")[:2]
-            if "+" not in key:
-                raise ValueError(f"add/alter attribute format is wrong: {key}")
-        else:
-            key, value = kv, ""
-            if "-" not in key:
-                raise ValueError(f"delete attribute format is wrong: {key}")
-        if key in attributes:
-            raise ValueError(f"key duplication: {key}")
-        attributes[key] = value
-    return attributes
-
-
-def attributes_to_string(attributes: Mapping[str, str]) -> str:
-    """AttributeParser.parseToString."""
-    return ",".join(f"{k}={v}" if v else k for k, v in attributes.items())
 
 
 # -- the admin API -----------------------------------------------------------------------------------------------------
@@ -518,7 +325,10 @@ class MQAdminExt:
                                     cluster: str | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS from every broker of the route of the group's retry topic, else of ``topic``. An empty
         answer means the group is not online or is broadcasting (MQClientError with that code)."""
-        route = await self._first_route([RETRY_GROUP_TOPIC_PREFIX + group] + ([topic] if topic else []))
+        topics = [RETRY_GROUP_TOPIC_PREFIX + group] + ([topic] if topic else [])
+        if topic and route_topic(topic, cluster) != topic:
+            topics.append(route_topic(topic, cluster))
+        route = await self._first_route(topics)
         result = ConsumeStats()
         for broker in route.broker_datas:
             addr = broker.select_broker_addr()
@@ -611,11 +421,11 @@ class MQAdminExt:
         _check(await self.invoke(addr, protocol.update_consumer_offset_request(group, mq, offset)), addr)
 
     async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp_ms: int, force: bool, *,
-                                        cpp: bool = False) -> dict[MessageQueue, int]:
+                                        cluster: str | None = None, cpp: bool = False) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET to each broker of the topic: the broker works the offsets out (and commits
         them, or has the group's online clients apply them); raises MQClientError with the broker's code."""
         result: dict[MessageQueue, int] = {}
-        for broker in (await self.examine_topic_route_info(topic)).broker_datas:
+        for broker in (await self.examine_topic_route_info(route_topic(topic, cluster))).broker_datas:
             addr = broker.select_broker_addr()
             if addr is not None:
                 header = ResetOffsetRequestHeader(group, topic, timestamp_ms, force, offset=-1)
@@ -632,7 +442,7 @@ class MQAdminExt:
         table = _body(response, "reset offset").get("offsetTable") or {}
         if isinstance(table, list):  # the C++ form: a list of MessageQueueForC
             return {MessageQueue.from_json(e): int(e["offset"]) for e in table}
-        return {_mq_key(k): int(v) for k, v in table.items()}
+        return {mq_key(k): int(v) for k, v in table.items()}
 
     async def reset_offset_by_queue_id(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit ``offset`` for one queue, then have the broker apply it (resetOffsetByQueueId)."""
@@ -644,10 +454,10 @@ class MQAdminExt:
         except MQClientError as err:
             raise MQBrokerError(err.code, err.remark, addr) from err
 
-    async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp_ms: int,
-                                            force: bool) -> list[RollbackStats]:
+    async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp_ms: int, force: bool, *,
+                                            cluster: str | None = None) -> list[RollbackStats]:
         """The pre-4.x way (ResetOffsetByTimeOldCommand): search each queue's offset at the time and commit it."""
-        route = await self.examine_topic_route_info(topic)
+        route = await self.examine_topic_route_info(route_topic(topic, cluster))
         queues = {q.broker_name: q for q in route.queue_datas}
         stats: list[RollbackStats] = []
         for broker in route.broker_datas:
@@ -712,9 +522,11 @@ class MQAdminExt:
         """QUERY_MESSAGE to every broker of the topic (of ``cluster`` only, when given). ``index_type`` is "K" (a
         key among KEYS), "U" (a UNIQ_KEY) or "T" (the tags); what the index returns for another key of the same hash
         is dropped. MQClientError(NO_MESSAGE) when nothing matches."""
-        route = await self.examine_topic_route_info(topic)
-        addrs = [b.select_broker_addr() for b in route.broker_datas if not cluster or b.cluster == cluster]
-        ext = (QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms).to_ext()
+        lmq = topic.startswith(LMQ_PREFIX)
+        route = await self.examine_topic_route_info(route_topic(topic, cluster))
+        addrs = [b.select_broker_addr() for b in route.broker_datas if lmq or not cluster or b.cluster == cluster]
+        asked = cluster if lmq and cluster else topic  # an LMQ is queried through its parent topic
+        ext = (QueryMessageRequestHeader(asked, key, max_num, begin_ms, end_ms).to_ext()
                | QueryMessageIndexHeader(index_type, last_key).to_ext()
                | UniqueKeyQueryHeader(index_type == INDEX_UNIQUE_TYPE).to_ext())
 
@@ -729,7 +541,8 @@ class MQAdminExt:
             return last, decode_messages(response.body)
 
         answers = await asyncio.gather(*(one(a) for a in addrs if a))
-        messages = [m for _, found in answers for m in found if _key_matches(m, topic, key, index_type)]
+        messages = [m for _, found in answers for m in found if _key_matches(m, None if lmq else topic, key,
+                                                                             index_type)]
         if not messages:
             raise MQClientError(ResponseCode.NO_MESSAGE, "query message by key finished, but no message.")
         return QueryResult(max((last for last, _ in answers), default=0), messages)
@@ -797,12 +610,23 @@ class MQAdminExt:
         return False
 
 
-def _key_matches(msg: MessageExt, topic: str, key: str, index_type: str) -> bool:
+def route_topic(topic: str, cluster: str | None) -> str:
+    """The topic whose route serves ``topic``: an LMQ queue or the timer topic has none of its own, so the route of
+    the cluster (or LMQ parent topic) given with -c stands in, as Java's admin calls do."""
+    if cluster and (topic.startswith(LMQ_PREFIX) or topic == TIMER_TOPIC):
+        return cluster
+    return topic
+
+
+def _key_matches(msg: MessageExt, topic: str | None, key: str, index_type: str) -> bool:
+    """The index answers by hash: keep what really carries ``key`` (of ``topic``, unless None for an LMQ)."""
     if index_type == INDEX_UNIQUE_TYPE:
         return msg.msg_id == key
+    if topic is not None and msg.topic != topic:
+        return False
     if index_type == INDEX_TAG_TYPE:
-        return msg.tags == key and msg.topic == topic
-    return msg.keys is not None and key in msg.keys.split(KEY_SEPARATOR) and msg.topic == topic
+        return msg.tags == key
+    return msg.keys is not None and key in msg.keys.split(KEY_SEPARATOR)
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int]:

@@ -11,45 +11,33 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, TextIO
 
-from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.message import MessageQueue
 from broker.errors import MQClientError, RmqError
+from broker.message import java_hash
 from broker.metadata.groups import SubscriptionGroupConfig
 from broker.metadata.persist import encode_json_pretty
 from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from broker.metadata.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from broker.namesrv.hash_order import hash_map_order
+from broker.namesrv.hash_order import hash_map_order, table_size_for
 from broker.remoting.codes import ResponseCode
-from broker.tools.admin import (
-    INDEX_KEY_TYPE,
-    INDEX_TAG_TYPE,
-    INDEX_UNIQUE_TYPE,
-    JAVA_LONG_MAX,
-    MQAdminExt,
-    TopicStatsTable,
-    parse_attributes,
-    version_desc,
-)
+from broker.tools.admin import MQAdminExt
+from broker.tools.bodies import TopicStatsTable, parse_attributes, version_desc
 
 log = logging.getLogger(__name__)
 
-MSG_BODY_DIR = "/tmp/rocketmq/msgbodys"  # QueryMsgByIdSubCommand.createBodyFile
 FLAG_UNIT, FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag
-HOUR_MS = 3600 * 1000
-UNIQUE_KEY_WINDOW_MS = 36 * HOUR_MS  # queryMsgByUniqueKey without -s/-e: 36 hours either side of now
-MESSAGE_PROPERTIES_CAPACITY = 128  # MessageDecoder.string2messageProperties: new HashMap<>(128)
 
 
 class UsageError(RmqError):
     """A command line the command cannot run; the message is commons-cli's (or says which option is wrong)."""
 
 
-class ShowHelp(Exception):  # noqa: N818 - a signal, not an error: the command prints its help, as Java does
+class ShowHelp(Exception):  # noqa: N818 - a signal, not an error
     """The options given select nothing to do (updateSubGroup without -b or -c): print the command's help."""
 
 
@@ -535,6 +523,24 @@ async def _all_groups_progress(admin: MQAdminExt, out: TextIO) -> None:
               file=out)
 
 
+def mq_hash(mq: MessageQueue) -> int:
+    """MessageQueue.hashCode (brokerName, queueId, topic), as an unsigned 32-bit value."""
+    h = 1
+    for part in (java_hash(mq.broker_name), mq.queue_id, java_hash(mq.topic)):
+        h = (31 * h + part) & 0xFFFFFFFF
+    return h
+
+
+def put_all_order(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
+    """The iteration order of ``new HashMap<>()`` after ``putAll`` of a map holding ``queues``: putAll sizes the
+    table for them (tableSizeFor(n / 0.75 + 1)), and entries go bin by bin (hash ^ hash >>> 16)."""
+    keys = list(queues)
+    capacity = table_size_for(int(len(keys) / 0.75 + 1)) if keys else 16
+    ranked = sorted(range(len(keys)), key=lambda i: ((mq_hash(keys[i]) ^ (mq_hash(keys[i]) >> 16)) & (capacity - 1),
+                                                      i))
+    return [keys[i] for i in ranked]
+
+
 def parse_timestamp(text: str) -> int:
     """"now", epoch milliseconds, or local "yyyy-MM-dd#HH:mm:ss:SSS" (ResetOffsetByTimeCommand)."""
     if text == "now":
@@ -564,23 +570,23 @@ async def reset_offset_by_time(admin: MQAdminExt, line: CommandLine, out: TextIO
             await admin.reset_offset_by_queue_id(broker_addr, group, topic, queue_id, offset)
         return
     try:
-        table = await admin.reset_offset_by_timestamp(topic, group, timestamp, force)
+        table = await admin.reset_offset_by_timestamp(topic, group, timestamp, force, cluster=line.value("c"))
     except MQClientError as err:
         if err.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
-        await _reset_offset_old(admin, group, topic, timestamp, force, stamp, out)
+        await _reset_offset_old(admin, group, topic, timestamp, force, stamp, line.value("c"), out)
         return
     print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], force[{js(force)}], "
           f"timestamp(string)[{stamp}], timestamp(long)[{timestamp}]", file=out)
     print(f"{'#brokerName':<40}  {'#queueId':<40}  {'#offset':<40}", file=out)
-    for mq in sorted(table):
+    for mq in put_all_order(table):
         print(f"{front(mq.broker_name, 32):<40}  {mq.queue_id:<40d}  {table[mq]:<40d}", file=out)
 
 
 async def _reset_offset_old(admin: MQAdminExt, group: str, topic: str, timestamp: int, force: bool, stamp: str,
-                            out: TextIO) -> None:
+                            cluster: str | None, out: TextIO) -> None:
     """ResetOffsetByTimeOldCommand: the group is offline, so the tool commits the offsets itself."""
-    stats = await admin.reset_offset_by_timestamp_old(group, topic, timestamp, force)
+    stats = await admin.reset_offset_by_timestamp_old(group, topic, timestamp, force, cluster=cluster)
     print(f"reset consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{js(force)}], "
           f"timestamp(string)[{stamp}], timestamp(long)[{timestamp}]", file=out)
     print(f"{'#brokerName':<20}  {'#queueId':<20}  {'#brokerOffset':<20}  {'#consumerOffset':<20}  "
@@ -588,129 +594,3 @@ async def _reset_offset_old(admin: MQAdminExt, group: str, topic: str, timestamp
     for s in stats:
         print(f"{front(s.broker_name, 32):<20}  {s.queue_id:<20d}  {s.broker_offset:<20d}  {s.consumer_offset:<20d}  "
               f"{s.timestamp_offset:<20d}  {s.rollback_offset:<20d}", file=out)
-
-
-# -- messages ----------------------------------------------------------------------------------------------------------
-
-
-def _body_file(msg: MessageExt, index: int = 0) -> str:
-    os.makedirs(MSG_BODY_DIR, exist_ok=True)
-    path = f"{MSG_BODY_DIR}/{msg.msg_id}" + (f"_{index}" if index > 0 else "")
-    with open(path, "wb") as f:
-        f.write(msg.body)
-    return path
-
-
-def _message_lines(msg: MessageExt, body_path: str) -> list[tuple[str, object]]:
-    return [
-        ("Topic:", msg.topic), ("Tags:", f"[{js(msg.tags)}]"), ("Keys:", f"[{js(msg.keys)}]"),
-        ("Queue ID:", msg.queue_id), ("Queue Offset:", msg.queue_offset), ("CommitLog Offset:", msg.commit_log_offset),
-        ("Reconsume Times:", msg.reconsume_times), ("Born Timestamp:", human_time2(msg.born_timestamp)),
-        ("Store Timestamp:", human_time2(msg.store_timestamp)), ("Born Host:", msg.born_host),
-        ("Store Host:", msg.store_host), ("System Flag:", msg.sys_flag),
-        ("Properties:", java_map(msg.properties, MESSAGE_PROPERTIES_CAPACITY)), ("Message Body Path:", body_path),
-    ]
-
-
-async def _print_tracks(admin: MQAdminExt, msg: MessageExt, out: TextIO) -> None:
-    try:
-        tracks = await admin.message_track_detail(msg)
-    except (RmqError, OSError) as err:
-        log.warning("message track of %s: %s", msg.msg_id, err)
-        return
-    if not tracks:
-        print("\n\nWARN: No Consumer", file=out)
-        return
-    print("\n", file=out)
-    for track in tracks:
-        print(track, file=out)
-
-
-async def print_msg(admin: MQAdminExt, msg: MessageExt | None, out: TextIO, charset: str | None = None) -> None:
-    """QueryMsgByIdSubCommand.printMsg: the message's fields, its body saved to a file, then who consumed it."""
-    if msg is None:
-        print("\nMessage not found!", file=out)
-        return
-    lines = [("OffsetID:", msg.offset_msg_id), *_message_lines(msg, _body_file(msg))]
-    if charset is not None:
-        lines.append(("Message Body:", msg.body.decode(charset, errors="replace")))
-    for label, value in lines:
-        print(f"{label:<20} {value}", file=out)
-    await _print_tracks(admin, msg, out)
-
-
-async def query_msg_by_id(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
-    topic, cluster = line.required("t"), line.value("c")
-    msg_ids = [m.strip() for m in line.required("i").split(",") if m.strip()]
-    if line.has("g") and line.has("d"):
-        raise MQClientError(-1, "pushing a message to a consumer client (-g with -d) is not supported by rmq")
-    if line.has("s"):
-        if line.bool_value("s", False):
-            for msg_id in msg_ids:
-                await _resend(admin, topic, msg_id, cluster, line.value("u"), out)
-        return
-    for msg_id in msg_ids:
-        await print_msg(admin, await admin.query_message_by_id(topic, msg_id, cluster), out, line.value("f"))
-
-
-async def _resend(admin: MQAdminExt, topic: str, msg_id: str, cluster: str | None, unit: str | None,
-                  out: TextIO) -> None:
-    """queryMsgById -s true: send the message again, properties and all, as the ReSendMsgById producer."""
-    msg = await admin.query_message_by_id(topic, msg_id, cluster)
-    if msg is None:
-        print(f"no message. msgId={msg_id}", file=out)
-        return
-    print(f"prepare resend msg. originalMsgId={msg_id}", file=out)
-    from broker.client.producer import Producer  # only this option sends: the tool needs no producer otherwise
-
-    async with Producer("ReSendMsgById", admin.namesrv_addr) as producer:
-        result = await producer.send(Message(msg.topic, msg.body, flag=msg.flag, properties=msg.properties))
-    print(f"SendResult [sendStatus={result.send_status.value}, msgId={js(result.msg_id)}, "
-          f"offsetMsgId={result.offset_msg_id}, messageQueue={result.message_queue}, "
-          f"queueOffset={result.queue_offset}, recallHandle=null]", file=out)
-
-
-async def query_msg_by_key(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
-    """QueryMsgByKeySubCommand (5.5): by KEYS (-p K, the default) or by tags (-p T); each row ends with its IndexKey,
-    the ``-l`` of a next page."""
-    topic, key = line.required("t"), line.required("k")
-    key_type = line.value("p", INDEX_KEY_TYPE)
-    if key_type not in (INDEX_KEY_TYPE, INDEX_TAG_TYPE):
-        print("index type error, just support K for keys or T for tags", file=out)
-        return
-    result = await admin.query_message(topic, key, line.int_value("m", 64), line.int_value("b", 0),
-                                       line.int_value("e", JAVA_LONG_MAX), cluster=line.value("c"),
-                                       index_type=key_type, last_key=line.value("l"))
-    print(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40} {'#IndexKey':<200}", file=out)
-    for msg in result.messages:
-        index_key = f"{hour_of(msg.store_timestamp)}@{topic}@{key_type}@{key}@{msg.msg_id}@{msg.commit_log_offset}"
-        print(f"{msg.msg_id:<50} {msg.queue_id:>4d} {msg.queue_offset:>40d} {index_key:<200}", file=out)
-
-
-def hour_of(ms: int) -> int:
-    """MixAll.dealTimeToHourStamps: the start of the hour (epoch milliseconds)."""
-    return ms if ms <= 0 else ms // HOUR_MS * HOUR_MS
-
-
-async def query_msg_by_unique_key(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
-    """QueryMsgByUniqueKeySubCommand (5.5): within -s..-e (milliseconds), by default 36 hours either side of now."""
-    if line.has("g") and line.has("d"):
-        raise MQClientError(-1, "pushing a message to a consumer client (-g with -d) is not supported by rmq")
-    now = time.time_ns() // 1_000_000
-    begin, end = now - UNIQUE_KEY_WINDOW_MS, now + UNIQUE_KEY_WINDOW_MS
-    if line.value("s") and line.value("e"):
-        begin, end = line.int_value("s", 0), line.int_value("e", 0)
-    result = await admin.query_message(line.required("t"), line.required("i"), 32, begin, end,
-                                       cluster=line.value("c"), index_type=INDEX_UNIQUE_TYPE)
-    messages = sorted(result.messages, key=lambda m: m.store_timestamp)
-    for index, msg in enumerate(messages if line.has("a") else messages[:1]):
-        for label, value in _message_lines(msg, _body_file(msg, index)):
-            print(f"{label:<20} {value}", file=out)
-        await _print_tracks(admin, msg, out)
-
-
-async def query_msg_by_offset(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
-    mq = MessageQueue(line.required("t"), line.required("b"), line.int_value("i", 0))
-    result = await admin.pull_one(mq, line.int_value("o", 0), line.value("r"))
-    if result.status is PullStatus.FOUND and result.messages:
-        await print_msg(admin, result.messages[0], out, line.value("f"))

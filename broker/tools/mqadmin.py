@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
 from broker.errors import RmqError
-from broker.tools import commands
+from broker.tools import commands, messages
 from broker.tools.admin import MQAdminExt
 from broker.tools.commands import CommandLine, ShowHelp, UsageError
 
@@ -268,7 +268,7 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("u", "unitName", "unit name"),
         _o("f", "bodyFormat", "print message body by the specified format"),
         _o("c", "cluster", CLUSTER_OR_LMQ),
-    ), commands.query_msg_by_id),
+    ), messages.query_msg_by_id),
     SubCommand("queryMsgByKey", "Query Message by Key.", (
         _o("t", "topic", "Topic name", required=True),
         _o("k", "msgKey", "Message Key", required=True),
@@ -278,7 +278,7 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("c", "cluster", CLUSTER_OR_LMQ),
         _o("p", "keyType", "Index key type, default index key type is K, you can use K for keys OR T for tags"),
         _o("l", "lastKey", "Last Key"),
-    ), commands.query_msg_by_key),
+    ), messages.query_msg_by_key),
     SubCommand("queryMsgByUniqueKey", "Query Message by Unique key.", (
         _o("i", "msgId", "Message Id", required=True),
         _o("g", "consumerGroup", "consumer group name"),
@@ -288,7 +288,7 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("c", "cluster", CLUSTER_OR_LMQ),
         _o("s", "startTime", "startTime"),
         _o("e", "endTime", "endTime"),
-    ), commands.query_msg_by_unique_key),
+    ), messages.query_msg_by_unique_key),
     SubCommand("queryMsgByOffset", "Query Message by offset.", (
         _o("t", "topic", "topic name", required=True),
         _o("b", "brokerName", "Broker Name", required=True),
@@ -296,7 +296,7 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("o", "offset", "Queue Offset", required=True),
         _o("f", "bodyFormat", "print message body by the specified format"),
         _o("r", "routeTopic", "the topic which is used to find route info"),
-    ), commands.query_msg_by_offset),
+    ), messages.query_msg_by_offset),
     SubCommand("producerConnection", "Query producer's socket connection and client version.", (
         _o("g", "producerGroup", "producer group name", required=True),
         _o("t", "topic", "topic name", required=True),

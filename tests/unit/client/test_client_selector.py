@@ -102,11 +102,16 @@ def test_md5_hash_is_four_unsigned_bytes() -> None:
     assert ConsistentHashRouter([], 10).route_node("x") is None
 
 
-@pytest.mark.parametrize("entry", GOLDEN["hash_selector"], ids=lambda e: f"{e['type']}:{e['arg']}")
+def _representable(entry: dict) -> bool:
+    """A Java Long inside the int range hashes differently from the Integer of the same value; a Python int in that
+    range is hashed as Java hashes an Integer, so such captures have no Python counterpart."""
+    return not (entry["type"] == "Long" and -(2**31) <= int(entry["arg"]) < 2**31)
+
+
+@pytest.mark.parametrize("entry", [e for e in GOLDEN["hash_selector"] if _representable(e)],
+                         ids=lambda e: f"{e['type']}:{e['arg']}")
 def test_hash_selector_is_javas(entry: dict) -> None:
     arg = {"String": str, "Boolean": lambda s: s == "true"}.get(entry["type"], int)(entry["arg"])
-    if entry["type"] == "Long" and -(2**31) <= arg < 2**31:
-        pytest.skip("a small Long hashes differently from the same Integer; Python ints hash as Integer")
     mqs = [MessageQueue("T", "b", q) for q in range(6)]
     assert SelectMessageQueueByHash().select(mqs, Message("T", b"x"), arg).queue_id == entry["queue_id"]
 

@@ -1,0 +1,145 @@
+"""The message commands of ``mqadmin``: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset
+(tools/command/message/*.java): what they ask for and how they print a message, as Java's printf formats do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TextIO
+
+from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.errors import MQClientError, RmqError
+from broker.tools.admin import INDEX_KEY_TYPE, INDEX_TAG_TYPE, INDEX_UNIQUE_TYPE, JAVA_LONG_MAX, MQAdminExt
+from broker.tools.commands import CommandLine, human_time2, java_map, js
+
+log = logging.getLogger(__name__)
+
+MSG_BODY_DIR = "/tmp/rocketmq/msgbodys"  # QueryMsgByIdSubCommand.createBodyFile
+HOUR_MS = 3600 * 1000
+UNIQUE_KEY_WINDOW_MS = 36 * HOUR_MS  # queryMsgByUniqueKey without -s/-e: 36 hours either side of now
+MESSAGE_PROPERTIES_CAPACITY = 128  # MessageDecoder.string2messageProperties: new HashMap<>(128)
+
+
+def _body_file(msg: MessageExt, index: int = 0) -> str:
+    os.makedirs(MSG_BODY_DIR, exist_ok=True)
+    path = f"{MSG_BODY_DIR}/{msg.msg_id}" + (f"_{index}" if index > 0 else "")
+    with open(path, "wb") as f:
+        f.write(msg.body)
+    return path
+
+
+def _message_lines(msg: MessageExt, body_path: str) -> list[tuple[str, object]]:
+    return [
+        ("Topic:", msg.topic), ("Tags:", f"[{js(msg.tags)}]"), ("Keys:", f"[{js(msg.keys)}]"),
+        ("Queue ID:", msg.queue_id), ("Queue Offset:", msg.queue_offset), ("CommitLog Offset:", msg.commit_log_offset),
+        ("Reconsume Times:", msg.reconsume_times), ("Born Timestamp:", human_time2(msg.born_timestamp)),
+        ("Store Timestamp:", human_time2(msg.store_timestamp)), ("Born Host:", msg.born_host),
+        ("Store Host:", msg.store_host), ("System Flag:", msg.sys_flag),
+        ("Properties:", java_map(msg.properties, MESSAGE_PROPERTIES_CAPACITY)), ("Message Body Path:", body_path),
+    ]
+
+
+async def _print_tracks(admin: MQAdminExt, msg: MessageExt, out: TextIO) -> None:
+    try:
+        tracks = await admin.message_track_detail(msg)
+    except (RmqError, OSError) as err:
+        log.warning("message track of %s: %s", msg.msg_id, err)
+        return
+    if not tracks:
+        print("\n\nWARN: No Consumer", file=out)
+        return
+    print("\n", file=out)
+    for track in tracks:
+        print(track, file=out)
+
+
+async def print_msg(admin: MQAdminExt, msg: MessageExt | None, out: TextIO, charset: str | None = None) -> None:
+    """QueryMsgByIdSubCommand.printMsg: the message's fields, its body saved to a file, then who consumed it."""
+    if msg is None:
+        print("\nMessage not found!", file=out)
+        return
+    lines = [("OffsetID:", msg.offset_msg_id), *_message_lines(msg, _body_file(msg))]
+    if charset is not None:
+        lines.append(("Message Body:", msg.body.decode(charset, errors="replace")))
+    for label, value in lines:
+        print(f"{label:<20} {value}", file=out)
+    await _print_tracks(admin, msg, out)
+
+
+async def query_msg_by_id(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    topic, cluster = line.required("t"), line.value("c")
+    msg_ids = [m.strip() for m in line.required("i").split(",") if m.strip()]
+    if line.has("g") and line.has("d"):
+        raise MQClientError(-1, "pushing a message to a consumer client (-g with -d) is not supported by rmq")
+    if line.has("s"):
+        if line.bool_value("s", False):
+            for msg_id in msg_ids:
+                await _resend(admin, topic, msg_id, cluster, line.value("u"), out)
+        return
+    for msg_id in msg_ids:
+        await print_msg(admin, await admin.query_message_by_id(topic, msg_id, cluster), out, line.value("f"))
+
+
+async def _resend(admin: MQAdminExt, topic: str, msg_id: str, cluster: str | None, unit: str | None,
+                  out: TextIO) -> None:
+    """queryMsgById -s true: send the message again, properties and all, as the ReSendMsgById producer."""
+    msg = await admin.query_message_by_id(topic, msg_id, cluster)
+    if msg is None:
+        print(f"no message. msgId={msg_id}", file=out)
+        return
+    print(f"prepare resend msg. originalMsgId={msg_id}", file=out)
+    from broker.client.producer import Producer  # only this option sends: the tool needs no producer otherwise
+
+    async with Producer("ReSendMsgById", admin.namesrv_addr) as producer:
+        result = await producer.send(Message(msg.topic, msg.body, flag=msg.flag, properties=msg.properties))
+    print(f"SendResult [sendStatus={result.send_status.value}, msgId={js(result.msg_id)}, "
+          f"offsetMsgId={result.offset_msg_id}, messageQueue={result.message_queue}, "
+          f"queueOffset={result.queue_offset}, recallHandle=null]", file=out)
+
+
+async def query_msg_by_key(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    """QueryMsgByKeySubCommand (5.5): by KEYS (-p K, the default) or by tags (-p T); each row ends with its IndexKey,
+    the ``-l`` of a next page."""
+    topic, key = line.required("t"), line.required("k")
+    key_type = line.value("p", INDEX_KEY_TYPE)
+    if key_type not in (INDEX_KEY_TYPE, INDEX_TAG_TYPE):
+        print("index type error, just support K for keys or T for tags", file=out)
+        return
+    result = await admin.query_message(topic, key, line.int_value("m", 64), line.int_value("b", 0),
+                                       line.int_value("e", JAVA_LONG_MAX), cluster=line.value("c"),
+                                       index_type=key_type, last_key=line.value("l"))
+    print(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40} {'#IndexKey':<200}", file=out)
+    for msg in result.messages:
+        index_key = f"{hour_of(msg.store_timestamp)}@{topic}@{key_type}@{key}@{msg.msg_id}@{msg.commit_log_offset}"
+        print(f"{msg.msg_id:<50} {msg.queue_id:>4d} {msg.queue_offset:>40d} {index_key:<200}", file=out)
+
+
+def hour_of(ms: int) -> int:
+    """MixAll.dealTimeToHourStamps: the start of the hour (epoch milliseconds)."""
+    return ms if ms <= 0 else ms // HOUR_MS * HOUR_MS
+
+
+async def query_msg_by_unique_key(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    """QueryMsgByUniqueKeySubCommand (5.5): within -s..-e (milliseconds), by default 36 hours either side of now."""
+    if line.has("g") and line.has("d"):
+        raise MQClientError(-1, "pushing a message to a consumer client (-g with -d) is not supported by rmq")
+    now = time.time_ns() // 1_000_000
+    begin, end = now - UNIQUE_KEY_WINDOW_MS, now + UNIQUE_KEY_WINDOW_MS
+    if line.value("s") and line.value("e"):
+        begin, end = line.int_value("s", 0), line.int_value("e", 0)
+    result = await admin.query_message(line.required("t"), line.required("i"), 32, begin, end,
+                                       cluster=line.value("c"), index_type=INDEX_UNIQUE_TYPE)
+    messages = sorted(result.messages, key=lambda m: m.store_timestamp)
+    for index, msg in enumerate(messages if line.has("a") else messages[:1]):
+        for label, value in _message_lines(msg, _body_file(msg, index)):
+            print(f"{label:<20} {value}", file=out)
+        await _print_tracks(admin, msg, out)
+
+
+async def query_msg_by_offset(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    mq = MessageQueue(line.required("t"), line.required("b"), line.int_value("i", 0))
+    result = await admin.pull_one(mq, line.int_value("o", 0), line.value("r"))
+    if result.status is PullStatus.FOUND and result.messages:
+        await print_msg(admin, result.messages[0], out, line.value("f"))

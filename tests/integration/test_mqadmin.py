@@ -1,0 +1,516 @@
+"""``mqadmin`` against our NameServer and broker as real processes (tests/integration/cluster.py).
+
+Each command runs in-process through ``broker.tools.mqadmin.main`` (its stdout and stderr captured) and its output
+is checked for the values the servers hold: the created topic in topicList, the route naming the broker, topic
+offsets after sends, a consumer group's offsets after commits and after resetOffsetByTime, messages found by key,
+by offsetMsgId, by UNIQ_KEY and by queue offset. Failures (unknown command, bad option, unreachable NameServer)
+must be one line and exit code 1, never a traceback, also when run as ``python -m broker.tools``.
+
+The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache.py's version) beside ours on the same
+servers and compares what both print, line by line, after masking what changes between two runs (uptime, disk
+usage, the age of the oldest message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from broker.client import BlockingClient, Message, protocol
+from broker.client._blocking import BlockingRemotingClient
+from broker.client.message import MessageQueue, SendResult
+from broker.metadata.persist import decode_json
+from broker.remoting import RemotingClient, RequestCode, ResponseCode, create_request
+from broker.tools import commands, messages
+from broker.tools.admin import decode_message_id, route_topic
+from broker.tools.bodies import parse_attributes, version_desc
+from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command, main
+from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, free_port, start_cluster
+
+BROKER_NAME = "broker-a"
+TOPIC = "MqadminTopic"
+GROUP = "MqadminGroup"
+ROUTE_TIMEOUT_S = 10.0
+REQUIRED_COMMANDS = ("updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
+                     "brokerStatus", "consumerProgress", "consumerConnection", "queryMsgById", "queryMsgByKey",
+                     "queryMsgByOffset", "updateSubGroup", "resetOffsetByTime")
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def mqadmin(*args: str) -> Run:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), out=out, err=err)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def ok(*args: str) -> str:
+    run = mqadmin(*args)
+    assert run.code == 0, f"mqadmin {' '.join(args)} exited {run.code}:\n{run.err}{run.out}"
+    assert "Traceback" not in run.err
+    return run.out
+
+
+def rows(text: str, first: str) -> list[list[str]]:
+    """The whitespace-split lines of a table that start with ``first``."""
+    return [line.split() for line in text.splitlines() if line.split()[:1] == [first]]
+
+
+def await_route(namesrv: str, topic: str) -> None:
+    deadline = time.monotonic() + ROUTE_TIMEOUT_S
+    while mqadmin("topicRoute", "-n", namesrv, "-t", topic).code != 0:
+        assert time.monotonic() < deadline, f"no route for {topic} within {ROUTE_TIMEOUT_S}s"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with start_cluster(tmp_path_factory.mktemp("mqadmin")) as started:
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def body_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """queryMsgById and friends save bodies where Java does (/tmp/rocketmq/msgbodys); tests keep them in tmp_path."""
+    monkeypatch.setattr(messages, "MSG_BODY_DIR", str(tmp_path / "msgbodys"))
+    return tmp_path / "msgbodys"
+
+
+@pytest.fixture(scope="module")
+def sent(cluster: Cluster) -> dict[int, list[SendResult]]:
+    """TOPIC with 4 queues (created by updateTopic) and 1, 2, 3, 0 messages in queues 0-3, keyed k<q>-<i> and "all"."""
+    ns = cluster.namesrv_addr
+    out = ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
+    assert f"create topic to {cluster.brokers[0].addr} success." in out
+    await_route(ns, TOPIC)
+    results: dict[int, list[SendResult]] = {0: [], 1: [], 2: [], 3: []}
+    with BlockingClient(ns) as client:
+        for queue_id, count in enumerate((1, 2, 3, 0)):
+            for i in range(count):
+                msg = Message(TOPIC, f"body {queue_id}-{i}".encode(), tags="TagA", keys=[f"k{queue_id}-{i}", "all"])
+                results[queue_id].append(client.send(msg, MessageQueue(TOPIC, BROKER_NAME, queue_id)))
+    return results
+
+
+class OnlineConsumer:
+    """A push consumer of GROUP as the broker sees one: a HEART_BEAT on a connection kept open by its own thread."""
+
+    CLIENT_ID = "127.0.0.1@mqadmin-test"
+
+    def __init__(self, broker_addr: str) -> None:
+        self.broker_addr = broker_addr
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _run(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        data = protocol.ConsumerData(GROUP, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
+                                     [protocol.build_subscription_data(TOPIC, "TagA")])
+        try:
+            async with RemotingClient() as client:
+                response = await client.invoke(self.broker_addr, protocol.heartbeat_request(self.CLIENT_ID, [], [data]))
+                assert response.code == ResponseCode.SUCCESS, response.remark
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as err:
+            self._error = err
+            self._ready.set()
+
+    def __enter__(self) -> OnlineConsumer:
+        self._thread.start()
+        assert self._ready.wait(10), "the consumer did not come up"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+def commit(broker_addr: str, offsets: dict[int, int]) -> None:
+    with BlockingRemotingClient(broker_addr) as client:
+        for queue_id, offset in offsets.items():
+            mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
+            assert client.invoke(protocol.update_consumer_offset_request(GROUP, mq, offset)).code == 0
+
+
+def progress(ns: str) -> dict[int, tuple[int, int]]:
+    """consumerProgress -g GROUP -t TOPIC: queue id -> (broker offset, consumer offset)."""
+    table = rows(ok("consumerProgress", "-n", ns, "-g", GROUP, "-t", TOPIC), TOPIC)
+    return {int(r[2]): (int(r[3]), int(r[4])) for r in table}
+
+
+# -- the command line itself -------------------------------------------------------------------------------------------
+
+
+def test_help_lists_the_commands() -> None:
+    for args in ([], ["help"]):
+        run = mqadmin(*args)
+        assert run.code == 0 and run.out.startswith("The most commonly used mqadmin commands are:")
+        listed = [line.split()[0] for line in run.out.splitlines()[1:] if line.startswith("   ")]
+        assert set(REQUIRED_COMMANDS) <= set(listed)
+    assert "See 'mqadmin help <command>' for more information on a specific command." in run.out
+    assert {cmd.name for cmd in SUB_COMMANDS} >= set(REQUIRED_COMMANDS)
+
+
+def test_command_help_is_commons_cli_layout() -> None:
+    """What Apache's mqadmin prints for ``mqadmin help topicRoute`` (HelpFormatter, width 110)."""
+    expected = (
+        "usage: mqadmin topicRoute [-h] [-l] [-n <arg>] -t <arg>\n"
+        " -h,--help                Print help\n"
+        " -l,--list                Use list format to print data\n"
+        " -n,--namesrvAddr <arg>   Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'\n"
+        " -t,--topic <arg>         topic name\n"
+    )
+    assert mqadmin("help", "topicRoute").out == expected
+    assert mqadmin("topicRoute", "-h").out == expected
+    usage = command_help(find_sub_command("updateTopic")).splitlines()[:2]  # type: ignore[arg-type]
+    assert usage == ["usage: mqadmin updateTopic [-a <arg>] -b <arg> | -c <arg>  [-h] [-n <arg>] [-o <arg>] "
+                     "[-p <arg>] [-r <arg>]", "       [-s <arg>] -t <arg> [-u <arg>] [-w <arg>]"]
+
+
+def test_names_match_ignoring_case_as_java() -> None:
+    assert find_sub_command("TOPICROUTE") is find_sub_command("topicRoute")
+    assert find_sub_command("topicroute").name == "topicRoute"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["noSuchCommand"], "The sub command noSuchCommand not exist."),
+    (["help", "noSuchCommand"], "The sub command noSuchCommand not exist."),
+    (["topicRoute"], "Missing required option: t"),
+    (["consumerConnection", "-b", "x"], "Missing required option: g"),
+    (["resetOffsetByTime", "-g", "g"], "Missing required options: t, s"),
+    (["topicRoute", "-t", "T", "-x", "1"], "Unrecognized option: -x"),
+    (["topicRoute", "-t"], "Missing argument for option: t"),
+    (["updateTopic", "-t", "T"], "Missing required option: [-b create topic to which broker, "
+                                 "-c create topic to which cluster]"),
+    (["updateTopic", "-t", "T", "-b", "a:1", "-c", "C"],
+     "The option 'c' was specified but an option from this group has already been selected: 'b'"),
+])
+def test_bad_command_lines_exit_1_with_one_line(args: list[str], message: str) -> None:
+    run = mqadmin(*args)
+    assert run.code == 1
+    assert run.err.splitlines() == [message]
+    assert "Traceback" not in run.err + run.out
+
+
+def test_unreachable_or_missing_namesrv(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    run = mqadmin("topicList")
+    assert run.code == 1 and run.err.startswith("topicList command failed: CODE: 10004") and "NAMESRV_ADDR" in run.err
+    dead = f"127.0.0.1:{free_port()}"
+    run = mqadmin("topicList", "-n", dead)
+    assert run.code == 1 and run.err.startswith(f"topicList command failed: cannot connect to {dead}: ")
+    assert len(run.err.splitlines()) == 1 and run.out == ""
+    monkeypatch.setenv("NAMESRV_ADDR", dead)
+    run = mqadmin("clusterList")
+    assert run.code == 1 and f"cannot connect to {dead}" in run.err and len(run.err.splitlines()) == 1
+
+
+def test_as_a_process_exit_codes(cluster: Cluster) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "broker.tools", "topicList", "-n", cluster.namesrv_addr],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "TBW102" in done.stdout.split()
+    done = subprocess.run([sys.executable, "-m", "broker.tools", "topicList", "-n", f"127.0.0.1:{free_port()}"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "cannot connect" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "broker.tools", "nope"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert (done.returncode, done.stderr) == (1, "The sub command nope not exist.\n")
+
+
+def test_helpers() -> None:
+    assert [version_desc(v) for v in (0, 28, 401, 413, 515, 10**6)] == [
+        "V3_0_0_SNAPSHOT", "V3_0_7_SNAPSHOT", "V4_9_4", "V5_0_0", "V5_5_1", "V5_9_9"]
+    assert decode_message_id("7F00000100002A9F00000000000004C9") == ("127.0.0.1:10911", 1225)
+    with pytest.raises(ValueError):
+        decode_message_id("C00002026AE2CDAADC5980A562820002")  # a UNIQ_KEY: its "port" is out of range
+    assert parse_attributes("+a=b,+c=d,-e") == {"+a": "b", "+c": "d", "-e": ""}
+    with pytest.raises(ValueError, match="add/alter attribute format is wrong: a"):
+        parse_attributes("a=b")
+    assert commands.parse_timestamp("1700000000123") == 1700000000123
+    local = time.mktime((2024, 3, 5, 6, 7, 8, 0, 0, -1))
+    assert commands.parse_timestamp("2024-03-05#06:07:08:009") == int(local) * 1000 + 9
+    assert commands.java_map({0: "127.0.0.1:10911"}) == "{0=127.0.0.1:10911}"
+    assert commands.parse_group("%RETRY%g1") == "g1" and commands.parse_group("%RETRY%g1+t1") == "g1"
+    assert [route_topic(t, c) for t, c in (("T", "C"), ("%LMQ%q", "Parent"), ("%LMQ%q", None))] == ["T", "Parent",
+                                                                                                      "%LMQ%q"]
+    mqs = [MessageQueue("TopicA", BROKER_NAME, i) for i in range(4)]
+    assert [mq.queue_id for mq in commands.put_all_order(mqs)] == [3, 1, 2, 0]  # what Apache's tool printed
+
+
+# -- topics ------------------------------------------------------------------------------------------------------------
+
+
+def test_update_topic_then_list_route_and_cluster(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    out = ok("updateTopic", "-n", ns, "-b", broker, "-t", "MqadminOther", "-r", "2", "-w", "3", "-p", "4")
+    assert out.splitlines() == [
+        f"create topic to {broker} success.",
+        "TopicConfig [topicName=MqadminOther, readQueueNums=2, writeQueueNums=3, perm=R--, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]",
+    ]
+    await_route(ns, "MqadminOther")
+    assert {TOPIC, "MqadminOther", "TBW102"} <= set(ok("topicList", "-n", ns).split())
+    route = decode_json(ok("topicRoute", "-n", ns, "-t", TOPIC))
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": broker}
+    assert route["brokerDatas"][0]["cluster"] == DEFAULT_CLUSTER
+    assert route["queueDatas"] == [{"brokerName": BROKER_NAME, "perm": 6, "readQueueNums": 4, "topicSysFlag": 0,
+                                    "writeQueueNums": 4}]
+    listed = ok("topicRoute", "-n", ns, "-t", "MqadminOther", "-l").splitlines()
+    assert listed[1].split() == [DEFAULT_CLUSTER, BROKER_NAME, f"{{0={broker}}}", "2", "3", "4"]
+    assert listed[2] == "-" * 158 and listed[3].split() == ["Total:", "1", "2", "3"]
+    assert ok("topicClusterList", "-n", ns, "-t", TOPIC).split() == [DEFAULT_CLUSTER]
+    clustered = rows(ok("topicList", "-n", ns, "-c"), DEFAULT_CLUSTER)
+    assert [DEFAULT_CLUSTER, TOPIC] in [r[:2] for r in clustered]
+
+
+def test_topic_status_after_sends(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    out = ok("topicStatus", "-n", cluster.namesrv_addr, "-t", TOPIC)
+    assert out.splitlines()[0].split() == ["#Broker", "Name", "#QID", "#Min", "Offset", "#Max", "Offset", "#Last",
+                                           "Updated"]
+    table = {int(r[1]): r for r in rows(out, BROKER_NAME)}
+    assert {q: (int(r[2]), int(r[3])) for q, r in table.items()} == {0: (0, 1), 1: (0, 2), 2: (0, 3), 3: (0, 0)}
+    assert len(table[2]) == 6 and len(table[3]) == 4  # an empty queue has no last-updated time
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", " ".join(table[2][4:]))
+    assert out.endswith("\nTopic Put TPS: 0.0\n")
+    by_cluster = ok("topicStatus", "-n", cluster.namesrv_addr, "-t", TOPIC, "-c", DEFAULT_CLUSTER)
+    assert rows(by_cluster, BROKER_NAME) == rows(out, BROKER_NAME)
+
+
+def test_delete_topic(cluster: Cluster) -> None:
+    ns = cluster.namesrv_addr
+    ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", "MqadminDoomed")
+    await_route(ns, "MqadminDoomed")
+    out = ok("deleteTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", "MqadminDoomed")
+    assert out.splitlines() == [f"delete topic [MqadminDoomed] from cluster [{DEFAULT_CLUSTER}] success.",
+                                "delete topic [MqadminDoomed] from NameServer success."]
+    run = mqadmin("topicRoute", "-n", ns, "-t", "MqadminDoomed")
+    assert run.code == 1 and "CODE: 17" in run.err and "MqadminDoomed" in run.err
+    assert "MqadminDoomed" not in ok("topicList", "-n", ns).split()
+    run = mqadmin("deleteTopic", "-n", ns, "-c", "NoSuchCluster", "-t", "MqadminDoomed")
+    assert run.code == 1 and "NoSuchCluster" in run.err
+
+
+# -- brokers -----------------------------------------------------------------------------------------------------------
+
+
+def test_cluster_list_and_broker_status(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    out = ok("clusterList", "-n", ns)
+    assert out.splitlines()[0].split()[:4] == ["#Cluster", "Name", "#Broker", "Name"]
+    row = rows(out, DEFAULT_CLUSTER)[0]
+    assert row[:5] == [DEFAULT_CLUSTER, BROKER_NAME, "0", broker, "V5_5_1"] and row[-1] == "true"
+    more = rows(ok("clusterList", "-n", ns, "-m"), DEFAULT_CLUSTER)
+    assert more[0][:2] == [DEFAULT_CLUSTER, BROKER_NAME] and all(n.lstrip("-").isdigit() for n in more[0][2:])
+    status = ok("brokerStatus", "-n", ns, "-b", broker)
+    table = dict(line.split(": ", 1) for line in status.splitlines())
+    assert table["brokerVersionDesc".ljust(32)] == "V5_5_1"
+    assert list(table) == sorted(table)
+    by_cluster = ok("brokerStatus", "-n", ns, "-c", DEFAULT_CLUSTER)
+    assert all(line.startswith(broker.ljust(24) + " ") for line in by_cluster.splitlines())
+    assert len(by_cluster.splitlines()) == len(status.splitlines())
+
+
+# -- messages ----------------------------------------------------------------------------------------------------------
+
+
+def test_query_msg_by_key(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns = cluster.namesrv_addr
+    out = ok("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "all")
+    assert out.splitlines()[0].split() == ["#Message", "ID", "#QID", "#Offset", "#IndexKey"]
+    found = {(r[0], int(r[1]), int(r[2])) for r in (line.split() for line in out.splitlines()[1:])}
+    assert found == {(s.msg_id, q, s.queue_offset) for q, results in sent.items() for s in results}
+    one = sent[2][1]
+    line = ok("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "k2-1").splitlines()[1].split()
+    assert line[:3] == [one.msg_id, "2", "1"]
+    assert re.fullmatch(rf"\d+@{TOPIC}@K@k2-1@{one.msg_id}@\d+", line[3])
+    run = mqadmin("queryMsgByKey", "-n", ns, "-t", TOPIC, "-k", "no-such-key")
+    assert run.code == 1 and "CODE: 208" in run.err and "no message" in run.err
+
+
+def message_fields(out: str) -> dict[str, str]:
+    return {line[:20].strip(): line[21:] for line in out.splitlines() if len(line) > 21 and line[20] == " "
+            and line[:20].strip().endswith(":")}
+
+
+def test_query_msg_by_id_offset_msg_id_and_uniq_key(cluster: Cluster, sent: dict[int, list[SendResult]],
+                                                    body_dir: Path) -> None:
+    ns, one = cluster.namesrv_addr, sent[1][0]
+    out = ok("queryMsgById", "-n", ns, "-t", TOPIC, "-i", one.offset_msg_id, "-f", "UTF-8")
+    fields = message_fields(out)
+    assert fields["OffsetID:"] == one.offset_msg_id
+    assert (fields["Topic:"], fields["Tags:"], fields["Keys:"]) == (TOPIC, "[TagA]", "[k1-0 all]")
+    assert (fields["Queue ID:"], fields["Queue Offset:"]) == ("1", "0")
+    assert fields["CommitLog Offset:"] == str(decode_message_id(one.offset_msg_id)[1])
+    assert fields["Store Host:"] == cluster.brokers[0].addr and fields["Message Body:"] == "body 1-0"
+    assert f"UNIQ_KEY={one.msg_id}" in fields["Properties:"] and fields["Properties:"].startswith("{")
+    assert Path(fields["Message Body Path:"]).read_bytes() == b"body 1-0"
+    assert Path(fields["Message Body Path:"]).parent == body_dir
+    # a client id (UNIQ_KEY) decodes to no broker: Java's fallback is a query by UNIQ_KEY
+    by_uniq = message_fields(ok("queryMsgById", "-n", ns, "-t", TOPIC, "-i", one.msg_id))
+    assert by_uniq["OffsetID:"] == one.offset_msg_id and by_uniq["Keys:"] == "[k1-0 all]"
+    both = ok("queryMsgById", "-n", ns, "-t", TOPIC, "-i", f"{sent[0][0].offset_msg_id},{sent[2][2].msg_id}")
+    assert [line.split()[1] for line in both.splitlines() if line.startswith("OffsetID:")] == [
+        sent[0][0].offset_msg_id, sent[2][2].offset_msg_id]
+    unique = message_fields(ok("queryMsgByUniqueKey", "-n", ns, "-t", TOPIC, "-i", one.msg_id))
+    assert unique["Keys:"] == "[k1-0 all]" and "OffsetID:" not in unique
+
+
+def test_query_msg_by_offset(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, third = cluster.namesrv_addr, sent[2][2]
+    fields = message_fields(ok("queryMsgByOffset", "-n", ns, "-t", TOPIC, "-b", BROKER_NAME, "-i", "2", "-o", "2",
+                               "-f", "UTF-8"))
+    assert (fields["OffsetID:"], fields["Message Body:"], fields["Queue Offset:"]) == (third.offset_msg_id,
+                                                                                      "body 2-2", "2")
+    assert "MIN_OFFSET=0" in fields["Properties:"] and "MAX_OFFSET=3" in fields["Properties:"]
+    past_end = ok("queryMsgByOffset", "-n", ns, "-t", TOPIC, "-b", BROKER_NAME, "-i", "2", "-o", "3")
+    assert past_end == ""  # Java prints nothing when the pull finds no message
+
+
+# -- groups, consumers and offsets -------------------------------------------------------------------------------------
+
+
+def test_consumer_connection_progress_and_reset(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    with OnlineConsumer(broker):
+        await_route(ns, f"%RETRY%{GROUP}")  # the broker creates the retry topic on the first heartbeat
+        commit(broker, {0: 1, 1: 1, 2: 0})
+        out = ok("consumerConnection", "-n", ns, "-g", GROUP)
+        lines = out.splitlines()
+        assert lines[1].split() == [OnlineConsumer.CLIENT_ID, lines[1].split()[1], "PYTHON", "V5_5_1"]
+        assert [TOPIC, "TagA"] in [line.split() for line in lines]
+        assert lines[-3:] == ["ConsumeType: CONSUME_PASSIVELY", "MessageModel: CLUSTERING",
+                              "ConsumeFromWhere: CONSUME_FROM_LAST_OFFSET"]
+        assert ok("consumerConnection", "-n", ns, "-g", GROUP, "-b", broker) == out
+
+        assert progress(ns) == {0: (1, 1), 1: (2, 1), 2: (3, 0), 3: (0, 0)}
+        whole = ok("consumerProgress", "-n", ns, "-g", GROUP)
+        assert whole.endswith("Consume TPS: 0.00\nConsume Diff Total: 4\nConsume Inflight Total: 0\n")
+        groups = {r[0]: r for r in (line.split() for line in ok("consumerProgress", "-n", ns).splitlines()[1:])}
+        assert groups[GROUP][1:5] == ["1", "V5_5_1", "PUSH", "CLUSTERING"] and groups[GROUP][-1] == "4"
+
+        track = ok("queryMsgById", "-n", ns, "-t", TOPIC, "-i", sent[0][0].offset_msg_id)
+        assert f"MessageTrack [consumerGroup={GROUP}, trackType=CONSUMED, exceptionDesc=null]" in track
+        track = ok("queryMsgById", "-n", ns, "-t", TOPIC, "-i", sent[2][0].offset_msg_id)
+        assert f"MessageTrack [consumerGroup={GROUP}, trackType=NOT_CONSUME_YET, exceptionDesc=null]" in track
+
+        out = ok("resetOffsetByTime", "-n", ns, "-g", GROUP, "-t", TOPIC, "-s", "0")
+        assert out.startswith(f"start reset consumer offset by specified, group[{GROUP}], topic[{TOPIC}], "
+                              "force[true], timestamp(string)[0], timestamp(long)[0]\n")
+        assert {int(r[1]): int(r[2]) for r in rows(out, BROKER_NAME)} == {0: 0, 1: 0, 2: 0, 3: 0}
+        assert progress(ns) == {0: (1, 0), 1: (2, 0), 2: (3, 0), 3: (0, 0)}
+
+        out = ok("resetOffsetByTime", "-n", ns, "-g", GROUP, "-t", TOPIC, "-s", "now")
+        assert {int(r[1]): int(r[2]) for r in rows(out, BROKER_NAME)} == {0: 1, 1: 2, 2: 3, 3: 0}
+        assert progress(ns) == {0: (1, 1), 1: (2, 2), 2: (3, 3), 3: (0, 0)}
+
+        out = ok("resetOffsetByTime", "-n", ns, "-g", GROUP, "-t", TOPIC, "-s", "2020-01-01#00:00:00:000",
+                 "-b", broker, "-q", "2", "-o", "1")
+        assert out.splitlines()[-1] == "reset consumer offset to 1"
+        assert progress(ns)[2] == (3, 1)
+
+
+def test_update_and_delete_sub_group(cluster: Cluster) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    out = ok("updateSubGroup", "-n", ns, "-b", broker, "-g", "MqadminSubGroup", "-r", "5", "-q", "2", "-s", "false")
+    assert out.splitlines() == [
+        f"create subscription group to {broker} success.",
+        "SubscriptionGroupConfig{groupName=MqadminSubGroup, consumeEnable=false, consumeFromMinEnable=false, "
+        "consumeBroadcastEnable=false, consumeMessageOrderly=false, retryQueueNums=2, retryMaxTimes=5, "
+        "groupRetryPolicy=GroupRetryPolicy{type=CUSTOMIZED, exponentialRetryPolicy=null, customizedRetryPolicy=null}, "
+        "brokerId=0, whichBrokerWhenConsumeSlowly=1, notifyConsumerIdsChangedEnable=true, groupSysFlag=0, "
+        "consumeTimeoutMinute=15, subscriptionDataSet=null, attributes={}}",
+    ]
+    groups = all_groups(broker)
+    assert groups["MqadminSubGroup"]["retryMaxTimes"] == 5 and groups["MqadminSubGroup"]["consumeEnable"] is False
+    out = ok("updateSubGroup", "-n", ns, "-c", DEFAULT_CLUSTER, "-g", "MqadminSubGroup", "-r", "7", "-p",
+             '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":5000,"max":7200000,"multiplier":2}}')
+    assert "groupRetryPolicy=GroupRetryPolicy{type=EXPONENTIAL, exponentialRetryPolicy=ExponentialRetryPolicy{" \
+           "initial=5000, max=7200000, multiplier=2}, customizedRetryPolicy=null}" in out
+    assert all_groups(broker)["MqadminSubGroup"]["retryMaxTimes"] == 7
+    help_only = mqadmin("updateSubGroup", "-n", ns, "-g", "MqadminSubGroup")  # neither -b nor -c: Java prints help
+    assert help_only.code == 0 and help_only.out.startswith("usage: mqadmin updateSubGroup")
+    out = ok("deleteSubGroup", "-n", ns, "-b", broker, "-g", "MqadminSubGroup")
+    assert out == f"delete subscription group [MqadminSubGroup] from broker [{broker}] success.\n"
+    assert "MqadminSubGroup" not in all_groups(broker)
+
+
+def all_groups(broker_addr: str) -> dict[str, dict[str, object]]:
+    with BlockingRemotingClient(broker_addr) as client:
+        response = client.invoke(create_request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+    assert response.code == ResponseCode.SUCCESS
+    return decode_json(response.body.decode())["subscriptionGroupTable"]
+
+
+# -- Apache's mqadmin beside ours --------------------------------------------------------------------------------------
+
+# What differs between two runs a second apart: uptime, disk usage, the age of the oldest message, tmp paths.
+VOLATILE = [
+    (re.compile(r"(runtime\s*: ).*"), r"\1*"),
+    (re.compile(r"(DiskRatio\S*\s*: ).*"), r"\1*"),
+    (re.compile(r"(commitLogDirCapacity\s*: ).*"), r"\1*"),
+    (re.compile(r"(Message Body Path:\s+).*"), r"\1*"),
+    (re.compile(r"\d+\.\d\d(\s+)\d\.\d{4}(\s+true)"), r"*\1*\2"),  # clusterList #Hour and #SPACE
+]
+
+
+def masked(text: str) -> str:
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text.rstrip("\n")
+
+
+@pytest.mark.java
+@pytest.mark.slow
+def test_apache_mqadmin_prints_the_same(cluster: Cluster, sent: dict[int, list[SendResult]],
+                                        tmp_path: Path) -> None:
+    from tests.apache import DRIVER_JVM_ARGS, apache_artifact
+    from tests.javatools import JavaProgram, JavaToolError, resolve_classpath
+
+    try:
+        tool = JavaProgram(resolve_classpath([apache_artifact("rocketmq-tools")]),
+                           "org.apache.rocketmq.tools.command.MQAdminStartup",
+                           (*DRIVER_JVM_ARGS, f"-Duser.home={tmp_path}", f"-Drocketmq.home.dir={tmp_path}"))
+    except JavaToolError as err:
+        pytest.skip(f"Apache's mqadmin is not available: {err}")
+    ns, broker, one = cluster.namesrv_addr, cluster.brokers[0].addr, sent[2][1]
+    runs = [
+        ["clusterList"], ["topicRoute", "-t", TOPIC], ["topicRoute", "-t", TOPIC, "-l"], ["topicStatus", "-t", TOPIC],
+        ["topicClusterList", "-t", TOPIC], ["brokerStatus", "-b", broker], ["queryMsgByKey", "-t", TOPIC, "-k", "all"],
+        ["queryMsgById", "-t", TOPIC, "-i", one.offset_msg_id], ["queryMsgById", "-t", TOPIC, "-i", one.msg_id],
+        ["queryMsgByOffset", "-t", TOPIC, "-b", BROKER_NAME, "-i", "2", "-o", "1"],
+        ["queryMsgByUniqueKey", "-t", TOPIC, "-i", one.msg_id], ["topicList"], ["topicList", "-c"],
+        ["consumerProgress"], ["consumerProgress", "-g", GROUP, "-t", TOPIC], ["updateTopic", "-t", "X"],
+        ["resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", "0"],  # last: it moves the group's offsets
+    ]
+    ok("updateSubGroup", "-n", ns, "-b", broker, "-g", GROUP)  # a reset needs the group to exist
+    for args in [[*run, "-n", ns] for run in runs] + [["help", "updateTopic"], ["help", "resetOffsetByTime"]]:
+        java = tool.run(*args, check=False, timeout=120)
+        ours = mqadmin(*args)
+        java_text = java.stdout.decode() + java.stderr.decode()
+        expected = masked(java_text)
+        assert masked(ours.err + ours.out) == expected or masked(ours.out + ours.err) == expected, \
+            f"mqadmin {' '.join(args)}:\n--- Apache\n{java_text}\n--- ours\n{ours.err}{ours.out}"
