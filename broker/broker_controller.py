@@ -21,6 +21,7 @@ from broker.metadata.offsets import ConsumerOffsetManager
 from broker.metadata.topics import TopicConfigManager
 from broker.outer_api import register_broker_all, unregister_broker_all
 from broker.remoting import RemotingClient, RemotingServer
+from broker.stats import BrokerStats
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
@@ -51,6 +52,7 @@ class BrokerController:
                               if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.stats: BrokerStats  # made at start(), once the store has recovered
         self.started = False
 
     @property
@@ -62,6 +64,7 @@ class BrokerController:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, self.store.start)
+        self.stats = BrokerStats(self.store)
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
         self.consumer_offset_manager.load()
@@ -70,6 +73,7 @@ class BrokerController:
         self.started = True
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        self.every(1.0, self.stats.sample)
         await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
                     lambda: register_broker_all(self))

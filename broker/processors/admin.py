@@ -7,24 +7,20 @@ checked with TopicValidator's rules and refused with Java's INVALID_PARAMETER re
 loop) before the answer, and a changed topic is registered with the NameServers at once.
 
 GET_BROKER_RUNTIME_INFO reports what rmq measures (``BrokerStats``): puts counted from the ConsumeQueues, gets as
-the pull processor reports them (``broker_stats(controller).record_get``), the store's offsets and disk use. Java's
+the pull processor reports them (``controller.stats.record_get``), the store's offsets and disk use. Java's
 thread-pool and latency metrics have no rmq counterpart and are left out rather than invented.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
-import datetime
 import logging
 import math
 import shutil
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.client_manager import now_ms
 from broker.config import format_config, parse_properties
 from broker.errors import ConfigError, CorruptRecord, IllegalName, RemoteProtocolError
 from broker.message import PROPERTY_REAL_TOPIC
@@ -176,78 +172,6 @@ def alter_attributes(create: bool, known: Mapping[str, tuple[bool, Callable[[str
     return final
 
 
-# -- runtime statistics ------------------------------------------------------------------------------------------------
-
-
-class BrokerStats:
-    """Message counts sampled every second (Java's StoreStatsService TPS windows and BrokerStats' daily totals).
-
-    Puts are counted from the ConsumeQueues (every stored message gets a unit), so nothing on the put path needs to
-    report them; gets are what the pull processor reports through ``record_get``."""
-
-    WINDOWS_S = (10, 60, 600)
-
-    def __init__(self, store: MessageStore) -> None:
-        self.store = store
-        self.boot_timestamp = now_ms()
-        self.put_total = 0
-        self.get_total = 0
-        self._queue_total = self._units()
-        self._boot_log_offset = store.commit_log.max_offset
-        self._samples: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=max(self.WINDOWS_S) + 1)
-        self._day = datetime.date.today()
-        self.morning = (0, 0)  # (puts, gets) at the last midnight, as BrokerStats.record keeps them
-        self.yesterday_morning = (0, 0)
-
-    def _units(self) -> int:
-        return sum(cq.max_offset for cq in self.store.consume_queues.queues())
-
-    def record_get(self, message_count: int) -> None:
-        """Messages handed to consumers by a pull (StoreStatsService.getMessageTransferredMsgCount)."""
-        self.get_total += message_count
-
-    def sample(self) -> None:
-        units = self._units()
-        self.put_total += max(0, units - self._queue_total)  # a deleted topic lowers the sum; it took no puts
-        self._queue_total = units
-        self._samples.append((now_ms(), self.put_total, self.get_total))
-        today = datetime.date.today()
-        if today != self._day:
-            self._day, self.yesterday_morning = today, self.morning
-            self.morning = (self.put_total, self.get_total)
-
-    def tps(self, which: int) -> str:
-        """"10s 60s 600s" rates of puts (``which`` 1) or gets (2); a window without enough samples is empty."""
-        parts = []
-        for window in self.WINDOWS_S:
-            if len(self._samples) <= window:
-                parts.append("")
-                continue
-            last, first = self._samples[-1], self._samples[-1 - window]
-            parts.append(repr((last[which] - first[which]) * 1000.0 / max(1, last[0] - first[0])))
-        return " ".join(parts)
-
-    def runtime(self) -> str:
-        seconds = (now_ms() - self.boot_timestamp) // 1000
-        days, rest = divmod(seconds, 86_400)
-        return f"[ {days} days, {rest // 3600} hours, {rest % 3600 // 60} minutes, {rest % 60} seconds ]"
-
-    def put_size_total(self) -> int:
-        """CommitLog bytes appended since boot (file-end padding included)."""
-        return max(0, self.store.commit_log.max_offset - self._boot_log_offset)
-
-
-_stats: weakref.WeakKeyDictionary[BrokerController, BrokerStats] = weakref.WeakKeyDictionary()
-
-
-def broker_stats(controller: BrokerController) -> BrokerStats:
-    """The controller's BrokerStats (created by ``register``), for the processors that count gets."""
-    stats = _stats.get(controller)
-    if stats is None:
-        stats = _stats[controller] = BrokerStats(controller.store)
-    return stats
-
-
 def human_bytes(count: int) -> str:
     """MixAll.humanReadableByteCount(bytes, false): "512 B", "1.5 KiB", "97.9 GiB"."""
     if count < 1024:
@@ -293,14 +217,13 @@ def register(controller: BrokerController) -> AdminBrokerProcessor:
     }
     for code, handler in handlers.items():
         controller.server.register_processor(code, guarded(handler))
-    controller.every(1.0, processor.stats.sample)  # the controller owns the task: cancelled at shutdown
     return processor
 
 
 class AdminBrokerProcessor:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
-        self.stats = broker_stats(controller)
+        self.stats = controller.stats
         self.config_version = DataVersion.new()  # Configuration.dataVersion (rmq never changes its config live)
         self._topic_lock = asyncio.Lock()  # Java's synchronized topic changes: one at a time, in order
 

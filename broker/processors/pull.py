@@ -149,7 +149,10 @@ class PullMessageProcessor:
             self._suspend(conn, request, header, subscription, message_filter)
             return None
         header_ext = self._response_header(result, topic_config, group_config).to_ext()
-        body = result.body() if code == ResponseCode.SUCCESS else b""
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            body = result.body()
+            self.controller.stats.record_get(result.message_count)
         return create_response(request, code, result.status.name, ext_fields=header_ext, body=body)
 
     # -- checks -------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 from broker.broker_controller import BrokerController
 from broker.message import decode_offset_msg_id
 from broker.metadata.persist import decode_json
-from broker.processors.admin import alter_attributes, broker_stats, human_bytes, parse_attributes
+from broker.processors.admin import alter_attributes, human_bytes, parse_attributes
 from broker.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker.store.layout import decode_record
 from tests.integration.test_client_processors import (
@@ -291,7 +291,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
         create_topic(broker, queues=1)
         async with Client(broker, "admin") as admin:
             await put(broker, TOPIC, 0, 5)
-            stats = broker_stats(broker)
+            stats = broker.stats
             stats.sample()
             stats.record_get(2)
             table = body_of(await admin.call(RequestCode.GET_BROKER_RUNTIME_INFO))["table"]
@@ -307,7 +307,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
             assert table["putTps"].split(" ") == ["", "", ""]  # fewer samples than the 10 s window
             for _ in range(11):
                 stats.sample()
-            assert float(broker_stats(broker).tps(1).split(" ")[0]) >= 0.0
+            assert float(broker.stats.tps(1).split(" ")[0]) >= 0.0
             missing = await admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS",
                                                                              "statsKey": TOPIC})
             assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR,

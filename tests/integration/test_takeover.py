@@ -183,6 +183,7 @@ def check_with_java(session: DriverSession, namesrv_addr: str, stored: list[Stor
     pulled = session.call("consume-pull", namesrv=namesrv_addr, topic=TOPIC, group=GROUP, timeout_ms=20_000)
     assert pulled.summary is not None and not pulled.summary["timedOut"]
     got = [Stored.from_java(r) for r in pulled.records]
+    print("JAVA", len(got), len(stored), len(_samples(stored)))
     assert len(got) == len(set(got)) and set(got) == set(stored)
     for s in _samples(stored):
         by_key = session.call("query-key", namesrv=namesrv_addr, topic=TOPIC, key=s.keys).records
@@ -192,6 +193,7 @@ def check_with_java(session: DriverSession, namesrv_addr: str, stored: list[Stor
     rest = {s for s in stored if s.queue_offset >= committed.get(s.queue_id, 0)}
     resumed = session.call("consume-pull", namesrv=namesrv_addr, topic=TOPIC, group=GROUP, max=len(rest),
                            timeout_ms=20_000, **{"from": "committed"})
+    print("REST", len(rest), committed)
     assert {Stored.from_java(r) for r in resumed.records} == rest
 
 
@@ -209,6 +211,7 @@ def check_with_python(namesrv_addr: str, broker_addr: str, stored: list[Stored],
                 result = client.pull(mq, offset, 32, decode=True)
                 got += [Stored.from_ext(m) for m in result.messages]
                 offset = result.next_begin_offset
+        print("PY", len(got), len(stored))
         assert len(got) == len(set(got)) and set(got) == set(stored)
     with BlockingRemotingClient(broker_addr) as broker:
         for s in stored:
@@ -290,6 +293,7 @@ def test_takeover_both_ways(tmp_path: Path, our_namesrv: ServerProcess, apache_n
         assert min(decode_offset_msg_id(s.offset_msg_id)[1] for s in more) >= _log_end(stored)
         check_with_python(our_namesrv.addr, ours.addr, stored + more, committed)
         assert_clean_stop(ours.stop(), store, 0)
+        import subprocess; print(subprocess.run(["find", str(store)], capture_output=True, text=True).stdout)
 
 
 def _log_end(stored: list[Stored]) -> int:

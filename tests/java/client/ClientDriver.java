@@ -19,6 +19,18 @@
  *   cluster      --namesrv A [--wait-brokers N] [--timeout-ms MS]
  *   create-topic --namesrv A --topic T [--cluster C] [--queues N] [--perm 6] [--timeout-ms MS]
  *   offsets      --namesrv A --topic T
+ *   send-raw     --namesrv A --topic T [--queue 0] [--group G] [--timeout-ms MS]: one SEND_MESSAGE(_V2) straight
+ *                through MQClientAPIImpl to the first master of the cluster, skipping the client's own topic checks
+ *                and retries, so the broker's answer shows: a {"code", "remark"} record or the send result
+ *   push-start   --namesrv A --topic T --group G --name N [--instance-name X] [--tag-expr *]: a push consumer
+ *                (clustering, concurrently) that keeps running in this JVM and buffers what it receives
+ *   push-balance --names a,b --topic-queues Q [--timeout-ms MS]: waits until the named consumers split the topic's
+ *                Q queues between them (each owns at least one, none shared); one {"consumer", "queues"} each
+ *   push-await   --names a,b --count N [--settle-ms MS] [--timeout-ms MS]: waits until they received N messages
+ *                in all (since push-start), waits --settle-ms more (duplicates show up), then emits and clears
+ *                what they buffered, each message with its "consumer"
+ *   push-stop    --name N: shuts the consumer down (its offsets are persisted, it unregisters) and emits what it
+ *                still had buffered
  *   script       reads one command per stdin line (whitespace separated, or a JSON array of strings) and runs
  *                them all in this JVM; each command's output ends with {"done": "<command>", "ok": ..., ...}.
  *
@@ -26,6 +38,9 @@
  * client reads them once into static fields): --serialize JSON|ROCKETMQ sets rocketmq.serialize.type,
  * --smart-msg true|false sets org.apache.rocketmq.client.sendSmartMsg (SEND_MESSAGE_V2, the client's default is
  * true), --log-root DIR sets rocketmq.log.root and user.home so the client writes nothing under ~.
+ *
+ * A failed command's {"error"} line carries "code" when the exception has a response code (MQClientException,
+ * MQBrokerException), and "causeCode" likewise for its cause.
  *
  * Body of message i: UTF-8 of "<body-prefix>-<i>|" padded with 'x' up to --size bytes (cut to --size when longer);
  * tests/apache.py's driver_body() is the Python twin.
@@ -49,6 +64,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -60,7 +76,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.CommunicationMode;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -69,13 +88,17 @@ import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageClientIDSetter;
 import org.apache.rocketmq.common.message.MessageConst;
+import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
+import org.apache.rocketmq.common.topic.TopicValidator;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.header.SendMessageRequestHeader;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
@@ -211,6 +234,21 @@ public final class ClientDriver {
             case "offsets":
                 Admin.offsets(args);
                 break;
+            case "send-raw":
+                RawSend.run(args);
+                break;
+            case "push-start":
+                PushPool.start(args);
+                break;
+            case "push-balance":
+                PushPool.balance(args);
+                break;
+            case "push-await":
+                PushPool.await(args);
+                break;
+            case "push-stop":
+                PushPool.stop(args);
+                break;
             default:
                 throw new IllegalArgumentException("unknown command " + args.command);
         }
@@ -231,12 +269,22 @@ public final class ClientDriver {
     private static JSONObject error(Throwable e) {
         JSONObject err = new JSONObject();
         err.put("error", e.getClass().getName() + ": " + e.getMessage());
+        putCode(err, "code", e);
         Throwable cause = e.getCause();
         if (cause != null) {
             err.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
+            putCode(err, "causeCode", cause);
         }
         e.printStackTrace(System.err);
         return err;
+    }
+
+    private static void putCode(JSONObject err, String key, Throwable e) {
+        if (e instanceof MQClientException) {
+            err.put(key, ((MQClientException) e).getResponseCode());
+        } else if (e instanceof MQBrokerException) {
+            err.put(key, ((MQBrokerException) e).getResponseCode());
+        }
     }
 
     static JSONObject message(MessageExt m, String bodyFormat) {
@@ -828,6 +876,235 @@ public final class ClientDriver {
             } finally {
                 close(admin::shutdown);
             }
+        }
+    }
+
+    // ---------------------------------------------------------------- raw send
+
+    /** One send past the client's checks and retries: what the broker answers a bad request, unfiltered. */
+    static final class RawSend {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            long timeout = args.getLong("timeout-ms", 10_000);
+            String group = args.get("group", "driver_raw_group");
+            DefaultMQProducer producer = new DefaultMQProducer(group);
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "raw"));
+            producer.setClientIP("127.0.0.1");
+            producer.start();
+            try {
+                var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
+                BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
+                String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
+                Message msg = new Message(topic, body(args.get("body-prefix", "raw"), 0, args.getInt("size", 16)));
+                MessageClientIDSetter.setUniqID(msg);
+                SendMessageRequestHeader h = new SendMessageRequestHeader();
+                h.setProducerGroup(group);
+                h.setTopic(topic);
+                h.setDefaultTopic(TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC);
+                h.setDefaultTopicQueueNums(4);
+                h.setQueueId(args.getInt("queue", 0));
+                h.setSysFlag(0);
+                h.setBornTimestamp(System.currentTimeMillis());
+                h.setFlag(msg.getFlag());
+                h.setProperties(MessageDecoder.messageProperties2String(msg.getProperties()));
+                h.setReconsumeTimes(0);
+                h.setUnitMode(false);
+                h.setBatch(false);
+                h.setBrokerName(broker.getBrokerName());
+                JSONObject j = new JSONObject();
+                try {
+                    SendResult r = api.sendMessage(addr, broker.getBrokerName(), msg, h, timeout,
+                        CommunicationMode.SYNC, null, producer.getDefaultMQProducerImpl());
+                    j.put("sendStatus", r.getSendStatus().name());
+                    j.put("queueId", r.getMessageQueue().getQueueId());
+                    j.put("queueOffset", r.getQueueOffset());
+                } catch (MQBrokerException e) {
+                    j.put("code", e.getResponseCode());
+                    j.put("remark", e.getErrorMessage());
+                }
+                emit(j);
+            } finally {
+                close(producer::shutdown);
+            }
+            emit(summary("send-raw"));
+        }
+    }
+
+    // ---------------------------------------------------------------- push consumers that outlive a command
+
+    /** Push consumers kept across script commands, so a test can run two at once and stop one of them. */
+    static final class PushPool {
+        private static final Map<String, Member> MEMBERS = new ConcurrentHashMap<>();
+
+        static final class Member {
+            final String topic;
+            final DefaultMQPushConsumer consumer;
+            final List<JSONObject> buffer = new ArrayList<>();
+            final AtomicInteger received = new AtomicInteger();
+
+            Member(String topic, DefaultMQPushConsumer consumer) {
+                this.topic = topic;
+                this.consumer = consumer;
+            }
+
+            List<JSONObject> drain() {
+                synchronized (buffer) {
+                    List<JSONObject> out = new ArrayList<>(buffer);
+                    buffer.clear();
+                    return out;
+                }
+            }
+
+            /** The queues of the topic this consumer owns now (its retry topic's queue left out). */
+            List<Integer> queues() {
+                Map<MessageQueue, ProcessQueue> table =
+                    consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable();
+                List<Integer> ids = new ArrayList<>();
+                for (Map.Entry<MessageQueue, ProcessQueue> e : table.entrySet()) {
+                    if (topic.equals(e.getKey().getTopic()) && !e.getValue().isDropped()) {
+                        ids.add(e.getKey().getQueueId());
+                    }
+                }
+                ids.sort(null);
+                return ids;
+            }
+        }
+
+        static void start(Args args) throws Exception {
+            String name = args.require("name");
+            if (MEMBERS.containsKey(name)) {
+                throw new IllegalArgumentException("push consumer " + name + " is already running");
+            }
+            String topic = args.require("topic");
+            String bodyFormat = args.get("body-format", "base64");
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.require("group"));
+            consumer.setNamesrvAddr(args.require("namesrv"));
+            consumer.setInstanceName(args.get("instance-name", name));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.subscribe(topic, args.get("tag-expr", "*"));
+            Member member = new Member(topic, consumer);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                synchronized (member.buffer) {
+                    for (MessageExt m : msgs) {
+                        JSONObject j = message(m, bodyFormat);
+                        j.put("consumer", name);
+                        member.buffer.add(j);
+                        member.received.incrementAndGet();
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            MEMBERS.put(name, member);
+            JSONObject j = new JSONObject();
+            j.put("consumer", name);
+            j.put("clientId", consumer.buildMQClientId());
+            emit(j);
+        }
+
+        private static List<Member> members(Args args) {
+            List<Member> out = new ArrayList<>();
+            for (String name : args.require("names").split(",")) {
+                Member m = MEMBERS.get(name);
+                if (m == null) {
+                    throw new IllegalArgumentException("no push consumer named " + name);
+                }
+                out.add(m);
+            }
+            return out;
+        }
+
+        static void balance(Args args) throws Exception {
+            List<String> names = Arrays.asList(args.require("names").split(","));
+            List<Member> members = members(args);
+            int total = args.getInt("topic-queues", 4);
+            long deadline = System.currentTimeMillis() + args.getLong("timeout-ms", 30_000);
+            List<List<Integer>> owned;
+            while (true) {
+                owned = new ArrayList<>();
+                for (Member m : members) {
+                    owned.add(m.queues());
+                }
+                if (partitions(owned, total)) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("queues never split between " + names + ": " + owned);
+                }
+                Thread.sleep(20);
+            }
+            for (int i = 0; i < members.size(); i++) {
+                JSONObject j = new JSONObject();
+                j.put("consumer", names.get(i));
+                j.put("queues", owned.get(i));
+                emit(j);
+            }
+        }
+
+        private static boolean partitions(List<List<Integer>> owned, int total) {
+            List<Integer> all = new ArrayList<>();
+            for (List<Integer> ids : owned) {
+                if (ids.isEmpty()) {
+                    return false;
+                }
+                all.addAll(ids);
+            }
+            all.sort(null);
+            List<Integer> want = new ArrayList<>();
+            for (int q = 0; q < total; q++) {
+                want.add(q);
+            }
+            return all.equals(want);
+        }
+
+        static void await(Args args) throws Exception {
+            List<Member> members = members(args);
+            int count = args.getInt("count", 1);
+            long deadline = System.currentTimeMillis() + args.getLong("timeout-ms", 30_000);
+            boolean timedOut = false;
+            while (received(members) < count) {
+                if (System.currentTimeMillis() > deadline) {
+                    timedOut = true;
+                    break;
+                }
+                Thread.sleep(10);
+            }
+            Thread.sleep(args.getLong("settle-ms", 0));
+            for (Member m : members) {
+                for (JSONObject j : m.drain()) {
+                    emit(j);
+                }
+            }
+            JSONObject s = summary("push-await");
+            s.put("count", received(members));
+            s.put("timedOut", timedOut);
+            emit(s);
+        }
+
+        private static int received(List<Member> members) {
+            int n = 0;
+            for (Member m : members) {
+                n += m.received.get();
+            }
+            return n;
+        }
+
+        static void stop(Args args) {
+            String name = args.require("name");
+            Member m = MEMBERS.remove(name);
+            if (m == null) {
+                throw new IllegalArgumentException("no push consumer named " + name);
+            }
+            close(m.consumer::shutdown);
+            for (JSONObject j : m.drain()) {
+                emit(j);
+            }
+            JSONObject s = summary("push-stop");
+            s.put("consumer", name);
+            s.put("received", m.received.get());
+            emit(s);
         }
     }
 
