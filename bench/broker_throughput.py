@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -123,6 +124,7 @@ class Settings:
 
 @dataclass(frozen=True, slots=True)
 class Running:
+    target: str
     namesrv_addr: str
     broker_pid: int
 
@@ -136,13 +138,13 @@ def running_target(target: str, home: Path, settings: Settings) -> Iterator[Runn
             home, namesrv, home / "store", jvm_args=APACHE_BROKER_JVM_ARGS,
             mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
         ) as broker:
-            yield Running(namesrv.addr, broker.popen.pid)
+            yield Running(target, namesrv.addr, broker.popen.pid)
         return
     with cluster.start_namesrv(home / "namesrv") as namesrv, start_our_broker(
         home / "broker", namesrv.addr, uvloop=target == "ours-uvloop",
         mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
     ) as broker:
-        yield Running(namesrv.addr, broker.popen.pid)
+        yield Running(target, namesrv.addr, broker.popen.pid)
 
 
 def start_our_broker(home: Path, namesrv_addr: str, *, uvloop: bool, **conf: object) -> cluster.ServerProcess:
@@ -182,8 +184,6 @@ def java_program(log_root: Path) -> JavaProgram:
 
 
 def run_java(program: JavaProgram, *args: object) -> dict:
-    import json
-
     done = program.run(*map(str, args), timeout=CLIENT_TIMEOUT_S, check=True)
     lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
     if not lines:
@@ -333,7 +333,8 @@ def summarize_profile(collapsed: str, top: int = TOP_FUNCTIONS) -> str:
         total = sum(own.values())
         lines.append(f"  {thread}: {total} samples")
         for frame, samples in own.most_common(top):
-            lines.append(f"    self {100 * samples / total:5.1f}%  incl {100 * inclusive[frame] / total:5.1f}%  {frame}")
+            share, incl = 100 * samples / total, 100 * inclusive[frame] / total
+            lines.append(f"    self {share:5.1f}%  incl {incl:5.1f}%  {frame}")
     return "\n".join(lines)
 
 
@@ -343,7 +344,6 @@ def summarize_profile(collapsed: str, top: int = TOP_FUNCTIONS) -> str:
 def run_target(target: str, round_no: int, cases: list[Case], settings: Settings) -> None:
     home = settings.work / f"{target}-{round_no}"
     with running_target(target, home, settings) as running:
-        running = RunningTarget(running.namesrv_addr, running.broker_pid, target)
         for case in cases:
             topic = f"Bench_{case.slug}_{round_no}"
             assert settings.admin is not None
@@ -356,11 +356,6 @@ def run_target(target: str, round_no: int, cases: list[Case], settings: Settings
                   f"{result.consume_mps:9,.0f} msg/s ({result.consumed:,}/{result.total:,})  failed {result.failed}",
                   flush=True)
     shutil.rmtree(home, ignore_errors=True)  # GiB-sized CommitLog files
-
-
-@dataclass(frozen=True, slots=True)
-class RunningTarget(Running):
-    target: str = ""
 
 
 def best(results: list[Result]) -> Result:

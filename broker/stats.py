@@ -21,7 +21,7 @@ class BrokerStats:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.boot_timestamp = now_ms()
-        self.put_total = 0
+        self._puts_sampled = 0  # puts up to the last sample; put_total adds what came since
         self.get_total = 0
         self._queue_total = self._units()
         self._boot_log_offset = store.commit_log.max_offset
@@ -37,9 +37,14 @@ class BrokerStats:
         """Messages handed to consumers by a pull (StoreStatsService.getMessageTransferredMsgCount)."""
         self.get_total += message_count
 
+    @property
+    def put_total(self) -> int:
+        """Messages stored since boot, current to this call (a deleted topic lowers the unit sum; it took no puts)."""
+        return self._puts_sampled + max(0, self._units() - self._queue_total)
+
     def sample(self) -> None:
         units = self._units()
-        self.put_total += max(0, units - self._queue_total)  # a deleted topic lowers the sum; it took no puts
+        self._puts_sampled += max(0, units - self._queue_total)
         self._queue_total = units
         self._samples.append((now_ms(), self.put_total, self.get_total))
         today = datetime.date.today()

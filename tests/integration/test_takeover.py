@@ -8,8 +8,9 @@ CommitLog file whose size differs from its config, so those must match.
 
 * ``test_takeover_both_ways``: ours writes, SIGTERM; Apache recovers it (normal recovery), writes more and moves the
   offsets, SIGTERM; ours recovers Apache's files and everything is checked again, then ours keeps writing.
-* ``test_ours_recovers_after_apache_is_killed``: Apache with SYNC_FLUSH is killed with SIGKILL (the abort file
-  stays), so our crash recovery rebuilds from Apache's files: every message Apache acknowledged is served.
+* ``test_crash_recovery_both_ways``: the same with SYNC_FLUSH and SIGKILL instead of SIGTERM (the abort file
+  stays): Apache's crash recovery reads our files, then ours reads Apache's; every acknowledged message is
+  served and the offsets persisted before the kill are kept.
 
 Every check runs through both clients: the official Java client (tests/java/client/ClientDriver.java, one JVM
 session per test) and ours (broker.client, plus raw QUERY_CONSUMER_OFFSET / VIEW_MESSAGE_BY_ID requests).
@@ -18,6 +19,7 @@ session per test) and ours (broker.client, plus raw QUERY_CONSUMER_OFFSET / VIEW
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +62,10 @@ APACHE_CONF: dict[str, object] = {**STORE_CONF, **STRICT_CONF, "autoCreateTopicE
 TOPIC = "TakeoverTopic"
 QUEUES = 3
 GROUP = "takeover_group"
+# Consumer offsets reach config/consumerOffset.json every flushConsumerOffsetInterval: short, and waited for
+# before a SIGKILL, so the offsets committed before it are on disk (as they would be 5 s later by default).
+CRASH_CONF: dict[str, object] = {"flushDiskType": "SYNC_FLUSH", "flushConsumerOffsetInterval": 200}
+OFFSET_PERSIST_WAIT_S = 0.8
 CHECKED_KEYS = 6  # query-key / query-id calls per check: each costs a round trip through the Java client
 
 
@@ -183,7 +189,6 @@ def check_with_java(session: DriverSession, namesrv_addr: str, stored: list[Stor
     pulled = session.call("consume-pull", namesrv=namesrv_addr, topic=TOPIC, group=GROUP, timeout_ms=20_000)
     assert pulled.summary is not None and not pulled.summary["timedOut"]
     got = [Stored.from_java(r) for r in pulled.records]
-    print("JAVA", len(got), len(stored), len(_samples(stored)))
     assert len(got) == len(set(got)) and set(got) == set(stored)
     for s in _samples(stored):
         by_key = session.call("query-key", namesrv=namesrv_addr, topic=TOPIC, key=s.keys).records
@@ -193,7 +198,6 @@ def check_with_java(session: DriverSession, namesrv_addr: str, stored: list[Stor
     rest = {s for s in stored if s.queue_offset >= committed.get(s.queue_id, 0)}
     resumed = session.call("consume-pull", namesrv=namesrv_addr, topic=TOPIC, group=GROUP, max=len(rest),
                            timeout_ms=20_000, **{"from": "committed"})
-    print("REST", len(rest), committed)
     assert {Stored.from_java(r) for r in resumed.records} == rest
 
 
@@ -211,7 +215,6 @@ def check_with_python(namesrv_addr: str, broker_addr: str, stored: list[Stored],
                 result = client.pull(mq, offset, 32, decode=True)
                 got += [Stored.from_ext(m) for m in result.messages]
                 offset = result.next_begin_offset
-        print("PY", len(got), len(stored))
         assert len(got) == len(set(got)) and set(got) == set(stored)
     with BlockingRemotingClient(broker_addr) as broker:
         for s in stored:
@@ -250,27 +253,26 @@ def start_ours(home: Path, namesrv: ServerProcess, store: Path, **conf: object) 
     return start_broker(home, namesrv.addr, store_dir=store, **STORE_CONF, **conf)
 
 
-def write_with_ours(tmp: Path, namesrv: ServerProcess, session: DriverSession, store: Path,
+def write_with_ours(broker: ServerProcess, namesrv: ServerProcess, session: DriverSession,
                     count: int) -> tuple[list[Stored], dict[int, int]]:
     """Ours creates the topic (3 queues) through the Java admin client, takes ``count`` + 8 messages from our
-    client, creates the group with a pull and commits its offsets; then a clean stop."""
-    broker = start_ours(tmp / "ours-1", namesrv, store)
-    with broker:
-        session.call("create-topic", namesrv=namesrv.addr, topic=TOPIC, queues=QUEUES)
-        stored = produce_ours(namesrv.addr, count, "ours")
-        with BlockingClient(namesrv.addr, consumer_group=GROUP) as client:
-            client.pull(MessageQueue(TOPIC, "broker-a", 0), 0, 1)  # creates the group
-        ends = expected_offsets(stored)
-        committed = {0: 3, 1: ends[1], 2: 1}
-        commit_offsets(broker.addr, committed)
-        assert_clean_stop(broker.stop(), store, 0)
+    client, creates the group with a pull and commits its offsets."""
+    session.call("create-topic", namesrv=namesrv.addr, topic=TOPIC, queues=QUEUES)
+    stored = produce_ours(namesrv.addr, count, "ours")
+    with BlockingClient(namesrv.addr, consumer_group=GROUP) as client:
+        client.pull(MessageQueue(TOPIC, "broker-a", 0), 0, 1)  # creates the group
+    ends = expected_offsets(stored)
+    committed = {0: 3, 1: ends[1], 2: 1}
+    commit_offsets(broker.addr, committed)
     return stored, committed
 
 
 def test_takeover_both_ways(tmp_path: Path, our_namesrv: ServerProcess, apache_namesrv: ApacheProcess,
                             session: DriverSession) -> None:
     store = tmp_path / "store"
-    stored, committed = write_with_ours(tmp_path, our_namesrv, session, store, 120)
+    with start_ours(tmp_path / "ours-1", our_namesrv, store) as ours:
+        stored, committed = write_with_ours(ours, our_namesrv, session, 120)
+        assert_clean_stop(ours.stop(), store, 0)
     assert len(list((store / "commitlog").iterdir())) > 1, "the test wants a rolled CommitLog"
 
     apache = start_apache_broker(tmp_path / "apache", apache_namesrv, store, **APACHE_CONF)
@@ -293,7 +295,6 @@ def test_takeover_both_ways(tmp_path: Path, our_namesrv: ServerProcess, apache_n
         assert min(decode_offset_msg_id(s.offset_msg_id)[1] for s in more) >= _log_end(stored)
         check_with_python(our_namesrv.addr, ours.addr, stored + more, committed)
         assert_clean_stop(ours.stop(), store, 0)
-        import subprocess; print(subprocess.run(["find", str(store)], capture_output=True, text=True).stdout)
 
 
 def _log_end(stored: list[Stored]) -> int:
@@ -301,20 +302,29 @@ def _log_end(stored: list[Stored]) -> int:
     return max(decode_offset_msg_id(s.offset_msg_id)[1] for s in stored) + 1
 
 
-def test_ours_recovers_after_apache_is_killed(tmp_path: Path, our_namesrv: ServerProcess,
-                                              apache_namesrv: ApacheProcess, session: DriverSession) -> None:
+def test_crash_recovery_both_ways(tmp_path: Path, our_namesrv: ServerProcess, apache_namesrv: ApacheProcess,
+                                  session: DriverSession) -> None:
+    """SYNC_FLUSH on both sides and SIGKILL instead of SIGTERM: each recovers the other's store as after a crash
+    (abort file present, ConsumeQueues and index rebuilt from the CommitLog past the checkpoint)."""
     store = tmp_path / "store"
-    stored, committed = write_with_ours(tmp_path, our_namesrv, session, store, 60)
+    with start_ours(tmp_path / "ours-1", our_namesrv, store, **CRASH_CONF) as ours:
+        stored, committed = write_with_ours(ours, our_namesrv, session, 60)
+        time.sleep(OFFSET_PERSIST_WAIT_S)
+        ours.kill()
+    assert (store / "abort").exists(), "SIGKILL leaves the abort file: the next start recovers as after a crash"
 
-    apache = start_apache_broker(tmp_path / "apache", apache_namesrv, store, flushDiskType="SYNC_FLUSH",
-                                 **APACHE_CONF)
+    apache = start_apache_broker(tmp_path / "apache", apache_namesrv, store, **APACHE_CONF, **CRASH_CONF)
     with apache:
+        check_with_java(session, apache_namesrv.addr, stored, committed)
+        check_with_python(apache_namesrv.addr, apache.addr, stored, committed)
         stored += produce_java(session, apache_namesrv.addr, 60, "crash")
+        committed = {0: 10, 1: 2, 2: expected_offsets(stored)[2]}
+        commit_offsets(apache.addr, committed)
+        time.sleep(OFFSET_PERSIST_WAIT_S)
         apache.kill()
-    assert (store / "abort").exists(), "SIGKILL leaves the abort file: the next start must recover as after a crash"
+    assert (store / "abort").exists()
 
-    ours = start_ours(tmp_path / "ours-2", our_namesrv, store, **STRICT_CONF)
-    with ours:
+    with start_ours(tmp_path / "ours-2", our_namesrv, store, **STRICT_CONF) as ours:
         check_with_python(our_namesrv.addr, ours.addr, stored, committed)
         check_with_java(session, our_namesrv.addr, stored, committed)
         more = produce_ours(our_namesrv.addr, 5, "after")

@@ -1,0 +1,636 @@
+/*
+ * The official RocketMQ 4.9.x Java client (rocketmq-client 4.9.8) as a command-line driver: the subset of
+ * tests/java/client/ClientDriver.java that a 4.x application uses, printing the same JSON lines, so the tests can
+ * compare what a 4.x and a 5.x client observe. A separate program because ClientDriver needs 5.x-only packages
+ * (org.apache.rocketmq.remoting.protocol.*, fastjson2, rocketmq-tools 5).
+ *
+ *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
+ *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
+ *   consume-pull --namesrv A --topic T --max N [--group G] [--from earliest|offsets] [--offsets q:o,q:o]
+ *                [--queue Q] [--timeout-ms MS] [--body-format base64|utf8|none]   (DefaultLitePullConsumer, assign)
+ *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
+ *   script       one command per stdin line; each command's output ends with {"done": "<command>", "ok": ...}
+ *
+ * Global flags as in ClientDriver: --serialize JSON|ROCKETMQ, --smart-msg true|false, --log-root DIR. Message bodies
+ * are ClientDriver's (tests/apache.py driver_body()).
+ */
+
+import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.JSONObject;
+import com.alibaba.fastjson.serializer.SerializerFeature;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageConst;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+public final class ClientDriver49 {
+    private static final AtomicInteger INSTANCE_SEQ = new AtomicInteger();
+    private static final String EXECUTOR_THREAD = "NettyEventExecutor";
+    private static PrintStream out;
+
+    private ClientDriver49() {
+    }
+
+    public static void main(String[] argv) {
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        Args global;
+        try {
+            global = Args.parse(argv);
+            applySystemProperties(global);
+        } catch (RuntimeException e) {
+            emit(error(e));
+            System.exit(2);
+            return;
+        }
+        int rc = "script".equals(global.command) ? runScript() : runOne(global);
+        out.flush();
+        System.exit(rc);
+    }
+
+    private static void applySystemProperties(Args args) {
+        String serialize = args.get("serialize", null);
+        if (serialize != null) {
+            System.setProperty("rocketmq.serialize.type", serialize.toUpperCase());
+        }
+        String smart = args.get("smart-msg", null);
+        if (smart != null) {
+            System.setProperty("org.apache.rocketmq.client.sendSmartMsg", smart);
+        }
+        String logRoot = args.get("log-root", null);
+        if (logRoot != null) {
+            System.setProperty("rocketmq.log.root", logRoot);
+            System.setProperty("user.home", logRoot);
+            System.setProperty("rocketmq.client.logRoot", logRoot);
+        }
+    }
+
+    private static int runOne(Args args) {
+        try {
+            dispatch(args);
+            return 0;
+        } catch (Throwable e) {
+            emit(error(e));
+            return 1;
+        }
+    }
+
+    private static int runScript() {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        int failures = 0;
+        try {
+            String line;
+            while ((line = in.readLine()) != null) {
+                line = line.trim();
+                if (line.isEmpty() || line.startsWith("#")) {
+                    continue;
+                }
+                long start = System.nanoTime();
+                String command = "?";
+                boolean ok;
+                try {
+                    Args args = Args.parse(tokens(line));
+                    command = args.command;
+                    if ("quit".equals(command) || "exit".equals(command)) {
+                        break;
+                    }
+                    dispatch(args);
+                    ok = true;
+                } catch (Throwable e) {
+                    emit(error(e));
+                    ok = false;
+                    failures++;
+                }
+                JSONObject done = new JSONObject(true);
+                done.put("done", command);
+                done.put("ok", ok);
+                done.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+                emit(done);
+            }
+        } catch (Exception e) {
+            emit(error(e));
+            return 1;
+        }
+        return failures == 0 ? 0 : 1;
+    }
+
+    private static String[] tokens(String line) {
+        if (line.startsWith("[")) {
+            return JSON.parseArray(line, String.class).toArray(new String[0]);
+        }
+        return line.split("\\s+");
+    }
+
+    private static void dispatch(Args args) throws Exception {
+        if (args.command == null) {
+            throw new IllegalArgumentException("no command given");
+        }
+        switch (args.command) {
+            case "produce":
+                Produce.run(args);
+                break;
+            case "consume-pull":
+                ConsumePull.run(args);
+                break;
+            case "consume-push":
+                ConsumePush.run(args);
+                break;
+            default:
+                throw new IllegalArgumentException("unknown command " + args.command);
+        }
+    }
+
+    // ---------------------------------------------------------------- output
+
+    static synchronized void emit(Map<String, ?> record) {
+        out.println(JSON.toJSONString(record, SerializerFeature.WriteMapNullValue));
+    }
+
+    static JSONObject summary(String command) {
+        JSONObject s = new JSONObject(true);
+        s.put("summary", command);
+        return s;
+    }
+
+    private static JSONObject error(Throwable e) {
+        JSONObject err = new JSONObject(true);
+        err.put("error", e.getClass().getName() + ": " + e.getMessage());
+        putCode(err, "code", e);
+        Throwable cause = e.getCause();
+        if (cause != null) {
+            err.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
+            putCode(err, "causeCode", cause);
+        }
+        e.printStackTrace(System.err);
+        return err;
+    }
+
+    private static void putCode(JSONObject err, String key, Throwable e) {
+        if (e instanceof MQClientException) {
+            err.put(key, ((MQClientException) e).getResponseCode());
+        } else if (e instanceof MQBrokerException) {
+            err.put(key, ((MQBrokerException) e).getResponseCode());
+        }
+    }
+
+    static JSONObject message(MessageExt m, String bodyFormat) {
+        JSONObject j = new JSONObject(true);
+        j.put("topic", m.getTopic());
+        j.put("brokerName", m.getBrokerName());
+        j.put("queueId", m.getQueueId());
+        j.put("queueOffset", m.getQueueOffset());
+        j.put("msgId", m.getMsgId());
+        j.put("offsetMsgId", m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : m.getMsgId());
+        j.put("uniqKey", m.getProperty(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX));
+        j.put("keys", m.getKeys());
+        j.put("tags", m.getTags());
+        byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
+        j.put("bodyLength", body.length);
+        if ("base64".equals(bodyFormat)) {
+            j.put("body", Base64.getEncoder().encodeToString(body));
+        } else if ("utf8".equals(bodyFormat)) {
+            j.put("body", new String(body, StandardCharsets.UTF_8));
+        }
+        j.put("properties", new TreeMap<>(m.getProperties()));
+        j.put("flag", m.getFlag());
+        j.put("sysFlag", m.getSysFlag());
+        j.put("bodyCRC", m.getBodyCRC());
+        j.put("storeSize", m.getStoreSize());
+        j.put("commitLogOffset", m.getCommitLogOffset());
+        j.put("bornTimestamp", m.getBornTimestamp());
+        j.put("storeTimestamp", m.getStoreTimestamp());
+        j.put("reconsumeTimes", m.getReconsumeTimes());
+        j.put("preparedTransactionOffset", m.getPreparedTransactionOffset());
+        return j;
+    }
+
+    /** A shutdown without the remoting client's 3 s event-executor stall (see ServerLauncher.java). */
+    static void close(Runnable shutdown) {
+        Thread kicker = new Thread(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                interruptStoppedEventExecutors();
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "driver-shutdown-kicker");
+        kicker.setDaemon(true);
+        kicker.start();
+        try {
+            shutdown.run();
+        } finally {
+            kicker.interrupt();
+        }
+    }
+
+    private static void interruptStoppedEventExecutors() {
+        Thread[] threads = new Thread[Thread.activeCount() + 32];
+        int n = Thread.enumerate(threads);
+        for (int i = 0; i < n; i++) {
+            Thread t = threads[i];
+            if (EXECUTOR_THREAD.equals(t.getName()) && t.isAlive() && isStopped(t)) {
+                t.interrupt();
+            }
+        }
+    }
+
+    private static boolean isStopped(Thread t) {
+        try {
+            Field target = Thread.class.getDeclaredField("target");
+            target.setAccessible(true);
+            Object service = target.get(t);
+            return service != null && Boolean.TRUE.equals(service.getClass().getMethod("isStopped").invoke(service));
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return false;
+        }
+    }
+
+    static String instanceName(Args args, String kind) {
+        return args.get("instance-name", "driver49-" + kind + "-" + ProcessHandle.current().pid() + "-"
+            + INSTANCE_SEQ.incrementAndGet());
+    }
+
+    static byte[] body(String prefix, int index, int size) {
+        byte[] head = (prefix + "-" + index + "|").getBytes(StandardCharsets.UTF_8);
+        byte[] body = new byte[size];
+        Arrays.fill(body, (byte) 'x');
+        System.arraycopy(head, 0, body, 0, Math.min(head.length, size));
+        return body;
+    }
+
+    // ---------------------------------------------------------------- produce
+
+    static final class Produce {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            int count = args.getInt("count", 1);
+            String mode = args.get("mode", "sync");
+            long timeout = args.getLong("timeout-ms", 10_000);
+            List<Message> messages = build(args, topic, count);
+            DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "driver49_producer_group"));
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "producer"));
+            producer.setClientIP("127.0.0.1");
+            producer.setSendMsgTimeout((int) timeout);
+            producer.start();
+            long start = System.nanoTime();
+            try {
+                MessageQueue mq = args.has("queue") ? target(producer, topic, args.getInt("queue", 0)) : null;
+                switch (mode) {
+                    case "sync":
+                        for (int i = 0; i < messages.size(); i++) {
+                            Message m = messages.get(i);
+                            emitSent(i, m, mq == null ? producer.send(m, timeout) : producer.send(m, mq, timeout));
+                        }
+                        break;
+                    case "async":
+                        sendAsync(producer, messages, mq, timeout);
+                        break;
+                    case "oneway":
+                        for (Message m : messages) {
+                            if (mq == null) {
+                                producer.sendOneway(m);
+                            } else {
+                                producer.sendOneway(m, mq);
+                            }
+                        }
+                        break;
+                    case "batch":
+                        sendBatches(producer, messages, mq, args.getInt("batch", 16), timeout);
+                        break;
+                    default:
+                        throw new IllegalArgumentException("unknown --mode " + mode);
+                }
+            } finally {
+                close(producer::shutdown);
+            }
+            JSONObject s = summary("produce");
+            s.put("mode", mode);
+            s.put("count", messages.size());
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        private static List<Message> build(Args args, String topic, int count) {
+            int size = args.getInt("size", 16);
+            String prefix = args.get("body-prefix", "body");
+            String tag = args.get("tag", null);
+            String keysPrefix = args.get("keys-prefix", null);
+            List<String[]> props = new ArrayList<>();
+            for (String kv : args.all("property")) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("--property wants k=v, got " + kv);
+                }
+                props.add(new String[] {kv.substring(0, eq), kv.substring(eq + 1)});
+            }
+            List<Message> messages = new ArrayList<>(count);
+            for (int i = 0; i < count; i++) {
+                Message m = new Message(topic, body(prefix, i, size));
+                if (tag != null) {
+                    m.setTags(tag);
+                }
+                if (keysPrefix != null) {
+                    m.setKeys(keysPrefix + i);
+                }
+                for (String[] kv : props) {
+                    m.putUserProperty(kv[0], kv[1]);
+                }
+                messages.add(m);
+            }
+            return messages;
+        }
+
+        private static MessageQueue target(DefaultMQProducer producer, String topic, int queueId) throws Exception {
+            for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
+                if (mq.getQueueId() == queueId) {
+                    return mq;
+                }
+            }
+            throw new IllegalArgumentException("topic " + topic + " has no writable queue " + queueId);
+        }
+
+        private static void emitSent(int index, Message m, SendResult r) {
+            emitSent(index, m, r.getSendStatus().name(), r.getMsgId(), r.getOffsetMsgId(), r.getMessageQueue(),
+                r.getQueueOffset());
+        }
+
+        private static void emitSent(int index, Message m, String status, String msgId, String offsetMsgId,
+            MessageQueue mq, long queueOffset) {
+            JSONObject j = new JSONObject(true);
+            j.put("index", index);
+            j.put("sendStatus", status);
+            j.put("msgId", msgId);
+            j.put("offsetMsgId", offsetMsgId);
+            j.put("topic", mq.getTopic());
+            j.put("brokerName", mq.getBrokerName());
+            j.put("queueId", mq.getQueueId());
+            j.put("queueOffset", queueOffset);
+            j.put("keys", m.getKeys());
+            j.put("tags", m.getTags());
+            j.put("bodyLength", m.getBody().length);
+            emit(j);
+        }
+
+        private static void sendAsync(DefaultMQProducer producer, List<Message> messages, MessageQueue mq,
+            long timeout) throws Exception {
+            int n = messages.size();
+            SendResult[] results = new SendResult[n];
+            Throwable[] failures = new Throwable[n];
+            CountDownLatch latch = new CountDownLatch(n);
+            for (int i = 0; i < n; i++) {
+                final int index = i;
+                SendCallback callback = new SendCallback() {
+                    @Override
+                    public void onSuccess(SendResult r) {
+                        results[index] = r;
+                        latch.countDown();
+                    }
+
+                    @Override
+                    public void onException(Throwable e) {
+                        failures[index] = e;
+                        latch.countDown();
+                    }
+                };
+                if (mq == null) {
+                    producer.send(messages.get(i), callback, timeout);
+                } else {
+                    producer.send(messages.get(i), mq, callback, timeout);
+                }
+            }
+            if (!latch.await(timeout + 5_000, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("async sends did not all complete in " + timeout + " ms");
+            }
+            for (int i = 0; i < n; i++) {
+                if (failures[i] != null) {
+                    throw new IllegalStateException("async send " + i + " failed", failures[i]);
+                }
+                emitSent(i, messages.get(i), results[i]);
+            }
+        }
+
+        private static void sendBatches(DefaultMQProducer producer, List<Message> messages, MessageQueue mq,
+            int batchSize, long timeout) throws Exception {
+            for (int from = 0; from < messages.size(); from += batchSize) {
+                List<Message> batch = messages.subList(from, Math.min(messages.size(), from + batchSize));
+                SendResult r = mq == null ? producer.send(batch, timeout) : producer.send(batch, mq, timeout);
+                String[] ids = r.getMsgId().split(",");
+                String[] offsetIds = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
+                for (int j = 0; j < batch.size(); j++) {
+                    emitSent(from + j, batch.get(j), r.getSendStatus().name(), j < ids.length ? ids[j] : null,
+                        j < offsetIds.length ? offsetIds[j] : null, r.getMessageQueue(), r.getQueueOffset() + j);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- consume
+
+    static final class ConsumePull {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            int max = Integer.parseInt(args.require("max"));
+            long timeout = args.getLong("timeout-ms", 15_000);
+            String bodyFormat = args.get("body-format", "base64");
+            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver49_pull_group"));
+            consumer.setNamesrvAddr(args.require("namesrv"));
+            consumer.setInstanceName(instanceName(args, "pull"));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setAutoCommit(false);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setPullBatchSize(args.getInt("pull-batch", 32));
+            consumer.setPollTimeoutMillis(500);
+            consumer.start();
+            long start = System.nanoTime();
+            int got = 0;
+            boolean timedOut = false;
+            try {
+                List<MessageQueue> queues = new ArrayList<>();
+                for (MessageQueue mq : consumer.fetchMessageQueues(topic)) {
+                    if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
+                        queues.add(mq);
+                    }
+                }
+                consumer.assign(queues);
+                seek(consumer, args, queues);
+                long deadline = System.currentTimeMillis() + timeout;
+                while (got < max) {
+                    long left = deadline - System.currentTimeMillis();
+                    if (left <= 0) {
+                        timedOut = true;
+                        break;
+                    }
+                    for (MessageExt m : consumer.poll(Math.min(left, 500))) {
+                        if (got >= max) {
+                            break;
+                        }
+                        emit(message(m, bodyFormat));
+                        got++;
+                    }
+                }
+            } finally {
+                close(consumer::shutdown);
+            }
+            JSONObject s = summary("consume-pull");
+            s.put("count", got);
+            s.put("timedOut", timedOut);
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        private static void seek(DefaultLitePullConsumer consumer, Args args, List<MessageQueue> queues)
+            throws Exception {
+            String from = args.get("from", "earliest");
+            Map<Integer, Long> offsets = new HashMap<>();
+            if ("offsets".equals(from)) {
+                for (String pair : args.require("offsets").split(",")) {
+                    String[] qo = pair.split(":");
+                    offsets.put(Integer.parseInt(qo[0]), Long.parseLong(qo[1]));
+                }
+            } else if (!"earliest".equals(from)) {
+                throw new IllegalArgumentException("unknown --from " + from);
+            }
+            for (MessageQueue mq : queues) {
+                if (offsets.containsKey(mq.getQueueId())) {
+                    consumer.seek(mq, offsets.get(mq.getQueueId()));
+                } else {
+                    consumer.seekToBegin(mq);
+                }
+            }
+        }
+    }
+
+    static final class ConsumePush {
+        static void run(Args args) throws Exception {
+            int max = args.getInt("max", 1);
+            long timeout = args.getLong("timeout-ms", 30_000);
+            String bodyFormat = args.get("body-format", "base64");
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.require("group"));
+            consumer.setNamesrvAddr(args.require("namesrv"));
+            consumer.setInstanceName(instanceName(args, "push"));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.subscribe(args.require("topic"), args.get("tag-expr", "*"));
+            AtomicInteger got = new AtomicInteger();
+            CountDownLatch enough = new CountDownLatch(1);
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    int n = got.incrementAndGet();
+                    if (n <= max) {
+                        emit(message(m, bodyFormat));
+                    }
+                    if (n >= max) {
+                        enough.countDown();
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            long start = System.nanoTime();
+            consumer.start();
+            boolean done;
+            try {
+                done = enough.await(timeout, TimeUnit.MILLISECONDS);
+            } finally {
+                close(consumer::shutdown);
+            }
+            JSONObject s = summary("consume-push");
+            s.put("count", Math.min(got.get(), max));
+            s.put("timedOut", !done);
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+    }
+
+    // ---------------------------------------------------------------- arguments
+
+    static final class Args {
+        final String command;
+        private final Map<String, List<String>> flags;
+
+        private Args(String command, Map<String, List<String>> flags) {
+            this.command = command;
+            this.flags = flags;
+        }
+
+        static Args parse(String[] argv) {
+            String command = null;
+            Map<String, List<String>> flags = new HashMap<>();
+            for (int i = 0; i < argv.length; i++) {
+                String a = argv[i];
+                if (a.startsWith("--")) {
+                    if (i + 1 >= argv.length) {
+                        throw new IllegalArgumentException("flag " + a + " needs a value");
+                    }
+                    flags.computeIfAbsent(a.substring(2), k -> new ArrayList<>()).add(argv[++i]);
+                } else if (command == null) {
+                    command = a;
+                } else {
+                    throw new IllegalArgumentException("unexpected argument " + a);
+                }
+            }
+            return new Args(command, flags);
+        }
+
+        boolean has(String name) {
+            return flags.containsKey(name);
+        }
+
+        String get(String name, String fallback) {
+            List<String> values = flags.get(name);
+            return values == null ? fallback : values.get(values.size() - 1);
+        }
+
+        List<String> all(String name) {
+            return flags.getOrDefault(name, List.of());
+        }
+
+        String require(String name) {
+            String value = get(name, null);
+            if (value == null) {
+                throw new IllegalArgumentException((command == null ? "" : command + ": ") + "--" + name + " is required");
+            }
+            return value;
+        }
+
+        int getInt(String name, int fallback) {
+            String value = get(name, null);
+            return value == null ? fallback : Integer.parseInt(value);
+        }
+
+        long getLong(String name, long fallback) {
+            String value = get(name, null);
+            return value == null ? fallback : Long.parseLong(value);
+        }
+    }
+}

@@ -1,0 +1,62 @@
+/*
+ * Runs Apache's mqadmin (org.apache.rocketmq.tools.command.MQAdminStartup) unchanged, one command per JVM, minus a
+ * 3 s stall at the end of every command.
+ *
+ *   java ... MqadminLauncher topicStatus -n 127.0.0.1:9876 -t TopicTest
+ *
+ * Why: each command ends with DefaultMQAdminExt.shutdown(), which stops the client's NettyEventExecutor. That
+ * ServiceThread polls its event queue with a 3 s timeout and ServiceThread.shutdown() joins it without an interrupt,
+ * so every command took about 3 s longer than its work. A daemon thread here interrupts executors that are already
+ * stopped (the same trick as tests/java/client/ServerLauncher); their loop sees `stopped` and ends. What the command
+ * prints, and its exit code, are MQAdminStartup's.
+ *
+ * Needs --add-opens java.base/java.lang=ALL-UNNAMED to read a thread's Runnable; without it only the stall remains.
+ */
+
+import java.lang.reflect.Field;
+
+import org.apache.rocketmq.tools.command.MQAdminStartup;
+
+public final class MqadminLauncher {
+    private static final String EXECUTOR_THREAD = "NettyEventExecutor";
+    private static final long POLL_MS = 5;
+
+    private MqadminLauncher() {
+    }
+
+    public static void main(String[] args) {
+        Thread watch = new Thread(MqadminLauncher::interruptStoppedExecutors, "mqadmin-launcher-watch");
+        watch.setDaemon(true);
+        watch.start();
+        MQAdminStartup.main(args);
+    }
+
+    private static void interruptStoppedExecutors() {
+        while (true) {
+            Thread[] threads = new Thread[Thread.activeCount() + 32];
+            int n = Thread.enumerate(threads);
+            for (int i = 0; i < n; i++) {
+                Thread t = threads[i];
+                if (EXECUTOR_THREAD.equals(t.getName()) && t.isAlive() && isStopped(t)) {
+                    t.interrupt();
+                }
+            }
+            try {
+                Thread.sleep(POLL_MS);
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    private static boolean isStopped(Thread t) {
+        try {
+            Field target = Thread.class.getDeclaredField("target");
+            target.setAccessible(true);
+            Object service = target.get(t);
+            return service != null && Boolean.TRUE.equals(service.getClass().getMethod("isStopped").invoke(service));
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return false;
+        }
+    }
+}
