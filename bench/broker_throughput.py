@@ -112,6 +112,7 @@ class Settings:
     threads: int
     consume_seconds: float
     commit_log_size: int
+    broker_warmup: float
     work: Path
     profile: Path | None = None
     java: JavaProgram | None = None
@@ -344,6 +345,7 @@ def summarize_profile(collapsed: str, top: int = TOP_FUNCTIONS) -> str:
 def run_target(target: str, round_no: int, cases: list[Case], settings: Settings) -> None:
     home = settings.work / f"{target}-{round_no}"
     with running_target(target, home, settings) as running:
+        warm_up(settings, running)
         for case in cases:
             topic = f"Bench_{case.slug}_{round_no}"
             assert settings.admin is not None
@@ -356,6 +358,24 @@ def run_target(target: str, round_no: int, cases: list[Case], settings: Settings
                   f"{result.consume_mps:9,.0f} msg/s ({result.consumed:,}/{result.total:,})  failed {result.failed}",
                   flush=True)
     shutil.rmtree(home, ignore_errors=True)  # GiB-sized CommitLog files
+
+
+def warm_up(settings: Settings, running: Running) -> None:
+    """Untimed load before the cases (single sends, batches, a consume): the JVM compiles its hot paths with C2,
+    and both brokers touch their first pages and create their metadata."""
+    if settings.broker_warmup <= 0:
+        return
+    assert settings.java is not None and settings.admin is not None
+    topic = "BenchWarmup"
+    settings.admin.run("create-topic", namesrv=running.namesrv_addr, topic=topic, queues=QUEUES)
+    total = 0
+    for batch in (1, 16):
+        sent = run_java(settings.java, "produce", "--namesrv", running.namesrv_addr, "--topic", topic,
+                        "--threads", settings.threads, "--size", 512, "--batch", batch,
+                        "--seconds", settings.broker_warmup / 2, "--warmup", 0)
+        total += sent["total"]
+    run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
+             "--group", f"{topic}_consumer", "--expect", total, "--seconds", settings.consume_seconds)
 
 
 def best(results: list[Result]) -> Result:
@@ -412,6 +432,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=["ours", "apache"])
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best send rate per case is kept")
     parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
+    parser.add_argument("--broker-warmup", type=float, default=10.0,
+                        help="seconds of untimed Java sends to each broker before its cases (JIT, first pages)")
     parser.add_argument("--commit-log-size", type=int, default=COMMIT_LOG_FILE_SIZE)
     parser.add_argument("--profile", type=Path, help="py-spy our broker during Java produce cases, into this dir")
     parser.add_argument("--work-dir", type=Path, help="where brokers keep their stores (default: a temp dir)")
@@ -419,14 +441,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.warmup, args.sizes, args.consume_seconds = 1.5, 0.5, [128], 30.0
+        args.broker_warmup = min(args.broker_warmup, 2.0)
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="broker-throughput-"))
-    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, args.commit_log_size, work,
-                        args.profile)
+    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, args.commit_log_size,
+                        args.broker_warmup, work, args.profile)
     settings.java = java_program(work / "client")
     settings.admin = apache_client(work / "admin")
     cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in (1, args.batch)]

@@ -1,6 +1,6 @@
 /*
- * Runs Apache's mqadmin (org.apache.rocketmq.tools.command.MQAdminStartup) unchanged, one command per JVM, minus a
- * 3 s stall at the end of every command.
+ * Runs Apache's mqadmin (org.apache.rocketmq.tools.command.MQAdminStartup) unchanged, one command per JVM, minus
+ * about 5 s of waiting at the end of every command.
  *
  *   java ... MqadminLauncher topicStatus -n 127.0.0.1:9876 -t TopicTest
  *
@@ -8,7 +8,8 @@
  * ServiceThread polls its event queue with a 3 s timeout and ServiceThread.shutdown() joins it without an interrupt,
  * so every command took about 3 s longer than its work. A daemon thread here interrupts executors that are already
  * stopped (the same trick as tests/java/client/ServerLauncher); their loop sees `stopped` and ends. What the command
- * prints, and its exit code, are MQAdminStartup's.
+ * prints, and its exit code, are MQAdminStartup's. Then, once main has returned, the JVM exits instead of waiting
+ * out the 2 s quiet period of Netty's graceful event-loop shutdown.
  *
  * Needs --add-opens java.base/java.lang=ALL-UNNAMED to read a thread's Runnable; without it only the stall remains.
  */
@@ -29,6 +30,11 @@ public final class MqadminLauncher {
         watch.setDaemon(true);
         watch.start();
         MQAdminStartup.main(args);
+        // Netty's event loops shut down gracefully, with a 2 s quiet period, in non-daemon threads; the command has
+        // printed everything by now (main0 catches and prints its errors), so 0 is also what MQAdminStartup returns.
+        System.out.flush();
+        System.err.flush();
+        System.exit(0);
     }
 
     private static void interruptStoppedExecutors() {
