@@ -71,7 +71,8 @@ CLIENT_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Dorg.apache.rocketmq.cl
 # tests/apache.py starts servers for fast boots (C1 only, SerialGC, 256 MB): undo that for a throughput run,
 # closer to runbroker.sh (G1, C2). Later -XX flags win over earlier ones.
 APACHE_BROKER_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-Xms2g", "-Xmx2g")
-UVLOOP_MAIN = "import uvloop; uvloop.install(); from broker.__main__ import main; main()"
+OUR_BROKER = ("-m", "broker")
+UVLOOP_BROKER = ("-c", "import uvloop; uvloop.install(); from broker.__main__ import main; main()")
 CLIENT_TIMEOUT_S = 300.0
 PY_SPY_RATE = 200  # samples per second
 TOP_FUNCTIONS = 15
@@ -142,21 +143,22 @@ def running_target(target: str, home: Path, settings: Settings) -> Iterator[Runn
             yield Running(target, namesrv.addr, broker.popen.pid)
         return
     with cluster.start_namesrv(home / "namesrv") as namesrv, start_our_broker(
-        home / "broker", namesrv.addr, uvloop=target == "ours-uvloop",
+        home / "broker", namesrv.addr, entry=UVLOOP_BROKER if target == "ours-uvloop" else OUR_BROKER,
         mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
     ) as broker:
         yield Running(target, namesrv.addr, broker.popen.pid)
 
 
-def start_our_broker(home: Path, namesrv_addr: str, *, uvloop: bool, **conf: object) -> cluster.ServerProcess:
-    """``python -m broker`` (or the same ``main()`` on uvloop), ready once the NameServer routes TBW102 to it."""
+def start_our_broker(home: Path, namesrv_addr: str, *, entry: tuple[str, ...] = OUR_BROKER,
+                     **conf: object) -> cluster.ServerProcess:
+    """``python -m broker`` (``entry``: ``UVLOOP_BROKER`` runs the same ``main()`` on uvloop), ready once the
+    NameServer routes TBW102 to it."""
     home.mkdir(parents=True, exist_ok=True)
     port = cluster.free_broker_port()
     full = cluster.broker_conf(port, namesrv_addr, home / "store", **conf)
     conf_path = home / "broker.conf"
     conf_path.write_text("".join(f"{key}={value}\n" for key, value in full.items()))
     console_path = home / "broker.console.log"
-    entry = ["-c", UVLOOP_MAIN] if uvloop else ["-m", "broker"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     with console_path.open("wb") as console:
         popen = subprocess.Popen([sys.executable, *entry, "-c", str(conf_path)], cwd=home, env=env,

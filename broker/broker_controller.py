@@ -21,11 +21,13 @@ from broker.metadata.offsets import ConsumerOffsetManager
 from broker.metadata.topics import TopicConfigManager
 from broker.outer_api import register_broker_all, unregister_broker_all
 from broker.remoting import RemotingClient, RemotingServer
+from broker.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
 from broker.stats import BrokerStats
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult
+from broker.transaction import TransactionalMessageCheckService, TransactionalMessageService
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ class BrokerController:
         self.consumer_manager = ConsumerManager()
         self.producer_manager = ProducerManager()
         self.server = RemotingServer(bind_host, broker_config.listen_port)
+        # -- transactions (broker/transaction): open half messages, END_TRANSACTION, the check
+        self.transactional_message_service = TransactionalMessageService(self)
+        self.transactional_message_check_service = TransactionalMessageCheckService(self)
+        # -- delayed delivery (broker/schedule.py): scheduled records get their deliver time as tagsCode, so the
+        # dispatcher must know it before the store starts (recovery dispatches too).
+        self.schedule_message_service = ScheduleMessageService(
+            self.store, self.put_messages, broker_config.delay_level_table(), root,
+            flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
+                                                                       FLUSH_DELAY_OFFSET_INTERVAL_MS)))
+        self.store.reput.tags_code_of = self.schedule_message_service.tags_code_of
         self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
         # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
@@ -68,11 +80,15 @@ class BrokerController:
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
         self.consumer_offset_manager.load()
+        await self.transactional_message_service.start()  # transactions: rebuilt from the half and op topics
+        self.schedule_message_service.load()  # delayed delivery: after the store recovered, before sends come in
         processors.register_all(self)
         await self.server.start()
         self.started = True
+        await self.schedule_message_service.start()
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        self.transactional_message_check_service.start()  # transactions: a check round every transactionCheckInterval
         self.every(1.0, self.stats.sample)
         await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
@@ -86,6 +102,7 @@ class BrokerController:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.schedule_message_service.stop()  # delayed delivery: stops and persists delayOffset.json
         await unregister_broker_all(self)
         await self.server.stop()
         await self.outer_client.close()

@@ -42,6 +42,15 @@ class IllegalName(RmqError, ValueError):
     """A topic or group name that RocketMQ's rules reject."""
 
 
+# -- subscription expressions (broker/sql92.py) ----------------------------------------------------------------------
+
+
+class FilterExpressionError(RmqError, ValueError):
+    """A SQL92 selector that does not compile. ``str()`` is the reason worded as Java's broker words it in a remark
+    (MQFilterException.getMessage(): the cause's class and message, e.g. ``java.lang.RuntimeException: Value ''x''
+    cannot be compared.``)."""
+
+
 # -- remoting (broker/remoting) ---------------------------------------------------------------------------------------
 # h11's split: a LocalProtocolError is our bug (we tried to send what the protocol cannot carry), a
 # RemoteProtocolError is the peer's (its bytes are not RocketMQ remoting). RemotingError is about the transport.

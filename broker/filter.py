@@ -3,8 +3,10 @@
 
 Rule 1: the subscription-expression rules live here: "*" or an empty expression subscribes to every message,
 otherwise tags are split at "||", trimmed, and matched by their String.hashCode against the ConsumeQueue tagsCode.
-SQL92 expressions are recognised here but not evaluated (the pull processor refuses them, as Java's broker does
-without enablePropertyFilter).
+A SQL92 expression (``MessageSelector.bySql``) is compiled once (``broker.sql92``) and evaluated on each record's
+properties by ``SqlMessageFilter`` when the broker runs with enablePropertyFilter; ``ConsumerFilterManager`` keeps the
+compiled expression of every SQL92 subscription a heartbeat registered (Java's ConsumerFilterData, without the bloom
+filter bit maps, which need the ConsumeQueue extension rmq does not write).
 
 Examples:
     >>> sub = build_subscription_data("TopicTest", "TagA || TagB")
@@ -16,10 +18,23 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.client_manager import SubscriptionData
+from broker.errors import CorruptRecord, FilterExpressionError
 from broker.message import java_hash
+from broker.sql92 import CompiledSelector, compile_selector
+from broker.store.layout import decode_record_properties
+
+if TYPE_CHECKING:
+    from broker.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
 
 SUB_ALL = "*"
 TAG = "TAG"  # ExpressionType.TAG
@@ -61,8 +76,8 @@ def _int_value(tags_code: int) -> int:
 class TagMessageFilter:
     """The store-side MessageFilter of a TAG subscription (ExpressionMessageFilter): a message matches when the
     subscription is "*" or its tagsCode is one of the subscribed tags' hash codes. The CommitLog check always
-    passes, since a tag filter decides on the ConsumeQueue alone; so does everything for other expression types,
-    which need the property filter this broker does not run."""
+    passes, since a tag filter decides on the ConsumeQueue alone. Other expression types pass everything here: they
+    get a SqlMessageFilter instead."""
 
     __slots__ = ("match_all", "codes")
 
@@ -78,3 +93,104 @@ class TagMessageFilter:
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
         return True
+
+
+# -- SQL92 (ExpressionMessageFilter with ConsumerFilterData; ConsumerFilterManager) ------------------------------------
+
+
+def compile_expression(expression_type: str | None, expression: str) -> CompiledSelector:
+    """FilterFactory.INSTANCE.get(type).compile(expression); FilterExpressionError with the reason Java's broker
+    puts in its remark. SQL92 is the only expression type besides TAG."""
+    if expression_type != SQL92:
+        raise FilterExpressionError(f"java.lang.NullPointerException: no filter for expression type {expression_type}")
+    return compile_selector(expression)
+
+
+class SqlMessageFilter:
+    """The store-side MessageFilter of a SQL92 subscription: the ConsumeQueue cannot decide (its tagsCode says
+    nothing about properties), so every unit passes there and each record is decided on its properties, decoded
+    without its body.
+
+    Examples:
+        >>> message_filter = SqlMessageFilter(compile_selector("a > 5"))
+        >>> message_filter.is_matched_by_consume_queue(12345)
+        True
+    """
+
+    __slots__ = ("selector",)
+
+    def __init__(self, selector: CompiledSelector) -> None:
+        self.selector = selector
+
+    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
+        return True
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        try:
+            properties = decode_record_properties(record)
+        except CorruptRecord:
+            return False
+        return self.selector.matches(properties)
+
+
+@dataclass(slots=True)
+class ConsumerFilterData:
+    """The compiled expression of one group's SQL92 subscription to one topic."""
+
+    topic: str
+    consumer_group: str
+    expression: str
+    expression_type: str
+    client_version: int  # the subscription's subVersion
+    selector: CompiledSelector
+    born_time: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+
+class ConsumerFilterManager:
+    """ConsumerFilterManager: filter data by topic and group, registered from full heartbeats. A newer
+    subscription version with a changed expression replaces the data, or removes it when it does not compile (the
+    pull then answers FILTER_DATA_NOT_EXIST, as Java's does: "let client report error"). Not persisted: after a
+    restart the consumers' next heartbeats register it again, before which their pulls find no group anyway."""
+
+    def __init__(self) -> None:
+        self._by_topic: dict[str, dict[str, ConsumerFilterData]] = {}
+
+    def register(self, group: str, subscriptions: Iterable[SubscriptionData]) -> None:
+        for subscription in subscriptions:
+            self.register_one(group, subscription)
+
+    def register_one(self, group: str, subscription: SubscriptionData) -> bool:
+        """FilterDataMapByTopic.register; True when the group's filter data for the topic is new or renewed."""
+        expression_type, expression = subscription.expression_type, subscription.sub_string
+        if is_tag_type(expression_type) or not expression:
+            return False
+        groups = self._by_topic.setdefault(subscription.topic, {})
+        old = groups.get(group)
+        if old is not None and subscription.sub_version <= old.client_version:
+            return subscription.sub_version == old.client_version
+        if old is not None and (old.expression, old.expression_type) == (expression, expression_type):
+            old.client_version = subscription.sub_version
+            return True
+        try:
+            selector = compile_expression(expression_type, expression)
+        except FilterExpressionError as err:
+            log.error("parse error: expr=%s, topic=%s, group=%s, error=%s", expression, subscription.topic, group, err)
+            groups.pop(group, None)
+            return False
+        groups[group] = ConsumerFilterData(subscription.topic, group, expression, expression_type,
+                                           subscription.sub_version, selector)
+        return True
+
+    def get(self, topic: str, group: str) -> ConsumerFilterData | None:
+        return self._by_topic.get(topic, {}).get(group)
+
+
+_MANAGERS: weakref.WeakKeyDictionary[BrokerController, ConsumerFilterManager] = weakref.WeakKeyDictionary()
+
+
+def consumer_filter_manager(controller: BrokerController) -> ConsumerFilterManager:
+    """The broker's ConsumerFilterManager, shared by the heartbeat (which registers) and the pull (which reads)."""
+    manager = _MANAGERS.get(controller)
+    if manager is None:
+        manager = _MANAGERS[controller] = ConsumerFilterManager()
+    return manager

@@ -9,8 +9,9 @@ and cancelled by ``shutdown()``:
     persist consumer offsets      persistConsumerOffsetInterval 5 s   10 s
     rebalance consumers           20 s, or at once on NOTIFY_CONSUMER_IDS_CHANGED
 
-It also answers what brokers ask the client (NOTIFY_CONSUMER_IDS_CHANGED) and wraps the broker calls that need an
-address looked up from the route first. The client id is Java's ``ip@instanceName``.
+It also answers what brokers ask the client (NOTIFY_CONSUMER_IDS_CHANGED; CHECK_TRANSACTION_STATE, handed to the
+producer of the group) and wraps the broker calls that need an address looked up from the route first. The client id
+is Java's ``ip@instanceName``.
 """
 
 from __future__ import annotations
@@ -338,6 +339,11 @@ class MQClientInstance:
             log.info("broker %s: consumer ids of group %s changed, rebalancing", conn.remote_address,
                      request.ext_fields.get("consumerGroup"))
             self.rebalance_immediately()
+            return None
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:  # transactions: broker/client/transaction.py
+            from broker.client.transaction import serve_check_transaction_state  # late: it imports the producer
+
+            serve_check_transaction_state(self.producers, conn, request)
             return None
         return not_supported_response(request)
 

@@ -12,9 +12,12 @@ Three kinds of task do the work:
 * **Consume**: up to ``consume_thread_max`` listener calls at once. A listener may be a coroutine function or a plain
   function (run in a worker thread). RECONSUME_LATER (or an exception) sends the messages back to the broker
   (CONSUMER_SEND_MSG_BACK, into the group's retry topic); if that fails, they are re-sent as ordinary messages to the
-  retry topic, and if that fails too, consumed again locally after 5 s. The committed offset of a queue is its lowest
-  unacknowledged one, written to the broker every ``persist_consumer_offset_interval`` (CLUSTERING) or to a local
-  file (BROADCASTING).
+  retry topic, and if that fails too, consumed again locally after 5 s. In CLUSTERING the consumer subscribes to
+  its group's retry topic %RETRY%group itself (as Java's copySubscription), so retries come back through the same
+  listener with their original topic and ``reconsume_times`` counted up; a new group's retry topic, which the broker
+  creates on the first heartbeat, is looked up at once rather than at the next route poll. The committed offset of a
+  queue is its lowest unacknowledged one, written to the broker every ``persist_consumer_offset_interval``
+  (CLUSTERING) or to a local file (BROADCASTING).
 
 Examples:
     >>> consumer = PushConsumer("my_group", namesrv_addr="127.0.0.1:9876")  # doctest: +SKIP
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -55,7 +59,9 @@ from broker.client.offsets import (
     compute_pull_from_where,
     default_consume_timestamp,
 )
+from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService, OrderlyProcessQueue
 from broker.client.producer import Producer
+from broker.client.route import MASTER_ID
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
 from broker.errors import MQBrokerError, MQClientError
 from broker.message import (
@@ -67,11 +73,15 @@ from broker.message import (
     PROPERTY_TRANSACTION_PREPARED,
 )
 from broker.metadata.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
-from broker.remoting.codes import ResponseCode
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 
 log = logging.getLogger(__name__)
 
+EXPRESSION_SQL92 = "SQL92"  # ExpressionType.SQL92
+
 RECONSUME_LOCALLY_DELAY_S = 5.0  # submitConsumeRequestLater
+RETRY_ROUTE_WAIT_S, RETRY_ROUTE_ATTEMPTS = 0.5, 20  # a new group's retry topic: route looked up for up to 10 s
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
@@ -120,6 +130,22 @@ class _QueueState:
     task: asyncio.Task[None] | None = None
 
 
+async def check_client_in_broker(instance: MQClientInstance, group: str,
+                                 subscriptions: Iterable[protocol.SubscriptionData]) -> None:
+    """MQClientInstance.checkClientInBroker: every master compiles each non-TAG subscription (CHECK_CLIENT_CONFIG);
+    MQClientError with the broker's code and reason when one refuses."""
+    for sub in subscriptions:
+        if sub.expression_type == protocol.EXPRESSION_TAG:
+            continue
+        body = json.dumps({"clientId": instance.client_id, "group": group, "subscriptionData": sub.to_json()})
+        for _, broker_id, addr in instance.route_table.all_addresses():
+            if broker_id != MASTER_ID:
+                continue
+            response = await instance.invoke(addr, create_request(RequestCode.CHECK_CLIENT_CONFIG, body=body.encode()))
+            if response.code != ResponseCode.SUCCESS:
+                raise MQClientError(response.code, response.remark or "")
+
+
 class PushConsumer:
     """An asyncio push consumer; see the module docstring."""
 
@@ -151,6 +177,8 @@ class PushConsumer:
         self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
         self._inner_producer: Producer | None = None
         self._rebalance_lock = asyncio.Lock()
+        self._retry_route_task: asyncio.Task[None] | None = None
+        self._orderly: OrderlyConsumeService | None = None  # MessageListenerOrderly (issue 4)
         self._started = False
 
     # -- setup --------------------------------------------------------------------------------------------------
@@ -158,11 +186,22 @@ class PushConsumer:
     def subscribe(self, topic: str, sub_expression: str = "*") -> None:
         self.subscriptions[topic] = protocol.build_subscription_data(topic, sub_expression)
 
+    def subscribe_sql(self, topic: str, expression: str) -> None:
+        """MessageSelector.bySql: the broker (with enablePropertyFilter) delivers the messages whose properties
+        satisfy ``expression`` (broker/sql92.py); start() fails when a broker cannot compile it."""
+        self.subscriptions[topic] = protocol.SubscriptionData(topic, expression, expression_type=EXPRESSION_SQL92)
+
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(topic, None)
 
     def register_message_listener(self, listener: MessageListener) -> None:
         self.listener = listener
+        self._orderly = None
+
+    def register_message_listener_orderly(self, listener: MessageListenerOrderly) -> None:
+        """MessageListenerOrderly: each queue's messages one after another, in order (broker/client/orderly.py)."""
+        self.listener = listener  # type: ignore[assignment]
+        self._orderly = OrderlyConsumeService(self, listener)
 
     async def start(self) -> None:
         if self._started:
@@ -179,10 +218,32 @@ class PushConsumer:
             self._inner_producer = Producer(CLIENT_INNER_PRODUCER_GROUP, instance=self.instance)
             await self._inner_producer.start()
         self._started = True
+        if self._orderly is not None:
+            self._orderly.start()
         for topic in self.subscriptions:
             await self.instance.update_topic_route(topic)
+        try:
+            await check_client_in_broker(self.instance, self.group, self.subscriptions.values())
+        except MQClientError:
+            await self.shutdown()
+            raise
         await self.instance.send_heartbeat_to_all_brokers()
         self.instance.rebalance_immediately()
+        retry = retry_topic(self.group)
+        if self.config.message_model is MessageModel.CLUSTERING and not self._subscribe_info.get(retry):
+            self._retry_route_task = asyncio.get_running_loop().create_task(self._fetch_retry_route(retry))
+
+    async def _fetch_retry_route(self, topic: str) -> None:
+        """A new group's retry topic is created by the broker on the heartbeat above, after the route lookups of
+        start(): fetch its route as soon as the NameServer has it, instead of at the next poll (Java waits up to
+        pollNameServerInterval, 30 s, before it pulls the group's retries)."""
+        for _ in range(RETRY_ROUTE_ATTEMPTS):
+            await asyncio.sleep(RETRY_ROUTE_WAIT_S)
+            if self._subscribe_info.get(topic):
+                return
+            if await self.instance.update_topic_route(topic):
+                self.instance.rebalance_immediately()
+                return
 
     async def shutdown(self) -> None:
         if not self._started:
@@ -192,8 +253,13 @@ class PushConsumer:
             state.process_queue.dropped = True
         await self._cancel([s.task for s in self._queues.values() if s.task is not None])
         await self._cancel(list(self._delayed))
+        await self._cancel([self._retry_route_task])
         await asyncio.gather(*self._consume_tasks, return_exceptions=True)
+        if self._orderly is not None:
+            await self._orderly.stop()
         await self.persist_consumer_offset()
+        if self._orderly is not None:  # after the offsets: the next owner starts where this one stopped
+            await self._orderly.unlock_all()
         self._queues.clear()
         await self.instance.unregister_consumer(self.group)
         if self._inner_producer is not None:
@@ -224,6 +290,22 @@ class PushConsumer:
 
     async def persist_consumer_offset(self) -> None:
         await self.offset_store.persist_all(list(self._queues))
+
+    # what the orderly service (broker/client/orderly.py) shares of the consumer
+    def process_queue_table(self) -> dict[MessageQueue, ProcessQueue]:
+        return {mq: state.process_queue for mq, state in self._queues.items()}
+
+    @property
+    def consume_timestamp(self) -> str:
+        return self._consume_timestamp
+
+    def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
+        self._reset_retry_topic(msgs)
+
+    def send_back_producer(self) -> Producer:
+        if self._inner_producer is None:
+            raise MQClientError(-1, "no inner producer to send the message back with")
+        return self._inner_producer
 
     # -- rebalance ----------------------------------------------------------------------------------------------
 
@@ -262,10 +344,15 @@ class PushConsumer:
             state = self._queues.pop(mq)
             state.process_queue.dropped = True
             await self._cancel([state.task])
-            await self.offset_store.persist(mq)
-            self.offset_store.remove_offset(mq)
+            if isinstance(state.process_queue, OrderlyProcessQueue) and self._orderly is not None:
+                await self._orderly.remove_queue(mq, state.process_queue)  # commit, then unlock at the broker
+            else:
+                await self.offset_store.persist(mq)
+                self.offset_store.remove_offset(mq)
             log.info("doRebalance, %s, remove unnecessary mq, %s", self.group, mq)
         for mq in sorted(assigned - set(self._queues)):
+            if self._orderly is not None and not await self._orderly.lock_new_queue(mq):
+                continue
             self.offset_store.remove_offset(mq)  # removeDirtyOffset
             try:
                 next_offset = await compute_pull_from_where(self.instance, self.offset_store, mq,
@@ -274,7 +361,8 @@ class PushConsumer:
                 log.warning("doRebalance, %s, compute offset of %s failed (next rebalance retries): %s",
                             self.group, mq, err)
                 continue
-            state = self._queues[mq] = _QueueState(ProcessQueue())
+            pq = self._orderly.new_process_queue() if self._orderly is not None else ProcessQueue()
+            state = self._queues[mq] = _QueueState(pq)
             state.task = asyncio.get_running_loop().create_task(self._pull_loop(mq, state.process_queue, next_offset),
                                                                  name=f"pull-{mq}")
             log.info("doRebalance, %s, add a new mq, %s, next offset %s", self.group, mq, next_offset)
@@ -297,6 +385,12 @@ class PushConsumer:
             if self._flow_controlled(pq):
                 await asyncio.sleep(PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL / 1000)
                 continue
+            if isinstance(pq, OrderlyProcessQueue) and self._orderly is not None:
+                offset = await self._orderly_offset_to_pull(mq, pq, next_offset)
+                if offset is None:  # not locked at the broker (yet, or any more): pull later
+                    await asyncio.sleep(client_config.pull_time_delay_mills_when_exception / 1000)
+                    continue
+                next_offset = offset
             commit_offset = None
             if config.message_model is MessageModel.CLUSTERING:
                 commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
@@ -331,6 +425,14 @@ class PushConsumer:
             elif pq.msg_count == 0:  # correctTagsOffset: nothing held, so everything up to here is consumed
                 self.offset_store.update_offset(mq, next_offset, increase_only=True)
 
+    async def _orderly_offset_to_pull(self, mq: MessageQueue, pq: OrderlyProcessQueue, next_offset: int) -> int | None:
+        assert self._orderly is not None
+        try:
+            return await self._orderly.offset_to_pull(mq, pq, next_offset)
+        except (MQClientError, MQBrokerError, OSError) as err:
+            log.error("failed to compute the pull offset of %s: %s", mq, err)
+            return None
+
     async def _offset_illegal(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
         """The broker moved the queue's offset: commit where it says, drop the queue, and let the rebalance pick it
         up again from there."""
@@ -344,6 +446,9 @@ class PushConsumer:
     # -- consuming ----------------------------------------------------------------------------------------------
 
     def _submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float = 0.0) -> None:
+        if isinstance(pq, OrderlyProcessQueue) and self._orderly is not None:
+            self._orderly.submit(pq, mq)  # the queue's own consume task takes the messages from pq, in order
+            return
         size = max(1, self.config.consume_message_batch_max_size)
         for i in range(0, len(msgs), size):
             task = asyncio.get_running_loop().create_task(self._consume(msgs[i:i + size], pq, mq, delay_s))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from broker.broker_controller import BrokerController
 
-MODULES = ("send", "pull", "client", "consumer", "admin")
+MODULES = ("send", "pull", "client", "consumer", "admin", "send_back", "end_transaction")
 
 
 def register_all(controller: BrokerController) -> None:

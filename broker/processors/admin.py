@@ -64,6 +64,11 @@ BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the
 DEFAULT_QUERY_MAX_NUM = 32  # MessageStoreConfig.defaultQueryMaxNum: a query by unique key returns at most this many
 DISPATCH_WAIT_POLLS = 200  # of 1 ms: how long a max-offset query waits for dispatch to catch up
 INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
+# BrokerConfig's request queue capacities (Java's defaults), reported in the runtime info: clusterList prints the send
+# and pull queues' sizes and head waits as #InTPS(LOAD) and #OutTPS(LOAD). rmq serves requests on the event loop as they
+# arrive, so its queues are always empty and nothing waits at their head.
+REQUEST_QUEUE_CAPACITIES = {"send": 10000, "pull": 100000, "litePull": 100000, "query": 20000, "ack": 100000}
+END_TRANSACTION_QUEUE_CAPACITY = 100000
 INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"  # MessageConst.PROPERTY_INNER_MULTI_DISPATCH, "," separated LMQs
 # Topics whose messages carry their logical topic in REAL_TOPIC (QueryMessageProcessor.REAL_TOPIC_STORAGE_TOPICS)
 REAL_TOPIC_STORAGE_TOPICS = frozenset({validation.RMQ_SYS_SCHEDULE_TOPIC, validation.TIMER_TOPIC,
@@ -601,7 +606,14 @@ class AdminBrokerProcessor:
             # the timer wheel is not enabled: Java's constants for that case
             "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0",
             "timerEnqueueTps": "0.0", "timerDequeueTps": "0.0",
+            "dispatchMaxBuffer": "0",  # StoreStatsService never sets it: always 0 in Java too
+            "EndTransactionQueueSize": "0",
+            "EndTransactionThreadPoolQueueCapacity": str(END_TRANSACTION_QUEUE_CAPACITY),
         }
+        for pool, capacity in REQUEST_QUEUE_CAPACITIES.items():
+            info[f"{pool}ThreadPoolQueueSize"] = "0"
+            info[f"{pool}ThreadPoolQueueCapacity"] = str(capacity)
+            info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
         info.update(self._disk_info())
         return info
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.client_manager import ClientChannelInfo, SubscriptionData
-from broker.errors import ConnectionClosed, RemoteProtocolError, RequestTimeout
+from broker.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
+from broker.filter import compile_expression, consumer_filter_manager
 from broker.message import decode_offset_msg_id
 from broker.metadata import validation
 from broker.metadata.topics import PERM_READ, PERM_WRITE
@@ -234,9 +235,15 @@ class ClientManageProcessor:
             changed = manager.register_consumer(group, channel, consumer.consume_type, consumer.message_model,
                                                 consumer.consume_from_where, list(consumer.subscriptions),
                                                 notify=notify)
+            self._register_filters(group, consumer)
         if changed:
             log.info("registerConsumer info changed, SDK address=%s, group=%s, type=%s", conn.remote_address, group,
                      consumer.consume_type)
+
+    def _register_filters(self, group: str, consumer: ConsumerData) -> None:
+        """ConsumerGroupEvent.REGISTER: every full heartbeat (re)registers the group's SQL92 filter data, which its
+        pulls then evaluate (issue 4; ConsumerFilterManager.register)."""
+        consumer_filter_manager(self.controller).register(group, consumer.subscriptions)
 
     async def _create_retry_topic(self, consumer: ConsumerData, retry_queue_nums: int) -> None:
         """%RETRY%group, orderly when the group subscribes an orderly topic (createTopicInSendMessageBackMethod)."""
@@ -264,7 +271,9 @@ class ClientManageProcessor:
         return success(request)
 
     async def check_client_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """CheckClientRequestBody: a TAG subscription is always fine; rmq has no SQL92 (or other) filter engine."""
+        """CheckClientRequestBody: a TAG subscription is always fine; another needs enablePropertyFilter and an
+        expression that compiles, else SUBSCRIPTION_PARSE_FAILED with the compiler's reason (a Java push consumer
+        with a bad MessageSelector.bySql fails to start with it)."""
         body = decode_body(request) if request.body else {}
         sub = body.get("subscriptionData") if isinstance(body, dict) else None
         if not isinstance(sub, dict):
@@ -272,8 +281,16 @@ class ClientManageProcessor:
         expression_type = sub.get("expressionType")
         if not expression_type or expression_type == "TAG":
             return success(request)
-        return create_response(request, ResponseCode.SYSTEM_ERROR,
-                               f"The broker does not support consumer to filter message by {expression_type}")
+        if not self.controller.broker_config.enable_property_filter:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"The broker does not support consumer to filter message by {expression_type}")
+        try:
+            compile_expression(str(expression_type), str(sub.get("subString") or ""))
+        except FilterExpressionError as err:
+            log.warning("client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+                        body.get("clientId"), body.get("group"), sub, err)
+            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(err))
+        return success(request)
 
     # -- connection lists ---------------------------------------------------------------------------------------
 

@@ -16,8 +16,11 @@ GetMessageStatus -> response code (composeResponseHeader; the remark is the stat
     OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL     PULL_OFFSET_MOVED (nextBeginOffset is the corrected offset)
     an admin's server-side offset reset         PULL_OFFSET_MOVED, remark OFFSET_RESET, nextBeginOffset = the reset
 
+SQL92 subscriptions (``_message_filter``) are filtered on each record's properties when enablePropertyFilter is on,
+and refused as Java refuses them when it is off.
+
 Not modelled yet: broadcast offsets kept by the broker (enableBroadcastOffsetStore), cold-data flow control, static
-topics, consume hooks, and SQL92 filtering (refused as Java refuses it without enablePropertyFilter).
+topics and consume hooks.
 """
 
 from __future__ import annotations
@@ -28,8 +31,15 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.client_manager import CLUSTERING, CONSUME_PASSIVELY, SubscriptionData
-from broker.errors import ConnectionClosed, LocalProtocolError
-from broker.filter import TagMessageFilter, build_subscription_data, is_tag_type
+from broker.errors import ConnectionClosed, FilterExpressionError, LocalProtocolError
+from broker.filter import (
+    SqlMessageFilter,
+    TagMessageFilter,
+    build_subscription_data,
+    compile_expression,
+    consumer_filter_manager,
+    is_tag_type,
+)
 from broker.long_polling import PullRequest, PullRequestHoldService
 from broker.message import PullSysFlag
 from broker.metadata.groups import SubscriptionGroupConfig
@@ -135,7 +145,9 @@ class PullMessageProcessor:
         subscription = self._subscription(request, header, group_config)
         if isinstance(subscription, RemotingCommand):
             return subscription
-        message_filter = TagMessageFilter(subscription)
+        message_filter = self._message_filter(request, header, subscription)
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
         reset = self._reset_offset(header)
         if reset is not None:
             self._try_commit_offset(conn, header, suspendable)
@@ -209,10 +221,41 @@ class PullMessageProcessor:
             if isinstance(registered, RemotingCommand):
                 return registered
             subscription = registered
-        if not is_tag_type(subscription.expression_type):
+        return subscription
+
+    # -- SQL92 filters (issue 4) ----------------------------------------------------------------------------------
+
+    def _message_filter(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                        subscription: SubscriptionData) -> TagMessageFilter | SqlMessageFilter | RemotingCommand:
+        """The store's filter for this pull, or Java's refusal. A SQL92 expression comes compiled from the filter
+        data its heartbeat registered, or, for a pull that carries its subscription, is compiled here (cached);
+        one that does not compile is SUBSCRIPTION_PARSE_FAILED with the reason as remark (Java's broker would
+        serve such a pull unfiltered: its ConsumerFilterManager.build returns null)."""
+        if is_tag_type(subscription.expression_type):
+            return TagMessageFilter(subscription)
+        carried = bool(header.sys_flag & _SUBSCRIPTION)
+        data = None
+        if not carried:
+            data = consumer_filter_manager(self.controller).get(header.topic, header.consumer_group)
+            if data is None:
+                return create_response(request, ResponseCode.FILTER_DATA_NOT_EXIST,
+                                       "The broker's consumer filter data is not exist!Your expression may be wrong!")
+            if data.client_version < header.sub_version:
+                log.warning("the broker's consumer filter data is not latest, group: %s, topic: %s, serverV: %s, "
+                            "clientV: %s", header.consumer_group, header.topic, data.client_version, header.sub_version)
+                return create_response(request, ResponseCode.FILTER_DATA_NOT_LATEST,
+                                       "the consumer's consumer filter data not latest")
+        if not self.controller.broker_config.enable_property_filter:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to "
                                    f"filter message by {subscription.expression_type}")
-        return subscription
+        if data is not None:
+            return SqlMessageFilter(data.selector)
+        try:
+            return SqlMessageFilter(compile_expression(subscription.expression_type, subscription.sub_string))
+        except FilterExpressionError as err:
+            log.warning("parse the consumer's subscription[%s] failed, group: %s: %s", subscription.sub_string,
+                        header.consumer_group, err)
+            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(err))
 
     def _registered_subscription(self, request: RemotingCommand, header: PullMessageRequestHeader,
                                  group_config: SubscriptionGroupConfig) -> SubscriptionData | RemotingCommand:
@@ -287,7 +330,7 @@ class PullMessageProcessor:
     # -- long polling -------------------------------------------------------------------------------------------------
 
     def _suspend(self, conn: RemotingConnection, request: RemotingCommand, header: PullMessageRequestHeader,
-                 subscription: SubscriptionData, message_filter: TagMessageFilter) -> None:
+                 subscription: SubscriptionData, message_filter: TagMessageFilter | SqlMessageFilter) -> None:
         bc = self.controller.broker_config
         polling_ms = header.suspend_timeout_millis if bc.long_polling_enable else bc.short_polling_time_mills
         pull_request = PullRequest(request, conn, polling_ms, time.monotonic(), header.queue_offset, subscription,

@@ -6,8 +6,13 @@ turned into StoreMessages exactly as Java builds its MessageExtBrokerInner (prop
 and CLUSTER added and written in Java's HashMap order, so the records are byte-for-byte Apache's), and put through
 ``controller.put_messages``. The PutMessageStatus becomes Java's response code and remark (``put_response``).
 
-Left for later issues: delay levels (SCHEDULE_TOPIC_XXXX), the transaction half topic (prepared messages are stored
-as they come, which keeps them out of the ConsumeQueue), send hooks and static topics.
+A message with a delay level is parked in SCHEDULE_TOPIC_XXXX by the schedule service's put hook
+(broker/schedule.py, ``handle_schedule_message``), as Java's HookUtils.handleScheduleMessage does in the store.
+
+A prepared send (TRAN_MSG=true) is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0 and registered with
+the TransactionalMessageService (broker/transaction), which END_TRANSACTION and the check service end.
+
+Left for later issues: send hooks and static topics.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from broker.store.commit_log import StoreMessage
 from broker.store.flush import disk_usage_percent
 from broker.store.layout import decode_batch_body
 from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.transaction.bridge import half_message  # transactions
 
 if TYPE_CHECKING:
     from broker.broker_controller import BrokerController
@@ -72,6 +78,10 @@ PROPERTIES_MAP_CAPACITY = 128  # MessageDecoder.string2messageProperties: new Ha
 MAX_PUTS_IN_FLIGHT = 10_000
 MAX_BYTES_IN_FLIGHT = 512 * 1024 * 1024
 _MULTI_TAGS = int(SysFlag.MULTI_TAGS)
+# batch rules (issue 4): a batch body over maxMessageSize makes Java's MessageExtEncoder throw, and the remoting layer
+# answers SYSTEM_ERROR with the exception (line 290 of MessageExtEncoder.java in 5.5.0, as Apache's broker sends it)
+BATCH_TOO_BIG_REMARK = ("java.lang.RuntimeException: message body size exceeded, "
+                        "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
 
 
 def register(controller: BrokerController) -> None:
@@ -236,15 +246,21 @@ class SendMessageProcessor:
         if config.attributes.get(CLEANUP_POLICY) == "COMPACTION" and not props.get(PROPERTY_KEYS, "").strip():
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
         props[PROPERTY_CLUSTER] = self.controller.broker_config.broker_cluster_name
-        if self._is_prepared(header, props) and self.controller.broker_config.reject_transaction_message:
+        prepared = self._is_prepared(header, props)  # transactions (broker/transaction): a half message
+        if prepared and self.controller.broker_config.reject_transaction_message:
             remark = f"the broker[{self.controller.broker_config.broker_ip1}] sending transaction message is forbidden"
             return self._answer(request, ResponseCode.NO_PERMISSION, remark)
         msg = StoreMessage(topic, store_queue_id, request.body, java_ordered(props), header.flag,
                            self._sys_flag(header, target_config), header.born_timestamp,
                            born_host(conn.remote_address), header.reconsume_times or 0)
+        if prepared:  # transactions: parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0 (parseHalfMessageInner)
+            msg = half_message(msg)
+        msg = self.controller.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
         result = await self._put([msg], len(request.body))
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        if prepared:  # transactions: open until END_TRANSACTION or the check service ends it
+            self.controller.transactional_message_service.half_stored(msg, result)
         return self.put_response(request, result, queue_id, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
     def _sent_properties(self, text: str | None) -> dict[str, str]:
@@ -307,6 +323,8 @@ class SendMessageProcessor:
         refusal = self._batch_refusal(header, batch_props, request.body)
         if refusal is not None:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
+        if len(request.body) > self.controller.store_config.max_message_size:  # batch rules (issue 4)
+            return self._answer(request, ResponseCode.SYSTEM_ERROR, BATCH_TOO_BIG_REMARK)
         try:
             items = decode_batch_body(request.body)
         except CorruptRecord as err:
@@ -315,19 +333,19 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
         sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
         msgs = [StoreMessage(header.topic, queue_id, item.body, item.properties, item.flag, sys_flag,
-                             header.born_timestamp, host, header.reconsume_times or 0) for item in items]
+                             header.born_timestamp, host, header.reconsume_times or 0,
+                             encoded_properties=item.encoded_properties) for item in items]
         result = await self._put(msgs, len(request.body))
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
     def _batch_refusal(self, header: SendMessageRequestHeader, batch_props: dict[str, str], body: bytes) -> str | None:
-        """The store's refusals of a batch (CommitLog.asyncPutMessages, MessageExtEncoder): no transactions, no
-        delay, and the whole body within maxMessageSize."""
+        """The store's refusals of a batch (CommitLog.asyncPutMessages): no transactions, no delay. A body over
+        maxMessageSize is refused after these, by MessageExtEncoder's exception (BATCH_TOO_BIG_REMARK)."""
         delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
         delayed = delay.lstrip("-").isdigit() and int(delay) > 0
-        too_big = len(body) > self.controller.store_config.max_message_size
-        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE or delayed or too_big:
+        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE or delayed:
             return self._illegal_remark()
         return None
 

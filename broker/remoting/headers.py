@@ -144,6 +144,7 @@ class EndTransactionRequestHeader(Header):
     topic: str | None = None
     from_transaction_check: bool = False
     transaction_id: str | None = None
+    bname: str | None = None  # RpcRequestHeader (transactions: the broker the client meant)
 
 
 @dataclass(slots=True)
@@ -154,6 +155,7 @@ class CheckTransactionStateRequestHeader(Header):
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
+    bname: str | None = None  # RpcRequestHeader (transactions: the broker asking, echoed in END_TRANSACTION)
 
 
 # -- pulling and offsets ---------------------------------------------------------------------------------------------

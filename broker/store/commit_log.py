@@ -62,6 +62,9 @@ class StoreMessage:
     born_host: bytes = _LOCAL  # packed ip + port (message.pack_host)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    # Stored instead of encode_properties(properties) when set: a batch item's bytes as the producer wrote them
+    # (layout.BatchMessage.encoded_properties); ``properties`` must say the same.
+    encoded_properties: bytes | None = None
 
 
 class EncodeError(Exception):
@@ -101,7 +104,8 @@ class CommitLog:
 
     def encode(self, msg: StoreMessage) -> bytes:
         """The record for ``msg`` with offsets and store time left zero; EncodeError when it cannot be stored."""
-        props = encode_properties(msg.properties).encode()
+        props = (msg.encoded_properties if msg.encoded_properties is not None
+                 else encode_properties(msg.properties).encode())
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise EncodeError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                               f"properties are {len(props)} bytes, at most {MAX_PROPERTIES_LENGTH} are allowed")

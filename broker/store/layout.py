@@ -35,7 +35,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import NamedTuple, NewType
 
@@ -267,6 +267,28 @@ def decode_record(buf, pos: int = 0, *, body: bool = True) -> MessageRecord:
         raise CorruptRecord(pos, f"field lengths add up to {cur - pos}, TOTALSIZE says {size}")
     return MessageRecord(size, version, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
                          store_ts, store_host, reconsume, prepared, body_bytes, topic, decode_properties(props))
+
+
+def decode_record_properties(buf, pos: int = 0) -> dict[str, str]:
+    """Only the PROPERTIES of the record at ``buf[pos:]``, skipping the body unread (a SQL92 filter's view of a
+    message, MessageDecoder.decodeProperties); CorruptRecord when the lengths run past the record."""
+    try:
+        size, magic = _TWO_INTS.unpack_from(buf, pos)
+        version = _VERSION_BY_MAGIC[magic]
+        (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
+        fixed = _fixed_for(sys_flag)
+        (body_len,) = _INT.unpack_from(buf, pos + fixed.size - _INT.size)
+        cur = pos + fixed.size + body_len
+        topic_len_struct = _TOPIC_LEN[version]
+        (topic_len,) = topic_len_struct.unpack_from(buf, cur)
+        cur += topic_len_struct.size + topic_len
+        (props_len,) = _SHORT.unpack_from(buf, cur)
+        cur += _SHORT.size
+        if body_len < 0 or topic_len < 0 or cur + max(props_len, 0) > pos + size:
+            raise ValueError(f"field lengths run past TOTALSIZE {size}")
+        return decode_properties(bytes(buf[cur:cur + props_len]).decode()) if props_len > 0 else {}
+    except (struct.error, KeyError, ValueError) as err:
+        raise CorruptRecord(pos, f"properties: {err!r}") from err
 
 
 def iter_records(buf, *, body: bool = True) -> Iterator[MessageRecord]:
@@ -524,12 +546,19 @@ BATCH_ITEM_HEAD = struct.Struct(
 )
 
 
-class BatchMessage(NamedTuple):
-    """One message of a batch body: what it keeps of its own (the rest comes from the request header)."""
+@dataclass(frozen=True, slots=True)
+class BatchMessage:
+    """One message of a batch body: what it keeps of its own (the rest comes from the request header).
+
+    ``encoded_properties`` is the PROPERTIES field as the producer wrote it (set by ``decode_batch_body``): Java's
+    broker stores a batch item's properties bytes unchanged (MessageExtEncoder.encode(MessageExtBatch)), and they
+    need not be what ``encode_properties`` makes of the dict (a 4.x client drops the last separator). It is not
+    part of equality: the same message either way."""
 
     body: bytes
     properties: dict[str, str]
     flag: int = 0
+    encoded_properties: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def encode_batch_body(messages: Iterable[BatchMessage]) -> bytes:
@@ -561,12 +590,13 @@ def decode_batch_body(buf) -> list[BatchMessage]:
             cur += _SHORT.size
             if props_len < 0 or cur + props_len > end:
                 raise ValueError(f"properties length {props_len} runs past the end")
-            props = decode_properties(bytes(buf[cur:cur + props_len]).decode())
+            encoded = bytes(buf[cur:cur + props_len])
+            props = decode_properties(encoded.decode())
             cur += props_len
         except (struct.error, ValueError) as err:
             raise CorruptRecord(pos, f"batch message: {err}") from err
         if cur - pos != size:
             raise CorruptRecord(pos, f"batch message fields add up to {cur - pos}, TOTALSIZE says {size}")
-        messages.append(BatchMessage(body, props, flag))
+        messages.append(BatchMessage(body, props, flag, encoded))
         pos = cur
     return messages

@@ -255,14 +255,15 @@ class MessageStore:
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int = 0,
                       end: int = 2**63 - 1) -> QueryMessageResult:
-        """Records whose KEYS or UNIQ_KEY equal ``key`` (hash collisions re-checked on the record)."""
+        """Records whose KEYS or UNIQ_KEY equal ``key`` (hash collisions re-checked on the record), oldest first:
+        the index chains run newest first and Java sorts the offsets before reading (mqadmin prints in this order)."""
         result = QueryMessageResult()
         if self.index is None:
             return result
         found = self.index.query(topic, key, max_num, begin, end)
         result.index_last_update_timestamp = found.index_last_update_timestamp
         result.index_last_update_phyoffset = found.index_last_update_phyoffset
-        for offset in found.phy_offsets:
+        for offset in sorted(found.phy_offsets):
             record = self.commit_log.read_record(offset, body=False)
             if record is None or record.topic != topic:
                 continue

@@ -9,21 +9,46 @@
  *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
  *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
  *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS]
+ *   produce-tx   --namesrv A --topic T --listener commit|rollback|unknown-then-commit|unknown [--count N] [--size B]
+ *                [--body-prefix P] [--tag X] [--keys-prefix K] [--group G] [--property k=v]... [--timeout-ms MS]
+ *                [--settle-ms MS] [--await-checks N]: a TransactionMQProducer whose executeLocalTransaction answers
+ *                COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW and whose checkLocalTransaction answers COMMIT_MESSAGE
+ *                (ROLLBACK_MESSAGE for rollback, UNKNOW for unknown); it stays up until --await-checks distinct
+ *                transactions were checked (default: --count with unknown-then-commit, else 0), then --settle-ms
+ *                (default 500 with unknown-then-commit, else 0) for the END_TRANSACTION to go out. --count 0 makes a
+ *                producer that only answers checks (after a broker restart). One record per send (with
+ *                "localTransactionState" and "transactionId"), then one {"check": transactionId, ...} per check
+ *                (each sent record carries "sentAtMs", when the send returned: delayed sends are timed from it)
  *   consume-pull --namesrv A --topic T [--group G] [--from earliest|offsets] [--offsets q:o,q:o] [--queue Q]
- *                [--max N] [--timeout-ms MS] [--commit false] [--body-format base64|utf8|none]
+ *                [--max N] [--timeout-ms MS] [--commit false] [--body-format base64|utf8|none]; --commit true
+ *                auto-commits and, before the shutdown, commits what was polled (commitSync)
  *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
  *                [--orderly false]
+ *   filters and ordered messages (issue 4): consume-push and push-start take --sql EXPR (MessageSelector.bySql) or
+ *                --tag EXPR (MessageSelector.byTag) instead of --tag-expr; push-start --orderly true registers a
+ *                MessageListenerOrderly (each record gets "seq", one counter for the whole JVM, so deliveries of
+ *                several consumers can be put in order) and --suspend-every N answers SUSPEND_CURRENT_QUEUE_A_MOMENT
+ *                once to each message whose body index is a multiple of N; produce takes --tag-cycle A,B,C (message
+ *                i gets tag i mod 3), --property-seq NAME (property NAME = i) and --shard-keys K with --mode ordered
+ *                (message i gets property "orderKey" = key(i mod K) and goes to the queue SelectMessageQueueByHash
+ *                picks for it)
  *   query-key    --namesrv A --topic T --key K [--max 32]
  *   query-id     --namesrv A --topic T (--id UNIQ_ID | --offset-id OFFSET_MSG_ID)
  *   route        --namesrv A --topic T
  *   cluster      --namesrv A [--wait-brokers N] [--timeout-ms MS]
  *   create-topic --namesrv A --topic T [--cluster C] [--queues N] [--perm 6] [--timeout-ms MS]
  *   offsets      --namesrv A --topic T
+ *   consumer-progress --namesrv A --group G --topic T [--wait-consumed N] [--timeout-ms MS]: the group's
+ *                offsets on every queue of T (examineConsumeStats), one {"queueId", "brokerOffset", "consumerOffset"}
+ *                each; with --wait-consumed, asked again until the consumer offsets add up to N (or the timeout)
  *   send-raw     --namesrv A --topic T [--queue 0] [--group G] [--timeout-ms MS]: one SEND_MESSAGE(_V2) straight
  *                through MQClientAPIImpl to the first master of the cluster, skipping the client's own topic checks
  *                and retries, so the broker's answer shows: a {"code", "remark"} record or the send result
  *   push-start   --namesrv A --topic T --group G --name N [--instance-name X] [--tag-expr *]: a push consumer
- *                (clustering, concurrently) that keeps running in this JVM and buffers what it receives
+ *                (clustering, concurrently) that keeps running in this JVM and buffers what it receives, each
+ *                message with "receivedAtMs"; [--listener reconsume-later] answers RECONSUME_LATER to every
+ *                delivery (retries through %RETRY%G, then %DLQ%G), [--max-reconsume-times N] sets the consumer's
+ *                maxReconsumeTimes, [--delay-level-when-next-consume L] the retry's delay level
  *   push-balance --names a,b --topic-queues Q [--timeout-ms MS]: waits until the named consumers split the topic's
  *                Q queues between them (each owns at least one, none shared); one {"consumer", "queues"} each
  *   push-await   --names a,b --count N [--settle-ms MS] [--timeout-ms MS]: waits until they received N messages
@@ -72,6 +97,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -81,8 +107,13 @@ import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.CommunicationMode;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.selector.SelectMessageQueueByHash;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
@@ -94,6 +125,7 @@ import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
 import org.apache.rocketmq.common.topic.TopicValidator;
@@ -210,6 +242,9 @@ public final class ClientDriver {
             case "produce":
                 Produce.run(args);
                 break;
+            case "produce-tx":
+                ProduceTx.run(args);
+                break;
             case "consume-pull":
                 ConsumePull.run(args);
                 break;
@@ -233,6 +268,9 @@ public final class ClientDriver {
                 break;
             case "offsets":
                 Admin.offsets(args);
+                break;
+            case "consumer-progress":
+                Admin.consumerProgress(args);
                 break;
             case "send-raw":
                 RawSend.run(args);
@@ -405,6 +443,13 @@ public final class ClientDriver {
                     case "batch":
                         sendBatches(producer, messages, topic, queue, args.getInt("batch", 16), timeout);
                         break;
+                    case "ordered":  // issue 4: by sharding key
+                        for (int i = 0; i < messages.size(); i++) {
+                            Message m = messages.get(i);
+                            emitSent(i, m, producer.send(m, new SelectMessageQueueByHash(), m.getUserProperty(
+                                "orderKey"), timeout));
+                        }
+                        break;
                     default:
                         throw new IllegalArgumentException("unknown --mode " + mode);
                 }
@@ -447,9 +492,26 @@ public final class ClientDriver {
                 for (String[] kv : props) {
                     m.putUserProperty(kv[0], kv[1]);
                 }
+                filterAndOrderProperties(args, m, i);
                 messages.add(m);
             }
             return messages;
+        }
+
+        /** Issue 4: --tag-cycle, --property-seq and --shard-keys (see the header comment). */
+        private static void filterAndOrderProperties(Args args, Message m, int i) {
+            String cycle = args.get("tag-cycle", null);
+            if (cycle != null) {
+                String[] tags = cycle.split(",");
+                m.setTags(tags[i % tags.length]);
+            }
+            for (String name : args.all("property-seq")) {
+                m.putUserProperty(name, String.valueOf(i));
+            }
+            int shards = args.getInt("shard-keys", 0);
+            if (shards > 0) {
+                m.putUserProperty("orderKey", "key" + (i % shards));
+            }
         }
 
         private static MessageQueue target(DefaultMQProducer producer, String topic, int queueId) throws Exception {
@@ -480,6 +542,7 @@ public final class ClientDriver {
             j.put("keys", m.getKeys());
             j.put("tags", m.getTags());
             j.put("bodyLength", m.getBody().length);
+            j.put("sentAtMs", System.currentTimeMillis());
             emit(j);
         }
 
@@ -538,6 +601,122 @@ public final class ClientDriver {
         }
     }
 
+    // ---------------------------------------------------------------- produce-tx (transactions)
+
+    static final class ProduceTx {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            String mode = args.require("listener");
+            long timeout = args.getLong("timeout-ms", 30_000);
+            boolean thenCommit = "unknown-then-commit".equals(mode);
+            long settle = args.getLong("settle-ms", thenCommit ? 500 : 0);
+            List<Message> messages = Produce.build(args, topic, args.getInt("count", 1));
+            int awaitChecks = args.getInt("await-checks", thenCommit ? messages.size() : 0);
+            Listener listener = new Listener(mode);
+            TransactionMQProducer producer = new TransactionMQProducer(args.get("group", "driver_tx_group"));
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "tx"));
+            producer.setClientIP("127.0.0.1");
+            producer.setSendMsgTimeout((int) Math.min(timeout, Integer.MAX_VALUE));
+            producer.setTransactionListener(listener);
+            producer.start();
+            long start = System.nanoTime();
+            List<JSONObject> sent = new ArrayList<>();
+            boolean timedOut = false;
+            try {
+                for (int i = 0; i < messages.size(); i++) {
+                    Message m = messages.get(i);
+                    TransactionSendResult r = producer.sendMessageInTransaction(m, i);
+                    JSONObject j = new JSONObject();
+                    j.put("index", i);
+                    j.put("sendStatus", r.getSendStatus().name());
+                    j.put("localTransactionState", r.getLocalTransactionState().name());
+                    j.put("msgId", r.getMsgId());
+                    j.put("offsetMsgId", r.getOffsetMsgId());
+                    j.put("transactionId", r.getTransactionId());
+                    j.put("topic", r.getMessageQueue().getTopic());
+                    j.put("brokerName", r.getMessageQueue().getBrokerName());
+                    j.put("queueId", r.getMessageQueue().getQueueId());
+                    j.put("queueOffset", r.getQueueOffset());
+                    j.put("keys", m.getKeys());
+                    sent.add(j);
+                }
+                long deadline = System.currentTimeMillis() + timeout;
+                while (listener.checkedIds.size() < awaitChecks && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(20);
+                }
+                timedOut = listener.checkedIds.size() < awaitChecks;
+                Thread.sleep(settle);
+            } finally {
+                close(producer::shutdown);
+            }
+            for (JSONObject j : sent) {
+                emit(j);
+            }
+            for (JSONObject c : listener.checks) {
+                emit(c);
+            }
+            JSONObject s = summary("produce-tx");
+            s.put("listener", mode);
+            s.put("count", sent.size());
+            s.put("checks", listener.checks.size());
+            s.put("checked", listener.checkedIds.size());
+            s.put("executed", listener.executed.get());
+            s.put("timedOut", timedOut);
+            s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
+            emit(s);
+        }
+
+        static final class Listener implements TransactionListener {
+            final String mode;
+            final AtomicInteger executed = new AtomicInteger();
+            final List<JSONObject> checks = java.util.Collections.synchronizedList(new ArrayList<>());
+            final java.util.Set<String> checkedIds = ConcurrentHashMap.newKeySet();
+
+            Listener(String mode) {
+                if (!List.of("commit", "rollback", "unknown-then-commit", "unknown").contains(mode)) {
+                    throw new IllegalArgumentException("unknown --listener " + mode);
+                }
+                this.mode = mode;
+            }
+
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                executed.incrementAndGet();
+                switch (mode) {
+                    case "commit":
+                        return LocalTransactionState.COMMIT_MESSAGE;
+                    case "rollback":
+                        return LocalTransactionState.ROLLBACK_MESSAGE;
+                    default:
+                        return LocalTransactionState.UNKNOW;
+                }
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                LocalTransactionState state;
+                switch (mode) {
+                    case "unknown":
+                        state = LocalTransactionState.UNKNOW;
+                        break;
+                    case "rollback":
+                        state = LocalTransactionState.ROLLBACK_MESSAGE;
+                        break;
+                    default:
+                        state = LocalTransactionState.COMMIT_MESSAGE;
+                }
+                JSONObject c = message(msg, "utf8");
+                c.put("check", msg.getTransactionId());
+                c.put("answer", state.name());
+                c.put("atMs", System.currentTimeMillis());
+                checks.add(c);
+                checkedIds.add(msg.getTransactionId());
+                return state;
+            }
+        }
+    }
+
     // ---------------------------------------------------------------- consume
 
     static final class ConsumePull {
@@ -585,6 +764,11 @@ public final class ClientDriver {
                         got++;
                         next.put(new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId()), m.getQueueOffset() + 1);
                     }
+                }
+                if (consumer.isAutoCommit()) {
+                    // Auto-commit runs at most every 5 s, inside poll: commit what was polled before the shutdown
+                    // persists the offsets.
+                    consumer.commitSync();
                 }
             } finally {
                 close(consumer::shutdown);
@@ -642,7 +826,7 @@ public final class ClientDriver {
             consumer.setInstanceName(instanceName(args, "push"));
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.subscribe(args.require("topic"), args.get("tag-expr", "*"));
+            subscribe(consumer, args.require("topic"), args);
             AtomicInteger got = new AtomicInteger();
             CountDownLatch enough = new CountDownLatch(1);
             if (Boolean.parseBoolean(args.get("orderly", "false"))) {
@@ -859,6 +1043,39 @@ public final class ClientDriver {
             throw new IllegalStateException("route of " + topic + " not visible on the namesrv in time", last.get());
         }
 
+        static void consumerProgress(Args args) throws Exception {
+            String group = args.require("group");
+            String topic = args.require("topic");
+            long wanted = args.getLong("wait-consumed", -1);
+            long deadline = System.currentTimeMillis() + args.getLong("timeout-ms", 10_000);
+            DefaultMQAdminExt admin = start(args.require("namesrv"), "progress");
+            try {
+                TreeMap<MessageQueue, OffsetWrapper> sorted;
+                while (true) {
+                    sorted = new TreeMap<>(admin.examineConsumeStats(group, topic).getOffsetTable());
+                    long consumed = 0;
+                    for (OffsetWrapper w : sorted.values()) {
+                        consumed += Math.max(0, w.getConsumerOffset());
+                    }
+                    if (consumed >= wanted || System.currentTimeMillis() > deadline) {
+                        break;
+                    }
+                    Thread.sleep(50);
+                }
+                for (Map.Entry<MessageQueue, OffsetWrapper> e : sorted.entrySet()) {
+                    JSONObject j = new JSONObject();
+                    j.put("topic", e.getKey().getTopic());
+                    j.put("brokerName", e.getKey().getBrokerName());
+                    j.put("queueId", e.getKey().getQueueId());
+                    j.put("brokerOffset", e.getValue().getBrokerOffset());
+                    j.put("consumerOffset", e.getValue().getConsumerOffset());
+                    emit(j);
+                }
+            } finally {
+                close(admin::shutdown);
+            }
+        }
+
         static void offsets(Args args) throws Exception {
             DefaultMQAdminExt admin = start(args.require("namesrv"), "offsets");
             try {
@@ -936,6 +1153,7 @@ public final class ClientDriver {
     /** Push consumers kept across script commands, so a test can run two at once and stop one of them. */
     static final class PushPool {
         private static final Map<String, Member> MEMBERS = new ConcurrentHashMap<>();
+        private static final java.util.concurrent.atomic.AtomicLong ORDER_SEQ = new java.util.concurrent.atomic.AtomicLong();
 
         static final class Member {
             final String topic;
@@ -983,18 +1201,34 @@ public final class ClientDriver {
             consumer.setInstanceName(args.get("instance-name", name));
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.subscribe(topic, args.get("tag-expr", "*"));
+            subscribe(consumer, topic, args);
+            if (args.has("max-reconsume-times")) {
+                consumer.setMaxReconsumeTimes(args.getInt("max-reconsume-times", -1));
+            }
+            // Retry and DLQ: "reconsume-later" fails every delivery, so the message goes round %RETRY%G to %DLQ%G.
+            String listener = args.get("listener", "success");
+            if (!listener.equals("success") && !listener.equals("reconsume-later")) {
+                throw new IllegalArgumentException("--listener wants success or reconsume-later, got " + listener);
+            }
+            ConsumeConcurrentlyStatus answer = listener.equals("success")
+                ? ConsumeConcurrentlyStatus.CONSUME_SUCCESS : ConsumeConcurrentlyStatus.RECONSUME_LATER;
+            int nextDelayLevel = args.getInt("delay-level-when-next-consume", 0);
             Member member = new Member(topic, consumer);
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            if (Boolean.parseBoolean(args.get("orderly", "false"))) {
+                registerOrderly(consumer, member, name, bodyFormat, args.getInt("suspend-every", 0));
+            } else consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                long receivedAt = System.currentTimeMillis();
                 synchronized (member.buffer) {
                     for (MessageExt m : msgs) {
                         JSONObject j = message(m, bodyFormat);
                         j.put("consumer", name);
+                        j.put("receivedAtMs", receivedAt);
                         member.buffer.add(j);
                         member.received.incrementAndGet();
                     }
                 }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                ctx.setDelayLevelWhenNextConsume(nextDelayLevel);
+                return answer;
             });
             consumer.start();
             MEMBERS.put(name, member);
@@ -1002,6 +1236,40 @@ public final class ClientDriver {
             j.put("consumer", name);
             j.put("clientId", consumer.buildMQClientId());
             emit(j);
+        }
+
+        /** Issue 4: an orderly member; "seq" orders the deliveries of all members of this JVM. */
+        private static void registerOrderly(DefaultMQPushConsumer consumer, Member member, String name,
+            String bodyFormat, int suspendEvery) {
+            java.util.Set<String> suspended = ConcurrentHashMap.newKeySet();
+            consumer.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    if (suspendEvery <= 0) {
+                        break;
+                    }
+                    String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                    int bar = body.indexOf('|');
+                    int index = Integer.parseInt(body.substring(body.lastIndexOf('-', bar) + 1, bar));
+                    if (index % suspendEvery == 0 && suspended.add(m.getMsgId())) {
+                        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+                    }
+                }
+                synchronized (member.buffer) {
+                    for (MessageExt m : msgs) {
+                        JSONObject j = message(m, bodyFormat);
+                        j.put("consumer", name);
+                        j.put("seq", ORDER_SEQ.incrementAndGet());
+                        member.buffer.add(j);
+                        member.received.incrementAndGet();
+                    }
+                }
+                try {
+                    Thread.sleep(2);  // widen the window in which a second consumer could (wrongly) take the queue
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
         }
 
         private static List<Member> members(Args args) {
@@ -1105,6 +1373,17 @@ public final class ClientDriver {
             s.put("consumer", name);
             s.put("received", m.received.get());
             emit(s);
+        }
+    }
+
+    /** Issue 4: --sql EXPR (MessageSelector.bySql), --tag EXPR (MessageSelector.byTag), else --tag-expr. */
+    static void subscribe(DefaultMQPushConsumer consumer, String topic, Args args) throws MQClientException {
+        if (args.has("sql")) {
+            consumer.subscribe(topic, MessageSelector.bySql(args.get("sql", null)));
+        } else if (args.has("tag")) {
+            consumer.subscribe(topic, MessageSelector.byTag(args.get("tag", null)));
+        } else {
+            consumer.subscribe(topic, args.get("tag-expr", "*"));
         }
     }
 
