@@ -43,6 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from broker.errors import CorruptRecord
 from broker.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -255,17 +256,24 @@ class ScheduleMessageService:
             budget -= unit.size + _RECORD_GROWTH
             if batch and budget < 0:
                 break
-            batch.append((offset + i, None if is_blank(unit) else self._timed_up(unit.commit_log_offset)))
+            batch.append((offset + i, None if is_blank(unit) else self._timed_up(unit)))
         return batch, 0
 
     def _correct_deliver_timestamp(self, level: int, now: int, deliver_timestamp: int) -> int:
         """A deliver time further away than the level's delay (the clock went back) means now."""
         return now if deliver_timestamp > now + self.delay_level_table[level] else deliver_timestamp
 
-    def _timed_up(self, commit_log_offset: int) -> StoreMessage | None:
-        record = self.store.lookup_message(commit_log_offset)
+    def _timed_up(self, unit: CqUnit) -> StoreMessage | None:
+        """The unit's record (read by offset and size, as Java's lookMessageByOffset(offsetPy, sizePy)) timed up."""
+        data = self.store.commit_log.read(unit.commit_log_offset, unit.size)
+        try:
+            record = decode_record(data) if data is not None else None
+        except CorruptRecord as err:
+            log.error("scheduled message at commit log offset %d does not decode (%s); skipped",
+                      unit.commit_log_offset, err)
+            return None
         if record is None:
-            log.warning("scheduled message at commit log offset %d is gone; skipped", commit_log_offset)
+            log.warning("scheduled message at commit log offset %d is gone; skipped", unit.commit_log_offset)
             return None
         msg = self.message_time_up(record)
         if msg is None:

@@ -215,12 +215,17 @@ class MessageExt:
 
 def _decompress(body: bytes, sys_flag: int, offset: int) -> tuple[bytes, int]:
     """MessageDecoder inflates a COMPRESSED body and clears the flag. Only ZLIB ships with Python; an LZ4 or ZSTD
-    body is handed over still compressed, with the flag kept so the caller can tell."""
+    body, or one that does not inflate, is handed over as stored, with the flag kept so the caller can tell."""
     if sys_flag & COMPRESSION_TYPE_MASK not in _ZLIB_TYPES:
         log.warning("message at commit log offset %s is compressed with type %s, which this client cannot inflate",
                     offset, (sys_flag & COMPRESSION_TYPE_MASK) >> 8)
         return body, sys_flag
-    return zlib.decompress(body), sys_flag & ~_COMPRESSED
+    try:
+        return zlib.decompress(body), sys_flag & ~_COMPRESSED
+    except zlib.error as err:
+        # A producer may flag a body compressed that is not; one such message must not make a queue unreadable.
+        log.warning("message at commit log offset %s is flagged compressed but does not inflate: %s", offset, err)
+        return body, sys_flag
 
 
 def compress_body(body: bytes, level: int = 5) -> tuple[bytes, int]:

@@ -118,6 +118,7 @@ class TransactionalMessageService:
         self.half = QueueProgress(0)
         self.op = QueueProgress(0)
         self._op_refs: dict[int, int] = {}  # op queue offset -> the highest half offset it names (not yet done)
+        self._committed: dict[str, int] = {}  # the CID_RMQ_SYS_TRANS offsets as last committed (or first read)
 
     # -- start: rebuild from the half and op topics -----------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class TransactionalMessageService:
         self._op_refs.clear()
         self.half = QueueProgress(self._consume_offset(HALF_TOPIC))
         self.op = QueueProgress(self._consume_offset(OP_TOPIC))
+        self._committed = {HALF_TOPIC: self.half.offset, OP_TOPIC: self.op.offset}
         ended: set[int] = set()
         for op_offset, record in self._scan(OP_TOPIC, self.op.offset, body=True):
             offsets = bridge.op_offsets(record)
@@ -188,11 +190,12 @@ class TransactionalMessageService:
         while self.op.offset in self._op_refs and self._op_refs[self.op.offset] < self.half.offset:
             del self._op_refs[self.op.offset]
             self.op.done(self.op.offset)
-        offsets = self.controller.consumer_offset_manager
         for topic, progress in ((HALF_TOPIC, self.half), (OP_TOPIC, self.op)):
-            if offsets.query_offset(TRANS_GROUP, topic, HALF_QUEUE_ID) != progress.offset:
-                offsets.commit_offset(TRANS_GROUP, topic, HALF_QUEUE_ID, progress.offset,
-                                      format_host(self.controller.store.commit_log.store_host))
+            if self._committed.get(topic) != progress.offset:  # as Java, only once it moved: a broker without
+                self._committed[topic] = progress.offset  # transactions lists no CID_RMQ_SYS_TRANS offsets
+                self.controller.consumer_offset_manager.commit_offset(
+                    TRANS_GROUP, topic, HALF_QUEUE_ID, progress.offset,
+                    format_host(self.controller.store.commit_log.store_host))
 
     # -- prepared sends --------------------------------------------------------------------------------------------
 

@@ -108,12 +108,12 @@ async def consume(namesrv_addr: str, want: int, *, commit: bool) -> list[Message
         deadline = time.monotonic() + CONSUME_TIMEOUT_S
         while len(got) < want and time.monotonic() < deadline:
             got += await consumer.poll(500)
-        if not commit:
+        if commit:
+            await consumer.commit()
+        else:
             quiet_until = time.monotonic() + QUIET_S
             while time.monotonic() < quiet_until:
                 got += await consumer.poll(200)
-        if commit:
-            await consumer.commit()
     return got
 
 

@@ -547,7 +547,8 @@ def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
                     for level in (1, 2):
                         msg = Message("TopicPyDelay", b"x", keys=f"level{level}")
                         msg.delay_time_level = level
-                        stored_at[f"level{level}"] = store_time((await producer.send(msg)).offset_msg_id)
+                        sent = await producer.send(msg)
+                        stored_at[f"level{level}"] = await asyncio.to_thread(store_time, sent.offset_msg_id)
                     deadline = time.monotonic() + 15
                     while len(received) < 3 and time.monotonic() < deadline:
                         await asyncio.sleep(0.05)

@@ -457,8 +457,11 @@ def test_transaction_offsets_follow_javas_meaning(tmp_path):
                     await producer.send_message_in_transaction(Message(TOPIC, b"c%d" % i))
                 await eventually(lambda: len(c.broker.transactional_message_service.open) == 1, what="commits")
                 offsets = c.broker.consumer_offset_manager
-                assert offsets.query_offset(TRANS_GROUP, HALF_TOPIC, 0) == first.queue_offset == 0
-                assert offsets.query_offset(TRANS_GROUP, OP_TOPIC, 0) == 0
+                service = c.broker.transactional_message_service
+                assert (service.half.offset, service.op.offset) == (first.queue_offset, 0) == (0, 0)
+                # Nothing moved yet, so nothing is committed (as in Java: no CID_RMQ_SYS_TRANS entry at all).
+                assert offsets.query_offset(TRANS_GROUP, HALF_TOPIC, 0) == -1
+                assert offsets.query_offset(TRANS_GROUP, OP_TOPIC, 0) == -1
                 await end_transaction(c, first, TRANSACTION_ROLLBACK_TYPE)
                 await eventually(lambda: not c.broker.transactional_message_service.open, what="rollback")
                 await c.dispatched()

@@ -199,10 +199,16 @@ def test_java_consumer_with_a_bad_selector_does_not_start(rmq: tuple[str, Path],
 
 
 def _assert_in_order(records: list[dict[str, Any]], expected_per_queue: dict[int, int]) -> None:
-    """No message before its predecessor (by the JVM-wide seq), and every message of every queue delivered."""
+    """No message before its predecessor (by the JVM-wide seq), every message of every queue delivered, and each
+    queue handed from consumer to consumer at most three times (join, restart, join): two consumers taking turns
+    on one queue would mean both held it."""
     by_queue: dict[int, list[int]] = defaultdict(list)
+    owners: dict[int, list[str]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r["seq"]):
         by_queue[record["queueId"]].append(record["queueOffset"])
+        if not owners[record["queueId"]] or owners[record["queueId"]][-1] != record["consumer"]:
+            owners[record["queueId"]].append(record["consumer"])
+    assert all(len(names) <= 4 for names in owners.values()), dict(owners)
     for queue, count in expected_per_queue.items():
         seen: set[int] = set()
         for offset in by_queue[queue]:
@@ -236,6 +242,7 @@ def test_java_orderly_consumers_keep_order_across_a_rebalance_and_a_restart(rmq:
     records += session.call("push-await", names="o1,o2", count=150, timeout_ms=60_000).records
     records += session.call("push-stop", name="o1").records  # a restart: its queues move to o2, then some back
     start("o3")
+    session.call("push-balance", names="o2,o3", topic_queues=4, timeout_ms=60_000)
     produce(40, "p3")
     keys_of = {(r["queueId"], r["queueOffset"]) for r in sent}
     deadline = time.monotonic() + 90

@@ -737,6 +737,7 @@ public final class ClientDriver {
             consumer.start();
             long start = System.nanoTime();
             int got = 0;
+            int stale = 0;
             boolean timedOut = false;
             try {
                 List<MessageQueue> queues = new ArrayList<>();
@@ -747,8 +748,10 @@ public final class ClientDriver {
                 }
                 consumer.assign(queues);
                 Map<MessageQueue, Long> ends = max < 0 ? Admin.maxOffsets(namesrv, queues) : null;
-                seek(consumer, args, queues);
-                Map<MessageQueue, Long> next = new HashMap<>();
+                // The next offset expected per queue: what lies before it is dropped (counted as "stale"). The client
+                // races a seek against the pull task that assign() started (DefaultLitePullConsumerImpl.seek vs
+                // PullTaskImpl): that task's batch, pulled from the old position, can still be handed out.
+                Map<MessageQueue, Long> next = seek(consumer, args, queues);
                 long deadline = System.currentTimeMillis() + timeout;
                 while (max < 0 ? !reached(next, ends) : got < max) {
                     long left = deadline - System.currentTimeMillis();
@@ -760,9 +763,14 @@ public final class ClientDriver {
                         if (max >= 0 && got >= max) {
                             break;
                         }
+                        MessageQueue mq = new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId());
+                        if (m.getQueueOffset() < next.getOrDefault(mq, Long.MIN_VALUE)) {
+                            stale++;
+                            continue;
+                        }
                         emit(message(m, bodyFormat));
                         got++;
-                        next.put(new MessageQueue(m.getTopic(), m.getBrokerName(), m.getQueueId()), m.getQueueOffset() + 1);
+                        next.put(mq, m.getQueueOffset() + 1);
                     }
                 }
                 if (consumer.isAutoCommit()) {
@@ -775,14 +783,17 @@ public final class ClientDriver {
             }
             JSONObject s = summary("consume-pull");
             s.put("count", got);
+            s.put("stale", stale);
             s.put("timedOut", timedOut);
             s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
             emit(s);
         }
 
-        private static void seek(DefaultLitePullConsumer consumer, Args args, List<MessageQueue> queues)
-            throws Exception {
+        /** Seeks as --from says; returns the offsets it sought explicitly (--from offsets), by queue. */
+        private static Map<MessageQueue, Long> seek(DefaultLitePullConsumer consumer, Args args,
+            List<MessageQueue> queues) throws Exception {
             String from = args.get("from", "earliest");
+            Map<MessageQueue, Long> sought = new HashMap<>();
             if ("earliest".equals(from)) {
                 for (MessageQueue mq : queues) {
                     consumer.seekToBegin(mq);
@@ -796,6 +807,7 @@ public final class ClientDriver {
                 for (MessageQueue mq : queues) {
                     if (offsets.containsKey(mq.getQueueId())) {
                         consumer.seek(mq, offsets.get(mq.getQueueId()));
+                        sought.put(mq, offsets.get(mq.getQueueId()));
                     } else {
                         consumer.seekToBegin(mq);
                     }
@@ -803,6 +815,7 @@ public final class ClientDriver {
             } else if (!"committed".equals(from)) {
                 throw new IllegalArgumentException("unknown --from " + from);
             }
+            return sought;
         }
 
         /** Drain mode: done once every queue has been read up to the max offset it had when we started. */

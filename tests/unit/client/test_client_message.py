@@ -192,3 +192,10 @@ def test_check_message_body(body: bytes, text: str) -> None:
         check_message(Message("T", body))
     assert info.value.code == ResponseCode.MESSAGE_ILLEGAL
     check_message(Message("T", b"x" * 4 * 1024 * 1024))
+
+
+def test_a_body_flagged_compressed_that_does_not_inflate_is_kept_as_stored() -> None:
+    from broker.client.message import _decompress
+
+    body, flag = _decompress(b"not zlib", 0x1, 1234)
+    assert body == b"not zlib" and flag & 0x1
