@@ -53,7 +53,14 @@ from broker.message import (
     TRANSACTION_NOT_TYPE,
     transaction_type,
 )
-from broker.metadata.persist import DataVersion, delay_offset_path, encode_json_pretty, load_json, write_atomic
+from broker.metadata.persist import (
+    DataVersion,
+    delay_offset_path,
+    encode_json,
+    encode_json_pretty,
+    load_json,
+    write_atomic,
+)
 from broker.metadata.validation import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from broker.processors.send import java_ordered
 from broker.store.commit_log import StoreMessage
@@ -320,18 +327,25 @@ class ScheduleMessageService:
 
     # -- delayOffset.json -------------------------------------------------------------------------------------------
 
+    def _wrapper(self) -> dict[str, Any]:
+        """DelayOffsetSerializeWrapper (levels ascending, as Java's map iterates)."""
+        return {"dataVersion": self.data_version.to_json(), "offsetTable": dict(sorted(self.offset_table.items()))}
+
     def encode(self) -> str:
-        """DelayOffsetSerializeWrapper in fastjson's pretty format (levels ascending, as Java's map iterates)."""
-        return encode_json_pretty({"dataVersion": self.data_version.to_json(),
-                                   "offsetTable": dict(sorted(self.offset_table.items()))})
+        """Compact, as Java's encode() gives it to GET_ALL_DELAY_OFFSET (the body of that admin request)."""
+        return encode_json(self._wrapper())
+
+    def encode_pretty(self) -> str:
+        """Pretty, as Java writes delayOffset.json."""
+        return encode_json_pretty(self._wrapper())
 
     def persist(self) -> None:
-        write_atomic(self.path, self.encode())
+        write_atomic(self.path, self.encode_pretty())
 
     async def _persist_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.flush_interval_s)
-            text = self.encode()  # the snapshot is taken on the loop, the fsync happens off it
+            text = self.encode_pretty()  # the snapshot is taken on the loop, the fsync happens off it
             try:
                 await asyncio.to_thread(write_atomic, self.path, text)
             except OSError:

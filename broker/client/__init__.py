@@ -42,6 +42,7 @@ from broker.client.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
 )
+from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from broker.errors import MQBrokerError, MQClientError
 
 __all__ = [
@@ -56,6 +57,9 @@ __all__ = [
     "ProducerConfig",
     "PushConsumer",
     "PushConsumerConfig",
+    "TransactionProducer",
+    "LocalTransactionState",
+    "TransactionSendResult",
     # messages and results
     "Message",
     "MessageExt",

@@ -19,6 +19,10 @@ Three kinds of task do the work:
   queue is its lowest unacknowledged one, written to the broker every ``persist_consumer_offset_interval``
   (CLUSTERING) or to a local file (BROADCASTING).
 
+``register_message_listener_orderly`` makes it an orderly consumer instead (MessageListenerOrderly, orderly.py: queues
+locked at the broker, one consume task per queue); ``subscribe_sql`` selects by SQL92 over message properties
+(MessageSelector.bySql; start() fails when a broker cannot compile the expression).
+
 Examples:
     >>> consumer = PushConsumer("my_group", namesrv_addr="127.0.0.1:9876")  # doctest: +SKIP
     >>> consumer.subscribe("TopicTest", "TagA || TagB")  # doctest: +SKIP

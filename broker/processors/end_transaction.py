@@ -5,8 +5,9 @@ offset, checks it is the one the producer means, and lets TransactionalMessageSe
 The producer sends it oneway, so the response matters only to callers that invoke it (tests, tools); it carries
 Java's codes and remarks. A pending state (TRANSACTION_NOT_TYPE) gets no response at all, as in Java.
 
-One difference: the commit log offset must point at a half message (Java would "commit" any record whose producer
-group and offsets match), and a transaction ended before is answered SUCCESS without writing again.
+Differences: the commit log offset must point at a half message (Java would "commit" any record whose producer
+group and offsets match), and a transaction ended before is answered SUCCESS without writing again (Java would
+commit it twice); one the check discarded is still ended, as in Java.
 """
 
 from __future__ import annotations

@@ -119,6 +119,7 @@ class TransactionalMessageService:
         self.op = QueueProgress(0)
         self._op_refs: dict[int, int] = {}  # op queue offset -> the highest half offset it names (not yet done)
         self._committed: dict[str, int] = {}  # the CID_RMQ_SYS_TRANS offsets as last committed (or first read)
+        self._discarded: dict[str, HalfMessage] = {}  # moved to TRANS_CHECK_MAX_TIME_TOPIC since start
 
     # -- start: rebuild from the half and op topics -----------------------------------------------------------------
 
@@ -221,8 +222,13 @@ class TransactionalMessageService:
     async def end(self, half: MessageRecord, *, commit: bool, prepared_offset: int) -> EndOutcome:
         """Commit (the message goes to its real queue) or roll back the transaction of the half record ``half``;
         either way an op record names the ended half offsets. Both records go in one put, so a crash keeps both
-        or neither. A transaction ended before is not ended again."""
-        entry = self.open.get(bridge.transaction_id(half))
+        or neither. A transaction ended before is not ended again; one the check discarded (since this broker
+        started) is, as in Java."""
+        tx = bridge.transaction_id(half)
+        if tx not in self.open and tx in self._discarded:  # Java ends a discarded half message all the same
+            entry = self.open[tx] = self._discarded.pop(tx)
+            entry.ended = False
+        entry = self.open.get(tx)
         if entry is None or not await self._claim(entry):
             return EndOutcome(EndStatus.ALREADY_ENDED)
         try:
@@ -274,7 +280,7 @@ class TransactionalMessageService:
         for entry in sorted(self.open.values(), key=lambda e: e.queue_offset):
             if entry.busy is not None or entry.ended or entry.store_timestamp >= start:
                 continue  # being ended, or stored during this round: the next round looks at it
-            if entry.check_times >= config.transaction_check_max or self._expired(entry, start):
+            if entry.check_times >= max(config.transaction_check_max, 1) or self._expired(entry, start):
                 await self._discard(entry)
             elif self._due(entry, now_ms()):
                 asked += await self._ask(entry)
@@ -350,6 +356,7 @@ class TransactionalMessageService:
             result = await self.controller.put_messages(msgs)
             if result.ok and result.append is not None:
                 self._close(entry, [entry.queue_offset], result.append.queue_offsets[-1])
+                self._discarded[entry.transaction_id] = entry
             else:
                 log.error("discarding half message %s failed: %s", entry.transaction_id, result.status)
         finally:

@@ -251,6 +251,31 @@ def test_client_side_batch_rules() -> None:
         MessageBatch([Message("T", b"x" * (4 * 1024 * 1024 + 1))])
 
 
+def test_orderly_process_queue_hands_out_in_offset_order() -> None:
+    """take_messages, commit, make_message_to_consume_again and rollback (ProcessQueue's orderly methods)."""
+    from broker.client.orderly import OrderlyProcessQueue
+
+    def msg(offset: int) -> MessageExt:
+        return MessageExt(topic="T", body=b"x" * 10, flag=0, properties={}, queue_id=0, queue_offset=offset,
+                          commit_log_offset=0, sys_flag=0, born_timestamp=0, born_host="", store_timestamp=0,
+                          store_host="", reconsume_times=0, prepared_transaction_offset=0, body_crc=0, store_size=0,
+                          offset_msg_id=str(offset))
+
+    pq = OrderlyProcessQueue()
+    pq.put_messages([msg(5), msg(6), msg(7)])
+    assert pq.claim() and not pq.claim()  # one consume task owns the queue
+    first = pq.take_messages(2)
+    assert [m.queue_offset for m in first] == [5, 6] and pq.msg_count == 3
+    pq.make_message_to_consume_again(first[1:])  # suspended: 6 comes back before 7
+    assert pq.commit() == 6 and pq.msg_count == 2
+    assert [m.queue_offset for m in pq.take_messages(5)] == [6, 7]
+    pq.rollback()
+    assert [m.queue_offset for m in pq.take_messages(1)] == [6]
+    assert pq.commit() == 7 and pq.commit() == -1
+    assert [m.queue_offset for m in pq.take_messages(1)] == [7] and pq.commit() == 8
+    assert pq.take_messages(1) == [] and not pq.consuming and pq.msg_count == 0 and pq.max_span() == 0
+
+
 # -- the Python client against real servers --------------------------------------------------------------------------
 
 

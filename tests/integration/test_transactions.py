@@ -272,8 +272,8 @@ def test_the_check_can_roll_back_and_an_unanswered_transaction_is_discarded_afte
             answers = {"rollback": LocalTransactionState.ROLLBACK_MESSAGE, "never": LocalTransactionState.UNKNOW}
             listener = Listener(LocalTransactionState.UNKNOW, check=lambda m: answers[m.body.decode()])
             async with c.producer(listener) as producer:
-                for body in answers:
-                    await producer.send_message_in_transaction(Message(TOPIC, body.encode()))
+                sent = {body: await producer.send_message_in_transaction(Message(TOPIC, body.encode()))
+                        for body in answers}
                 await eventually(lambda: c.broker.transactional_message_service.open == {}, what="all ended")
                 await asyncio.sleep(5 * INTERVAL_MS / 1000)
             asked = [m.body for _, m in listener.checked]
@@ -284,6 +284,11 @@ def test_the_check_can_roll_back_and_an_unanswered_transaction_is_discarded_afte
             assert body_of(discarded) == b"never"
             assert discarded.properties[PROPERTY_TRANSACTION_CHECK_TIMES] == "2"
             assert c.broker.topic_config_manager.select_topic_config(CHECK_MAX_TIME_TOPIC) is not None
+            # A commit that comes after the discard still commits, as Java's does; a rolled-back one stays so.
+            for body in answers:
+                response = await end_transaction(c, sent[body], TRANSACTION_COMMIT_TYPE, oneway=False)
+                assert response.code == ResponseCode.SUCCESS
+            assert [body_of(r) for r in await c.records(TOPIC)] == [b"never"]
 
     run(scenario())
 
