@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from broker import processors
 from broker.client_manager import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig
+from broker.filter import ConsumerFilterManager
 from broker.message import pack_host
 from broker.metadata.groups import SubscriptionGroupManager
 from broker.metadata.offsets import ConsumerOffsetManager
@@ -45,6 +46,7 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
         self.consumer_offset_manager = ConsumerOffsetManager(broker_config, root)
         self.consumer_manager = ConsumerManager()
+        self.consumer_filter_manager = ConsumerFilterManager()  # SQL92 subscriptions: heartbeat writes, pull reads
         self.producer_manager = ProducerManager()
         self.server = RemotingServer(bind_host, broker_config.listen_port)
         # -- transactions (broker/transaction): open half messages, END_TRANSACTION, the check

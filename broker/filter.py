@@ -20,19 +20,14 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from broker.client_manager import SubscriptionData
 from broker.errors import CorruptRecord, FilterExpressionError
 from broker.message import java_hash
 from broker.sql92 import CompiledSelector, compile_selector
 from broker.store.layout import decode_record_properties
-
-if TYPE_CHECKING:
-    from broker.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -183,14 +178,3 @@ class ConsumerFilterManager:
 
     def get(self, topic: str, group: str) -> ConsumerFilterData | None:
         return self._by_topic.get(topic, {}).get(group)
-
-
-_MANAGERS: weakref.WeakKeyDictionary[BrokerController, ConsumerFilterManager] = weakref.WeakKeyDictionary()
-
-
-def consumer_filter_manager(controller: BrokerController) -> ConsumerFilterManager:
-    """The broker's ConsumerFilterManager, shared by the heartbeat (which registers) and the pull (which reads)."""
-    manager = _MANAGERS.get(controller)
-    if manager is None:
-        manager = _MANAGERS[controller] = ConsumerFilterManager()
-    return manager

@@ -27,6 +27,7 @@ from broker.client.message import (
     create_uniq_id,
 )
 from broker.client.offsets import ConsumeFromWhere, MessageModel
+from broker.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.push_consumer import (
     ConsumeConcurrentlyContext,
@@ -58,6 +59,8 @@ __all__ = [
     "PushConsumer",
     "PushConsumerConfig",
     "TransactionProducer",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
     "LocalTransactionState",
     "TransactionSendResult",
     # messages and results

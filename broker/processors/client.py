@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.client_manager import ClientChannelInfo, SubscriptionData
 from broker.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
-from broker.filter import compile_expression, consumer_filter_manager
+from broker.filter import compile_expression
 from broker.message import decode_offset_msg_id
 from broker.metadata import validation
 from broker.metadata.topics import PERM_READ, PERM_WRITE
@@ -243,7 +243,7 @@ class ClientManageProcessor:
     def _register_filters(self, group: str, consumer: ConsumerData) -> None:
         """ConsumerGroupEvent.REGISTER: every full heartbeat (re)registers the group's SQL92 filter data, which its
         pulls then evaluate (issue 4; ConsumerFilterManager.register)."""
-        consumer_filter_manager(self.controller).register(group, consumer.subscriptions)
+        self.controller.consumer_filter_manager.register(group, consumer.subscriptions)
 
     async def _create_retry_topic(self, consumer: ConsumerData, retry_queue_nums: int) -> None:
         """%RETRY%group, orderly when the group subscribes an orderly topic (createTopicInSendMessageBackMethod)."""

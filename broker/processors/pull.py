@@ -37,7 +37,6 @@ from broker.filter import (
     TagMessageFilter,
     build_subscription_data,
     compile_expression,
-    consumer_filter_manager,
     is_tag_type,
 )
 from broker.long_polling import PullRequest, PullRequestHoldService
@@ -236,7 +235,7 @@ class PullMessageProcessor:
         carried = bool(header.sys_flag & _SUBSCRIPTION)
         data = None
         if not carried:
-            data = consumer_filter_manager(self.controller).get(header.topic, header.consumer_group)
+            data = self.controller.consumer_filter_manager.get(header.topic, header.consumer_group)
             if data is None:
                 return create_response(request, ResponseCode.FILTER_DATA_NOT_EXIST,
                                        "The broker's consumer filter data is not exist!Your expression may be wrong!")

@@ -492,7 +492,9 @@ def test_push_clustering_takeover(lab: Lab, target: str, serialize: str) -> None
     first = r.s.call("push-await", names=f"{a},{b}", count=COUNT, settle_ms=300)
     b_first = [m for m in first.records if m["consumer"] == b]
     stop_a = r.s.call("push-stop", name=a)
-    half = r.s.call("consumer-progress", namesrv=r.ns, topic=topic, group=group, wait_consumed=COUNT).records
+    # a committed its queues as it shut down; b commits every 5 s, so only a's queues are certain here.
+    half = [p for p in r.s.call("consumer-progress", namesrv=r.ns, topic=topic, group=group,
+                                wait_consumed=COUNT // 2).records if p["queueId"] in split[a]]
     (alone,) = r.s.call("push-balance", names=b, topic_queues=QUEUES).records
     r.s.call("produce", namesrv=r.ns, topic=topic, count=COUNT, size=BODY_SIZE, keys_prefix="round2-")
     second = r.s.call("push-await", names=b, count=len(b_first) + COUNT, settle_ms=300)
@@ -517,9 +519,7 @@ def test_push_clustering_takeover(lab: Lab, target: str, serialize: str) -> None
     assert keys == sorted([f"round1-{i}" for i in range(COUNT)] + [f"round2-{i}" for i in range(COUNT)]), keys
     assert {m["consumer"] for m in second.records} <= {b}
     assert _positions(second.records + stop_b.records) == sorted((q, o) for q in range(QUEUES) for o in range(5, 10))
-    assert [(p["queueId"], p["consumerOffset"]) for p in sorted(half, key=lambda p: p["queueId"])] == [
-        (q, 5) for q in range(QUEUES)
-    ]
+    assert [(p["queueId"], p["consumerOffset"]) for p in sorted(half, key=lambda p: p["queueId"])] == [(0, 5), (1, 5)]
     assert [(p["queueId"], p["consumerOffset"]) for p in sorted(done, key=lambda p: p["queueId"])] == [
         (q, 10) for q in range(QUEUES)
     ]
