@@ -578,14 +578,21 @@ def test_send_errors(lab: Lab, target: str, serialize: str) -> None:
         "forbidden": r.s.call("send-raw", namesrv=r.ns, topic="SCHEDULE_TOPIC_XXXX").records,
         "bad_queue": r.s.call("send-raw", namesrv=r.ns, topic=existing, queue=QUEUES + 5).records,
         "ok": r.s.call("send-raw", namesrv=r.ns, topic=existing, queue=1).records,
+        "too_long": r.s.call("send-raw", namesrv=r.ns, topic="L" * 128).records,
+        # A retry topic is created on a send even without auto-creation (createTopicInSendMessageBackMethod);
+        # a DLQ topic is not.
+        "retry_topic": r.s.call("send-raw", namesrv=r.ns, topic=f"%RETRY%{r.topic('NoGroup')}").records,
+        "dlq_topic": r.s.call("send-raw", namesrv=r.ns, topic=f"%DLQ%{r.topic('NoGroup')}").records,
     }
     produce_missing = r.s.call("produce", namesrv=r.ns, topic=r.topic("NoSuchTopic"), check=False, retries=0,
                                timeout_ms=3000)
     produce_illegal = r.s.call("produce", namesrv=r.ns, topic="Illegal#Topic", check=False)
+    pull_missing = r.s.call("consume-pull", namesrv=r.ns, topic=r.topic("NoSuchTopic"), max=1, check=False)
     r.observe({
         "raw": {k: [{f: _text(v) for f, v in rec.items()} for rec in recs] for k, recs in raw.items()},
         "produce_missing": _error(produce_missing),
         "produce_illegal": _error(produce_illegal),
+        "pull_missing": _error(pull_missing),
     })
 
     assert [x["code"] for x in raw["illegal"]] == [ResponseCode.INVALID_PARAMETER]
@@ -593,6 +600,9 @@ def test_send_errors(lab: Lab, target: str, serialize: str) -> None:
     assert [x["code"] for x in raw["forbidden"]] == [ResponseCode.NO_PERMISSION]
     assert [x["code"] for x in raw["bad_queue"]] == [ResponseCode.INVALID_PARAMETER]
     assert raw["ok"] == [{"sendStatus": "SEND_OK", "queueId": 1, "queueOffset": 0}]
+    assert [x["code"] for x in raw["too_long"]] == [ResponseCode.INVALID_PARAMETER]
+    assert [x.get("sendStatus") for x in raw["retry_topic"]] == ["SEND_OK"]
+    assert [x["code"] for x in raw["dlq_topic"]] == [ResponseCode.TOPIC_NOT_EXIST]
 
 
 # -- the 4.9.x client ------------------------------------------------------------------------------------------------

@@ -525,11 +525,11 @@ public final class ClientDriver {
 
         private static void emitSent(int index, Message m, SendResult r) {
             emitSent(index, m, r.getSendStatus().name(), r.getMsgId(), r.getOffsetMsgId(), r.getMessageQueue(),
-                r.getQueueOffset());
+                r.getQueueOffset(), r);
         }
 
         private static void emitSent(int index, Message m, String status, String msgId, String offsetMsgId,
-            MessageQueue mq, long queueOffset) {
+            MessageQueue mq, long queueOffset, SendResult r) {
             JSONObject j = new JSONObject();
             j.put("index", index);
             j.put("sendStatus", status);
@@ -542,6 +542,8 @@ public final class ClientDriver {
             j.put("keys", m.getKeys());
             j.put("tags", m.getTags());
             j.put("bodyLength", m.getBody().length);
+            j.put("regionId", r.getRegionId());
+            j.put("traceOn", r.isTraceOn());
             j.put("sentAtMs", System.currentTimeMillis());
             emit(j);
         }
@@ -595,7 +597,7 @@ public final class ClientDriver {
                 String[] offsetIds = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
                 for (int j = 0; j < batch.size(); j++) {
                     emitSent(from + j, batch.get(j), r.getSendStatus().name(), j < ids.length ? ids[j] : null,
-                        j < offsetIds.length ? offsetIds[j] : null, r.getMessageQueue(), r.getQueueOffset() + j);
+                        j < offsetIds.length ? offsetIds[j] : null, r.getMessageQueue(), r.getQueueOffset() + j, r);
                 }
             }
         }
