@@ -226,7 +226,8 @@ def _relabel(first_queue: int, queues: int = QUEUES) -> dict[int, int]:
 
 def _sent(records: list[dict], relabel: dict[int, int]) -> list[tuple]:
     return [(r["index"], r["sendStatus"], r["topic"], r["brokerName"], relabel[r["queueId"]], r["queueOffset"],
-             r["keys"], r["tags"], r["bodyLength"]) for r in sorted(records, key=lambda r: r["index"])]
+             r["keys"], r["tags"], r["bodyLength"], r.get("regionId"), r.get("traceOn"))
+            for r in sorted(records, key=lambda r: r["index"])]
 
 
 def _properties(props: dict[str, str]) -> dict[str, str]:
@@ -357,7 +358,8 @@ def test_produce(lab: Lab, target: str, serialize: str, mode: str) -> None:
         # queue is picked in the client's callback pool, each thread with its own round-robin index.
         positions = sorted((relabel[m["queueId"]], m["queueOffset"]) for m in consumed)
         r.observe({
-            "sent": sorted((s["sendStatus"], s["topic"], s["keys"], s["tags"], s["bodyLength"]) for s in sent),
+            "sent": sorted((s["sendStatus"], s["topic"], s["keys"], s["tags"], s["bodyLength"], s["regionId"],
+                            s["traceOn"]) for s in sent),
             "positions": positions if mode == "oneway" else len(positions),
             "consumed": sorted((_content(m) for m in consumed), key=lambda m: m["keys"]),
             "offsets": sorted((relabel[o["queueId"]], o["minOffset"], o["maxOffset"]) for o in offsets)

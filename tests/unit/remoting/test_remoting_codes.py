@@ -1,14 +1,9 @@
-"""The code tables against anchors.md §5.2-5.3 and, when the mirror is present, RocketMQ's Java source itself.
-The exact 5.5.1 tables are compared by the Java oracle (test_remoting_java_oracle.py)."""
+"""The code tables against the values named in anchors.md §5.2-5.3. The exact 5.5.1 tables are compared with
+RocketMQ's own classes by the Java oracle (test_remoting_java_oracle.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-
-MIRROR = Path("/work/.mirror/apache+rocketmq/repo")
-PROTOCOL = "remoting/src/main/java/org/apache/rocketmq/remoting/protocol"
 
 
 def test_request_codes_named_in_the_anchors() -> None:
