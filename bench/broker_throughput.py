@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -157,7 +158,7 @@ def start_our_broker(home: Path, namesrv_addr: str, *, entry: tuple[str, ...] = 
     port = cluster.free_broker_port()
     full = cluster.broker_conf(port, namesrv_addr, home / "store", **conf)
     conf_path = home / "broker.conf"
-    conf_path.write_text("".join(f"{key}={value}\n" for key, value in full.items()))
+    conf_path.write_text(cluster._properties(full))
     console_path = home / "broker.console.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     with console_path.open("wb") as console:
@@ -296,20 +297,23 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
 
 @contextlib.contextmanager
 def profiling(settings: Settings, running: Running, case: Case) -> Iterator[None]:
-    """py-spy on our broker (collapsed stacks by function) while the block runs; a summary is printed after."""
+    """py-spy on our broker (collapsed stacks by function, GIL holder only) while the block runs; a summary of the
+    top functions per thread is printed after. Sampling costs the machine CPU: do not compare figures taken with it."""
     if settings.profile is None or running.target == REFERENCE:
         yield
         return
     settings.profile.mkdir(parents=True, exist_ok=True)
     out = settings.profile / f"{running.target}_{case.slug}.txt"
     duration = int(settings.warmup + settings.seconds + 5)
+    # --gil: only samples of the thread holding the GIL, i.e. Python work (waits and GIL-free syscalls left out).
+    # --nonblocking: without it every sample stops the broker, and the broker slows down by a factor of about 4.
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(running.broker_pid), "--rate", str(PY_SPY_RATE),
-                            "--duration", str(duration), "--format", "raw", "--function", "--nonblocking",
-                            "--threads", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            "--duration", str(duration), "--format", "raw", "--function", "--gil", "--nonblocking",
+                            "--threads", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield
     finally:
-        spy.send_signal(2)  # SIGINT: py-spy writes what it has and exits
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it has and exits
         spy.wait(60)
     if out.exists():
         print(f"\npy-spy, {running.target}, {case.label} ({out}):")

@@ -78,6 +78,7 @@ _SHORT = struct.Struct(">h")  # key length
 _ENTRY_OVERHEAD = _SHORT.size + _INT.size  # the two length fields of one extFields entry
 _PACK_PREFIX, _PACK_INT, _PACK_SHORT = ROCKETMQ_PREFIX.pack, _INT.pack, _SHORT.pack
 _UNPACK_INT, _UNPACK_SHORT = _INT.unpack_from, _SHORT.unpack_from
+_ROCKETMQ_MINIMUM = ROCKETMQ_PREFIX.size + 2 * _INT.size  # prefix, remark length, extFields length
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _INT_TEXT = re.compile(r"-?[0-9]{1,10}")
 _LANGUAGES = {member.value: member for member in LanguageCode}
@@ -330,14 +331,12 @@ def _json_ext_fields(value: Any) -> dict[str, str]:
 
 
 def _decode_rocketmq_header(header: bytes) -> dict[str, Any]:
-    minimum = ROCKETMQ_PREFIX.size + 2 * _INT.size
-    too_short = f"ROCKETMQ header of {len(header)} bytes is shorter than the {minimum}-byte minimum"
     if len(header) < ROCKETMQ_PREFIX.size:
-        raise MalformedCommand(too_short)
+        raise MalformedCommand(_too_short(header))
     code, language, version, opaque, flag = ROCKETMQ_PREFIX.unpack_from(header, 0)
     try:
-        if len(header) < minimum:
-            raise MalformedCommand(too_short)
+        if len(header) < _ROCKETMQ_MINIMUM:
+            raise MalformedCommand(_too_short(header))
         remark, pos = _rocketmq_string(header, ROCKETMQ_PREFIX.size, _INT, "remark")
         (ext_length,) = _INT.unpack_from(header, pos)
         pos += _INT.size
@@ -359,6 +358,10 @@ def _decode_rocketmq_header(header: bytes) -> dict[str, Any]:
         "remark": remark or None,
         "ext_fields": ext_fields,
     }
+
+
+def _too_short(header: bytes) -> str:
+    return f"ROCKETMQ header of {len(header)} bytes is shorter than the {_ROCKETMQ_MINIMUM}-byte minimum"
 
 
 def _raise_bad_ext_field(header: bytes, pos: int) -> NoReturn:

@@ -264,7 +264,8 @@ class RemotingConnection:
         """Java's ``writeResponse``: nothing for a oneway request; otherwise stamp the opaque and response flag."""
         if request.is_oneway or self.close_reason is not None:
             return
-        response = replace(response, opaque=request.opaque, flag=int(response.flag | CommandFlag.RESPONSE))
+        if response.opaque != request.opaque or not response.is_response:  # create_response has done it already
+            response = replace(response, opaque=request.opaque, flag=int(response.flag | CommandFlag.RESPONSE))
         try:
             try:
                 await self._write(response)

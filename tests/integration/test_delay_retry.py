@@ -317,6 +317,22 @@ def test_restart_after_a_crash_does_not_deliver_again(tmp_path):
     run(scenario())
 
 
+def test_restart_with_a_retry_pending_delivers_it_once(tmp_path):
+    async def scenario() -> None:
+        store, port = tmp_path / "store", free_port()
+        async with running_broker(store, port, message_delay_level="1s 1s 3s") as b:
+            await b.send("TopicRetryRestart", b"x", {"UNIQ_KEY": "URR"})
+            ((_, original),) = await b.receive("TopicRetryRestart", 1, timeout_s=5)
+            assert (await b.send_back(original, "GRR")).code == ResponseCode.SUCCESS  # level 3: due in 3 s
+        async with running_broker(store, port, message_delay_level="1s 1s 3s") as b:
+            ((_, retried),) = await b.receive("%RETRY%GRR", 1, timeout_s=10, group="GRR")
+            assert (retried.properties["UNIQ_KEY"], retried.reconsume_times) == ("URR", 1)
+            await asyncio.sleep(1.5)
+            assert b.controller.store.max_offset_in_queue("%RETRY%GRR", 0) == 1
+
+    run(scenario())
+
+
 def test_schedule_queue_rebuilt_from_the_commit_log_keeps_deliver_timestamps(tmp_path):
     async def scenario() -> None:
         store, port = tmp_path / "store", free_port()

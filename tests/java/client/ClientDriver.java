@@ -19,11 +19,14 @@
  *                producer that only answers checks (after a broker restart). One record per send (with
  *                "localTransactionState" and "transactionId"), then one {"check": transactionId, ...} per check
  *                (each sent record carries "sentAtMs", when the send returned: delayed sends are timed from it)
- *   consume-pull --namesrv A --topic T [--group G] [--from earliest|offsets] [--offsets q:o,q:o] [--queue Q]
+ *   consume-pull --namesrv A --topic T [--group G] [--from earliest|offsets|committed] [--offsets q:o,q:o] [--queue Q]
  *                [--max N] [--timeout-ms MS] [--commit false] [--body-format base64|utf8|none]; --commit true
- *                auto-commits and, before the shutdown, commits what was polled (commitSync)
+ *                auto-commits and, before the shutdown, commits the offset after the last message printed on each
+ *                queue. earliest and offsets seek (assigned and paused before the start, see seekPaused: about
+ *                1 s slower), committed does not (the group's offsets, or where a new group starts). A message
+ *                before the offset expected next on its queue is dropped and counted in the summary's "stale"
  *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
- *                [--orderly false]
+ *                [--orderly false] [--heartbeat-ms MS] (push consumers: see heartbeat() for why a test shortens it)
  *   filters and ordered messages (issue 4): consume-push and push-start take --sql EXPR (MessageSelector.bySql) or
  *                --tag EXPR (MessageSelector.byTag) instead of --tag-expr; push-start --orderly true registers a
  *                MessageListenerOrderly (each record gets "seq", one counter for the whole JVM, so deliveries of
@@ -44,8 +47,8 @@
  *   send-raw     --namesrv A --topic T [--queue 0] [--group G] [--timeout-ms MS]: one SEND_MESSAGE(_V2) straight
  *                through MQClientAPIImpl to the first master of the cluster, skipping the client's own topic checks
  *                and retries, so the broker's answer shows: a {"code", "remark"} record or the send result
- *   push-start   --namesrv A --topic T --group G --name N [--instance-name X] [--tag-expr *]: a push consumer
- *                (clustering, concurrently) that keeps running in this JVM and buffers what it receives, each
+ *   push-start   --namesrv A --topic T --group G --name N [--instance-name X] [--tag-expr *] [--heartbeat-ms MS]:
+ *                a push consumer (clustering, concurrently) that keeps running in this JVM and buffers what it receives, each
  *                message with "receivedAtMs"; [--listener reconsume-later] answers RECONSUME_LATER to every
  *                delivery (retries through %RETRY%G, then %DLQ%G), [--max-reconsume-times N] sets the consumer's
  *                maxReconsumeTimes, [--delay-level-when-next-consume L] the retry's delay level
@@ -116,6 +119,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.selector.SelectMessageQueueByHash;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageClientExt;
@@ -138,6 +142,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public final class ClientDriver {
     private static final AtomicInteger INSTANCE_SEQ = new AtomicInteger();
+    private static final long SHUTDOWN_AWAIT_MS = 3_000;
     private static PrintStream out;
 
     private ClientDriver() {
@@ -385,6 +390,20 @@ public final class ClientDriver {
         } finally {
             kicker.interrupt();
         }
+    }
+
+    /**
+     * --heartbeat-ms: the consumer's heartbeat interval (default 30 s). A rebalance raises the subscription version
+     * and sends a heartbeat only if no other heartbeat holds the lock; until one carries the new version, the broker
+     * answers the new queues' pulls SUBSCRIPTION_NOT_LATEST (Apache's broker as ours), for up to 30 s.
+     */
+    static void heartbeat(DefaultMQPushConsumer consumer, Args args) {
+        if (args.has("heartbeat-ms")) {
+            consumer.setHeartbeatBrokerInterval(args.getInt("heartbeat-ms", 30_000));
+        }
+        // A shutdown persists the offsets right after stopping the consume threads, without waiting for them by
+        // default: the offset of a batch still in its listener would be lost (and consumed again next time).
+        consumer.setAwaitTerminationMillisWhenShutdown(SHUTDOWN_AWAIT_MS);
     }
 
     static String instanceName(Args args, String kind) {
@@ -728,6 +747,10 @@ public final class ClientDriver {
             int max = args.getInt("max", -1);
             long timeout = args.getLong("timeout-ms", 15_000);
             String bodyFormat = args.get("body-format", "base64");
+            String from = args.get("from", "earliest");
+            if (!List.of("earliest", "offsets", "committed").contains(from)) {
+                throw new IllegalArgumentException("unknown --from " + from);
+            }
             DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver_pull_group"));
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instanceName(args, "pull"));
@@ -736,26 +759,27 @@ public final class ClientDriver {
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             consumer.setPullBatchSize(args.getInt("pull-batch", 32));
             consumer.setPollTimeoutMillis(500);
-            consumer.start();
             long start = System.nanoTime();
             int got = 0;
             int stale = 0;
             boolean timedOut = false;
             try {
-                List<MessageQueue> queues = new ArrayList<>();
-                for (MessageQueue mq : consumer.fetchMessageQueues(topic)) {
-                    if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
-                        queues.add(mq);
-                    }
+                Admin.QueueStates states = "committed".equals(from) && max >= 0 ? null : Admin.queueStates(namesrv, topic);
+                // The next offset expected per queue: a message before it is dropped and counted as "stale" (a
+                // safety net: the seeking below leaves the client no stale batch to hand out).
+                Map<MessageQueue, Long> next = new HashMap<>();
+                List<MessageQueue> queues;
+                if ("committed".equals(from)) {
+                    consumer.start();
+                    queues = selected(consumer.fetchMessageQueues(topic), args);
+                    consumer.assign(queues);
+                } else {
+                    queues = selected(states.queues, args);
+                    next = seekPaused(consumer, queues, targets(args, from, queues, states));
                 }
-                consumer.assign(queues);
-                Map<MessageQueue, Long> ends = max < 0 ? Admin.maxOffsets(namesrv, queues) : null;
-                // The next offset expected per queue: what lies before it is dropped (counted as "stale"). The client
-                // races a seek against the pull task that assign() started (DefaultLitePullConsumerImpl.seek vs
-                // PullTaskImpl): that task's batch, pulled from the old position, can still be handed out.
-                Map<MessageQueue, Long> next = seek(consumer, args, queues);
+                Map<MessageQueue, Long> ends = max < 0 ? states.max : null;
                 long deadline = System.currentTimeMillis() + timeout;
-                while (max < 0 ? !reached(next, ends) : got < max) {
+                while (max < 0 ? !reached(next, ends, queues) : got < max) {
                     long left = deadline - System.currentTimeMillis();
                     if (left <= 0) {
                         timedOut = true;
@@ -775,10 +799,10 @@ public final class ClientDriver {
                         next.put(mq, m.getQueueOffset() + 1);
                     }
                 }
-                if (consumer.isAutoCommit()) {
-                    // Auto-commit runs at most every 5 s, inside poll: commit what was polled before the shutdown
-                    // persists the offsets.
-                    consumer.commitSync();
+                if (consumer.isAutoCommit() && !next.isEmpty()) {
+                    // Auto-commit runs at most every 5 s, inside poll, and commits what the client handed out: commit
+                    // the offset after the last message emitted, and persist it.
+                    consumer.commit(next, true);
                 }
             } finally {
                 close(consumer::shutdown);
@@ -791,39 +815,61 @@ public final class ClientDriver {
             emit(s);
         }
 
-        /** Seeks as --from says; returns the offsets it sought explicitly (--from offsets), by queue. */
-        private static Map<MessageQueue, Long> seek(DefaultLitePullConsumer consumer, Args args,
-            List<MessageQueue> queues) throws Exception {
-            String from = args.get("from", "earliest");
-            Map<MessageQueue, Long> sought = new HashMap<>();
-            if ("earliest".equals(from)) {
-                for (MessageQueue mq : queues) {
-                    consumer.seekToBegin(mq);
+        private static List<MessageQueue> selected(Collection<MessageQueue> all, Args args) {
+            List<MessageQueue> queues = new ArrayList<>();
+            for (MessageQueue mq : all) {
+                if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
+                    queues.add(mq);
                 }
-            } else if ("offsets".equals(from)) {
-                Map<Integer, Long> offsets = new HashMap<>();
+            }
+            queues.sort(null);
+            return queues;
+        }
+
+        /** Where to seek each queue: its min offset (earliest), or --offsets q:o,... (the rest at their min). */
+        private static Map<MessageQueue, Long> targets(Args args, String from, List<MessageQueue> queues,
+            Admin.QueueStates states) {
+            Map<Integer, Long> offsets = new HashMap<>();
+            if ("offsets".equals(from)) {
                 for (String pair : args.require("offsets").split(",")) {
                     String[] qo = pair.split(":");
                     offsets.put(Integer.parseInt(qo[0]), Long.parseLong(qo[1]));
                 }
-                for (MessageQueue mq : queues) {
-                    if (offsets.containsKey(mq.getQueueId())) {
-                        consumer.seek(mq, offsets.get(mq.getQueueId()));
-                        sought.put(mq, offsets.get(mq.getQueueId()));
-                    } else {
-                        consumer.seekToBegin(mq);
-                    }
-                }
-            } else if (!"committed".equals(from)) {
-                throw new IllegalArgumentException("unknown --from " + from);
             }
-            return sought;
+            Map<MessageQueue, Long> targets = new LinkedHashMap<>();
+            for (MessageQueue mq : queues) {
+                targets.put(mq, offsets.getOrDefault(mq.getQueueId(), states.min.get(mq)));
+            }
+            return targets;
+        }
+
+        /**
+         * assign + seek without the client's two races. assign() on a running consumer starts a pull task per
+         * queue; seek() then cancels it with Thread.interrupt() on whatever thread last ran it, and an interrupted
+         * RPC makes the client close the broker connection, failing every request on it; and a batch that old task
+         * pulled from the old position can still be handed out after the seek (DefaultLitePullConsumerImpl.seek
+         * and PullTaskImpl). So the queues are assigned and paused before start(): the first tasks find them
+         * paused and pull nothing; the seeks run; then the queues resume (a task that saw them paused looks again
+         * after 1 s). Returns the sought offsets.
+         */
+        private static Map<MessageQueue, Long> seekPaused(DefaultLitePullConsumer consumer, List<MessageQueue> queues,
+            Map<MessageQueue, Long> targets) throws Exception {
+            consumer.assign(queues);
+            consumer.pause(queues);
+            consumer.start();
+            for (Map.Entry<MessageQueue, Long> t : targets.entrySet()) {
+                consumer.seek(t.getKey(), t.getValue());
+            }
+            consumer.resume(queues);
+            return new HashMap<>(targets);
         }
 
         /** Drain mode: done once every queue has been read up to the max offset it had when we started. */
-        private static boolean reached(Map<MessageQueue, Long> next, Map<MessageQueue, Long> ends) {
-            for (Map.Entry<MessageQueue, Long> end : ends.entrySet()) {
-                if (end.getValue() > 0 && next.getOrDefault(end.getKey(), 0L) < end.getValue()) {
+        private static boolean reached(Map<MessageQueue, Long> next, Map<MessageQueue, Long> ends,
+            List<MessageQueue> queues) {
+            for (MessageQueue mq : queues) {
+                long end = ends.getOrDefault(mq, 0L);
+                if (end > 0 && next.getOrDefault(mq, 0L) < end) {
                     return false;
                 }
             }
@@ -841,6 +887,7 @@ public final class ClientDriver {
             consumer.setInstanceName(instanceName(args, "push"));
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            heartbeat(consumer, args);
             subscribe(consumer, args.require("topic"), args);
             AtomicInteger got = new AtomicInteger();
             CountDownLatch enough = new CountDownLatch(1);
@@ -895,6 +942,34 @@ public final class ClientDriver {
             admin.setClientIP("127.0.0.1");
             admin.start();
             return admin;
+        }
+
+        /** A topic's readable queues (as fetchMessageQueues builds them from the route) with min and max offsets. */
+        static final class QueueStates {
+            final List<MessageQueue> queues = new ArrayList<>();
+            final Map<MessageQueue, Long> min = new HashMap<>();
+            final Map<MessageQueue, Long> max = new HashMap<>();
+        }
+
+        static QueueStates queueStates(String namesrv, String topic) throws Exception {
+            DefaultMQAdminExt admin = start(namesrv, "queues");
+            try {
+                QueueStates states = new QueueStates();
+                for (QueueData qd : admin.examineTopicRouteInfo(topic).getQueueDatas()) {
+                    if (!PermName.isReadable(qd.getPerm())) {
+                        continue;
+                    }
+                    for (int i = 0; i < qd.getReadQueueNums(); i++) {
+                        MessageQueue mq = new MessageQueue(topic, qd.getBrokerName(), i);
+                        states.queues.add(mq);
+                        states.min.put(mq, admin.minOffset(mq));
+                        states.max.put(mq, admin.maxOffset(mq));
+                    }
+                }
+                return states;
+            } finally {
+                close(admin::shutdown);
+            }
         }
 
         static Map<MessageQueue, Long> maxOffsets(String namesrv, Collection<MessageQueue> queues) throws Exception {
@@ -1216,6 +1291,7 @@ public final class ClientDriver {
             consumer.setInstanceName(args.get("instance-name", name));
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            heartbeat(consumer, args);
             subscribe(consumer, topic, args);
             if (args.has("max-reconsume-times")) {
                 consumer.setMaxReconsumeTimes(args.getInt("max-reconsume-times", -1));

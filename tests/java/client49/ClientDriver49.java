@@ -9,6 +9,7 @@
  *   consume-pull --namesrv A --topic T --max N [--group G] [--from earliest|offsets|committed] [--offsets q:o,...]
  *                [--queue Q] [--timeout-ms MS] [--body-format base64|utf8|none]   (DefaultLitePullConsumer, assign)
  *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
+ *                [--heartbeat-ms MS]
  *   script       one command per stdin line; each command's output ends with {"done": "<command>", "ok": ...}
  *
  * Global flags as in ClientDriver: --serialize JSON|ROCKETMQ, --smart-msg true|false, --log-root DIR. Message bodies
@@ -28,6 +29,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -463,30 +465,25 @@ public final class ClientDriver49 {
             int max = Integer.parseInt(args.require("max"));
             long timeout = args.getLong("timeout-ms", 15_000);
             String bodyFormat = args.get("body-format", "base64");
-            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver49_pull_group"));
-            consumer.setNamesrvAddr(args.require("namesrv"));
-            consumer.setInstanceName(instanceName(args, "pull"));
-            consumer.setClientIP("127.0.0.1");
-            consumer.setAutoCommit(false);
-            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.setPullBatchSize(args.getInt("pull-batch", 32));
-            consumer.setPollTimeoutMillis(500);
-            consumer.start();
+            String from = args.get("from", "earliest");
+            if (!List.of("earliest", "offsets", "committed").contains(from)) {
+                throw new IllegalArgumentException("unknown --from " + from);
+            }
+            String group = args.get("group", "driver49_pull_group");
+            DefaultLitePullConsumer consumer = newConsumer(args, group);
             long start = System.nanoTime();
             int got = 0;
             int stale = 0;
             boolean timedOut = false;
             try {
-                List<MessageQueue> queues = new ArrayList<>();
-                for (MessageQueue mq : consumer.fetchMessageQueues(topic)) {
-                    if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
-                        queues.add(mq);
-                    }
+                // A message before the offset expected next on its queue is dropped and counted (a safety net).
+                Map<MessageQueue, Long> next = new HashMap<>();
+                if ("committed".equals(from)) {
+                    consumer.start();
+                    consumer.assign(selected(consumer.fetchMessageQueues(topic), args));
+                } else {
+                    next = seekPaused(consumer, selected(queuesOf(args, topic), args), args, from);
                 }
-                consumer.assign(queues);
-                // As in ClientDriver: what lies before a queue's next expected offset is a stale batch of the pull
-                // task that assign() started, racing the seek; dropped and counted.
-                Map<MessageQueue, Long> next = seek(consumer, args, queues);
                 long deadline = System.currentTimeMillis() + timeout;
                 while (got < max) {
                     long left = deadline - System.currentTimeMillis();
@@ -519,22 +516,58 @@ public final class ClientDriver49 {
             emit(s);
         }
 
-        /** Seeks as --from says (committed: not at all); returns the offsets it sought explicitly, by queue. */
-        private static Map<MessageQueue, Long> seek(DefaultLitePullConsumer consumer, Args args,
-            List<MessageQueue> queues) throws Exception {
-            String from = args.get("from", "earliest");
+        private static DefaultLitePullConsumer newConsumer(Args args, String group) {
+            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
+            consumer.setNamesrvAddr(args.require("namesrv"));
+            consumer.setInstanceName(instanceName(args, "pull"));
+            consumer.setClientIP("127.0.0.1");
+            consumer.setAutoCommit(false);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setPullBatchSize(args.getInt("pull-batch", 32));
+            consumer.setPollTimeoutMillis(500);
+            return consumer;
+        }
+
+        /** The topic's queues, from a short-lived probe consumer: ours must be assigned before it starts. */
+        private static Collection<MessageQueue> queuesOf(Args args, String topic) throws Exception {
+            DefaultLitePullConsumer probe = newConsumer(args, "driver49_probe_group");
+            probe.start();
+            try {
+                return probe.fetchMessageQueues(topic);
+            } finally {
+                close(probe::shutdown);
+            }
+        }
+
+        private static List<MessageQueue> selected(Collection<MessageQueue> all, Args args) {
+            List<MessageQueue> queues = new ArrayList<>();
+            for (MessageQueue mq : all) {
+                if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
+                    queues.add(mq);
+                }
+            }
+            queues.sort(null);
+            return queues;
+        }
+
+        /**
+         * As ClientDriver's seekPaused: assigned and paused before start(), so the first pull tasks pull nothing
+         * that a seek would have to race (4.9 has the same PullTaskImpl), then sought and resumed. Returns the
+         * offsets sought explicitly (--offsets); earliest uses seekToBegin.
+         */
+        private static Map<MessageQueue, Long> seekPaused(DefaultLitePullConsumer consumer, List<MessageQueue> queues,
+            Args args, String from) throws Exception {
             Map<Integer, Long> offsets = new HashMap<>();
-            Map<MessageQueue, Long> sought = new HashMap<>();
-            if ("committed".equals(from)) {
-                return sought;
-            } else if ("offsets".equals(from)) {
+            if ("offsets".equals(from)) {
                 for (String pair : args.require("offsets").split(",")) {
                     String[] qo = pair.split(":");
                     offsets.put(Integer.parseInt(qo[0]), Long.parseLong(qo[1]));
                 }
-            } else if (!"earliest".equals(from)) {
-                throw new IllegalArgumentException("unknown --from " + from);
             }
+            consumer.assign(queues);
+            consumer.pause(queues);
+            consumer.start();
+            Map<MessageQueue, Long> sought = new HashMap<>();
             for (MessageQueue mq : queues) {
                 if (offsets.containsKey(mq.getQueueId())) {
                     consumer.seek(mq, offsets.get(mq.getQueueId()));
@@ -543,6 +576,7 @@ public final class ClientDriver49 {
                     consumer.seekToBegin(mq);
                 }
             }
+            consumer.resume(queues);
             return sought;
         }
     }
@@ -557,6 +591,10 @@ public final class ClientDriver49 {
             consumer.setInstanceName(instanceName(args, "push"));
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            if (args.has("heartbeat-ms")) {  // see ClientDriver.heartbeat: a rebalance's heartbeat can be skipped
+                consumer.setHeartbeatBrokerInterval(args.getInt("heartbeat-ms", 30_000));
+            }
+            consumer.setAwaitTerminationMillisWhenShutdown(3_000);  // offsets of batches in flight, as in ClientDriver
             consumer.subscribe(args.require("topic"), args.get("tag-expr", "*"));
             AtomicInteger got = new AtomicInteger();
             CountDownLatch enough = new CountDownLatch(1);
