@@ -217,6 +217,7 @@ def register(controller: BrokerController) -> AdminBrokerProcessor:
         RequestCode.UPDATE_BROKER_CONFIG: processor.update_broker_config,
         RequestCode.GET_BROKER_RUNTIME_INFO: processor.get_broker_runtime_info,
         RequestCode.VIEW_BROKER_STATS_DATA: processor.view_broker_stats_data,
+        RequestCode.GET_ALL_DELAY_OFFSET: processor.get_all_delay_offset,
         RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: processor.clean_expired_consume_queue,
         RequestCode.CLEAN_UNUSED_TOPIC: processor.clean_unused_topic,
     }
@@ -615,6 +616,7 @@ class AdminBrokerProcessor:
             info[f"{pool}ThreadPoolQueueCapacity"] = str(capacity)
             info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
         info.update(self._disk_info())
+        info.update(self.controller.schedule_message_service.running_stats())
         return info
 
     def _disk_info(self) -> dict[str, str]:
@@ -631,6 +633,11 @@ class AdminBrokerProcessor:
         except OSError:
             pass
         return info
+
+    async def get_all_delay_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """The schedule service's delivery progress per delay level, as delayOffset.json holds it."""
+        return create_response(request, ResponseCode.SUCCESS,
+                               body=self.controller.schedule_message_service.encode().encode())
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """rmq keeps no BrokerStatsManager items: every stats name is unknown."""

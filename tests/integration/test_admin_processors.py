@@ -308,6 +308,10 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
             for _ in range(11):
                 stats.sample()
             assert float(broker.stats.tps(1).split(" ")[0]) >= 0.0
+            schedule = {k: v for k, v in table.items() if k.startswith("scheduleMessageOffset_")}
+            assert schedule == broker.schedule_message_service.running_stats()
+            delay = body_of(await admin.call(RequestCode.GET_ALL_DELAY_OFFSET))
+            assert delay["offsetTable"] == broker.schedule_message_service.offset_table
             missing = await admin.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS",
                                                                              "statsKey": TOPIC})
             assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR,
