@@ -25,6 +25,7 @@ from broker.config import format_config, parse_properties
 from broker.errors import ConfigError, CorruptRecord, IllegalName, RemoteProtocolError
 from broker.message import PROPERTY_REAL_TOPIC
 from broker.metadata import validation
+from broker.metadata.attributes import parse_attributes
 from broker.metadata.groups import SubscriptionGroupConfig
 from broker.metadata.persist import DataVersion, JavaDouble, encode_json
 from broker.metadata.topics import TopicConfig, TopicFilterType
@@ -126,24 +127,6 @@ GROUP_ATTRIBUTES: Mapping[str, tuple[bool, Callable[[str], None]]] = {
     "lite.sub.client.max.event.cnt": (True, _long_range(10, 2**63 - 1)),
     "lite.sub.wildcard": (True, _any),
 }
-
-
-def parse_attributes(text: str | None) -> dict[str, str]:
-    """AttributeParser.parseToMap: "+k1=v1,+k2=v2,-k3" -> {"+k1": "v1", "+k2": "v2", "-k3": ""}."""
-    result: dict[str, str] = {}
-    for item in (text or "").split(",") if text else ():
-        if "=" in item:
-            key, value = item.split("=")[:2]
-            if "+" not in key:
-                raise ValueError(f"add/alter attribute format is wrong: {key}")
-        else:
-            key, value = item, ""
-            if "-" not in key:
-                raise ValueError(f"delete attribute format is wrong: {key}")
-        if key in result:
-            raise ValueError(f"key duplication: {key}")
-        result[key] = value
-    return result
 
 
 def alter_attributes(create: bool, known: Mapping[str, tuple[bool, Callable[[str], None]]],

@@ -197,32 +197,6 @@ class MessageTrack:
                 f"exceptionDesc={'null' if self.exception_desc is None else self.exception_desc}]")
 
 
-# -- attributes (AttributeParser) --------------------------------------------------------------------------------------
-
-
-def parse_attributes(text: str | None) -> dict[str, str]:
-    """AttributeParser.parseToMap: "+a=b,+c=d,-e" to {"+a": "b", "+c": "d", "-e": ""}; ValueError as Java throws.
-
-    Examples:
-        >>> parse_attributes("+queue.type=BatchCQ,-x")
-        {'+queue.type': 'BatchCQ', '-x': ''}
-    """
-    attributes: dict[str, str] = {}
-    for kv in (text or "").split(",") if text else ():
-        if "=" in kv:
-            key, value = kv.split("=")[:2]
-            if "+" not in key:
-                raise ValueError(f"add/alter attribute format is wrong: {key}")
-        else:
-            key, value = kv, ""
-            if "-" not in key:
-                raise ValueError(f"delete attribute format is wrong: {key}")
-        if key in attributes:
-            raise ValueError(f"key duplication: {key}")
-        attributes[key] = value
-    return attributes
-
-
 def attributes_to_string(attributes: Mapping[str, str]) -> str:
     """AttributeParser.parseToString."""
     return ",".join(f"{k}={v}" if v else k for k, v in attributes.items())

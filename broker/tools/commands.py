@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from broker.client.message import MessageQueue
 from broker.errors import MQClientError, RmqError
 from broker.message import java_hash
+from broker.metadata.attributes import parse_attributes
 from broker.metadata.groups import SubscriptionGroupConfig
 from broker.metadata.persist import encode_json_pretty
 from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
@@ -26,7 +27,7 @@ from broker.metadata.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC
 from broker.namesrv.hash_order import hash_map_order, table_size_for
 from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
-from broker.tools.bodies import TopicStatsTable, parse_attributes, version_desc
+from broker.tools.bodies import TopicStatsTable, version_desc
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from broker.broker_controller import BrokerController
 from broker.message import decode_offset_msg_id
+from broker.metadata.attributes import parse_attributes
 from broker.metadata.persist import decode_json
-from broker.processors.admin import alter_attributes, human_bytes, parse_attributes
+from broker.processors.admin import alter_attributes, human_bytes
 from broker.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker.store.layout import decode_record
 from tests.integration.test_client_processors import (

@@ -30,11 +30,12 @@ import pytest
 from broker.client import BlockingClient, Message, protocol
 from broker.client._blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue, SendResult
+from broker.metadata.attributes import parse_attributes
 from broker.metadata.persist import decode_json
 from broker.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 from broker.tools import commands, messages
 from broker.tools.admin import decode_message_id, route_topic
-from broker.tools.bodies import parse_attributes, version_desc
+from broker.tools.bodies import version_desc
 from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command, main
 from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, free_port, start_cluster
 
