@@ -12,8 +12,10 @@ Load comes from two clients:
   push consumer (20 threads) that reads the case's topic from the first offset.
 - **python**: our asyncio ``Producer`` (N concurrent sends, in this process) and ``LitePullConsumer``.
 
-Cases are body size (128 B, 1 KB) x (single sends, batches of 16). For each case the client warms up for
-``--warmup`` seconds, and then ``--seconds`` are measured. The consume pass then reads every message of the case.
+Before its cases each broker gets ``--broker-warmup`` seconds of untimed Java sends and a consume pass (the JVM
+compiles its hot paths, both brokers touch their first pages). Cases are body size (128 B, 1 KB) x (single sends,
+batches of 16). For each case the client warms up for ``--warmup`` seconds, and then ``--seconds`` are measured.
+The consume pass then reads every message of the case.
 
 Columns:
 - **send msg/s**: messages stored per second in the measured window (for a batch: messages, not requests).

@@ -347,6 +347,9 @@ def _decode_rocketmq_header(header: bytes) -> dict[str, Any]:
         ext_fields = _rocketmq_ext_fields(header, pos)
         if ext_fields is None:
             _raise_bad_ext_field(header, pos)
+    except struct.error as err:  # a length field cut off by the end of the header
+        raise MalformedCommand(f"ROCKETMQ header is cut short: {err}", opaque=opaque,
+                               is_response=bool(flag & CommandFlag.RESPONSE)) from None
     except MalformedCommand as err:
         raise MalformedCommand(err.reason, opaque=opaque, is_response=bool(flag & CommandFlag.RESPONSE)) from None
     return {
