@@ -199,3 +199,19 @@ class MQBrokerError(RmqError):
 
 class OffsetNotFound(MQBrokerError):
     """QUERY_CONSUMER_OFFSET answered QUERY_NOT_FOUND: the group has no committed offset for the queue yet."""
+
+
+# -- connector (connector/) -------------------------------------------------------------------------------------------
+
+
+class ConnectorError(RmqError):
+    """The Spark connector cannot go on; the message names the topic, broker, queue or option concerned."""
+
+
+class ConnectorOptionError(ConnectorError, ConfigError):
+    """An unknown, missing, malformed or contradictory ``format("rmq")`` option, reported when the query starts."""
+
+
+class DataLossError(ConnectorError):
+    """A queue's minimum offset moved past the offset the query needs next (retention removed the data), and
+    failOnDataLoss is true."""

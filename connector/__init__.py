@@ -1,1 +1,22 @@
-"""Spark Structured Streaming connector (format "rmq"); see the README."""
+"""Spark connector: ``format("rmq")`` as a batch and streaming source and an exactly-once transactional sink.
+
+>>> from connector import register
+>>> register(spark)  # doctest: +SKIP
+>>> spark.readStream.format("rmq").option("namesrvAddr", "127.0.0.1:9876").option("topic", "T").load()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from connector.datasource import RmqDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["RmqDataSource", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("rmq")`` available in ``spark`` (Python data sources are registered per session)."""
+    spark.dataSource.register(RmqDataSource)
