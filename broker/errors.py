@@ -215,3 +215,15 @@ class ConnectorOptionError(ConnectorError, ConfigError):
 class DataLossError(ConnectorError):
     """A queue's minimum offset moved past the offset the query needs next (retention removed the data), and
     failOnDataLoss is true."""
+
+
+# -- local processes and jobs (broker/local_cluster.py, jobs/) --------------------------------------------------------
+
+
+class ServerError(RmqError, RuntimeError):
+    """A NameServer or broker process did not start or stop as expected; the message carries its console's tail."""
+
+
+class JobError(RmqError):
+    """A job cannot run as asked (a bad argument, an unreachable NameServer, a missing table); the message says which
+    and what to do, and the command exits with status 2 without a traceback."""
