@@ -26,14 +26,14 @@ Columns:
 - **ours/apache**: the ratio, measured in the same run.
 
 Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case of the
-Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-uvloop`` runs our broker on
-uvloop (``pip install uvloop``), for comparison with the default asyncio loop.
+Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs our broker on the
+standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
 
 Examples
 --------
     python bench/broker_throughput.py                        # all cases, 10 s each, ours vs apache
     python bench/broker_throughput.py --quick                # smoke run: 128 B only, 1.5 s each
-    python bench/broker_throughput.py --targets ours ours-uvloop apache --repeat 2
+    python bench/broker_throughput.py --targets ours ours-asyncio apache --repeat 2
     python bench/broker_throughput.py --clients java --sizes 128 --profile /tmp/prof --targets ours
 """
 
@@ -69,13 +69,12 @@ from tests.javatools import JavaProgram, build_program  # noqa: E402
 QUEUES = 8
 COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024  # both brokers' default
 REFERENCE = "apache"
-TARGETS = ("ours", "ours-uvloop", "apache")
+TARGETS = ("ours", "ours-asyncio", "apache")
 CLIENT_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Dorg.apache.rocketmq.client.sendSmartMsg=true")
 # tests/apache.py starts servers for fast boots (C1 only, SerialGC, 256 MB): undo that for a throughput run,
 # closer to runbroker.sh (G1, C2). Later -XX flags win over earlier ones.
 APACHE_BROKER_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-Xms2g", "-Xmx2g")
 OUR_BROKER = ("-m", "broker")
-UVLOOP_BROKER = ("-c", "import uvloop; uvloop.install(); from broker.__main__ import main; main()")
 CLIENT_TIMEOUT_S = 300.0
 PY_SPY_RATE = 200  # samples per second
 TOP_FUNCTIONS = 15
@@ -146,25 +145,25 @@ def running_target(target: str, home: Path, settings: Settings) -> Iterator[Runn
             yield Running(target, namesrv.addr, broker.popen.pid)
         return
     with cluster.start_namesrv(home / "namesrv") as namesrv, start_our_broker(
-        home / "broker", namesrv.addr, entry=UVLOOP_BROKER if target == "ours-uvloop" else OUR_BROKER,
+        home / "broker", namesrv.addr, event_loop="asyncio" if target == "ours-asyncio" else "uvloop",
         mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
     ) as broker:
         yield Running(target, namesrv.addr, broker.popen.pid)
 
 
-def start_our_broker(home: Path, namesrv_addr: str, *, entry: tuple[str, ...] = OUR_BROKER,
+def start_our_broker(home: Path, namesrv_addr: str, *, event_loop: str = "uvloop",
                      **conf: object) -> cluster.ServerProcess:
-    """``python -m broker`` (``entry``: ``UVLOOP_BROKER`` runs the same ``main()`` on uvloop), ready once the
-    NameServer routes TBW102 to it."""
+    """``python -m broker`` on ``event_loop`` (RMQ_EVENT_LOOP), ready once the NameServer routes TBW102 to it."""
     home.mkdir(parents=True, exist_ok=True)
     port = cluster.free_broker_port()
     full = cluster.broker_conf(port, namesrv_addr, home / "store", **conf)
     conf_path = home / "broker.conf"
     conf_path.write_text(cluster._properties(full))
     console_path = home / "broker.console.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "RMQ_EVENT_LOOP": event_loop, "PYTHONPATH": path}
     with console_path.open("wb") as console:
-        popen = subprocess.Popen([sys.executable, *entry, "-c", str(conf_path)], cwd=home, env=env,
+        popen = subprocess.Popen([sys.executable, *OUR_BROKER, "-c", str(conf_path)], cwd=home, env=env,
                                  stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proc = cluster.ServerProcess("broker", popen, port, home, full, console_path)
     try:

@@ -11,6 +11,7 @@ import sys
 from broker.broker_controller import BrokerController
 from broker.config import format_config, load_broker_config
 from broker.errors import RmqError
+from broker.remoting.server import run_server
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.print_config:
         print(format_config(broker_config, store_config))
         return
-    asyncio.run(serve(BrokerController(broker_config, store_config)))
+    run_server(serve(BrokerController(broker_config, store_config)))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 from broker.errors import ConfigError, MetadataCorrupt
 from broker.namesrv.config import NamesrvConfig, format_config, load_namesrv_config
 from broker.namesrv.server import NamesrvController
+from broker.remoting.server import run_server
 
 log = logging.getLogger("broker.namesrv")
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s - %(message)s")
     try:
-        asyncio.run(serve(config))
+        run_server(serve(config))
     except (MetadataCorrupt, OSError) as err:
         print(f"mqnamesrv: {err}", file=sys.stderr)
         return 1

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import (
@@ -25,6 +27,16 @@ log = logging.getLogger(__name__)
 
 Processor = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``NettyRequestProcessor.processRequest``: the response, or None when there is none to write (yet)."""
+
+
+def run_server(main: Coroutine[Any, Any, Any]) -> Any:
+    """Run a server's main coroutine on uvloop: it cuts the broker's CPU per sync send by about a third
+    (bench/broker_throughput.py). ``RMQ_EVENT_LOOP=asyncio`` keeps the standard loop, e.g. for debugging."""
+    if os.environ.get("RMQ_EVENT_LOOP", "uvloop") == "asyncio":
+        return asyncio.run(main)
+    import uvloop
+
+    return uvloop.run(main)
 
 
 class RemotingServer:
