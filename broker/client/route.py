@@ -1,95 +1,23 @@
 """Topic routes as a client sees them: TopicRouteData from the NameServer, the queues it yields for publishing and
 for subscribing, and the route cache shared by producers and consumers.
 
-Rule 1: the shape of TopicRouteData (remoting/protocol/route/{TopicRouteData,QueueData,BrokerData}.java) and the
-route-to-queues rules (MQClientInstance.topicRouteData2TopicPublishInfo / topicRouteData2TopicSubscribeInfo) are
-defined here. The JSON arrives in fastjson's dialect, so it goes through ``broker.metadata.persist.decode_json``.
+The route data classes themselves (QueueData, BrokerData, TopicRouteData and their JSON) are defined once, in
+broker/namesrv/route_data.py, and re-exported here; this module holds the route-to-queues rules
+(MQClientInstance.topicRouteData2TopicPublishInfo / topicRouteData2TopicSubscribeInfo) and the client's caches.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.client.message import MessageQueue
-from broker.metadata.persist import decode_json
 from broker.metadata.topics import is_readable, is_writeable
+from broker.namesrv.route_data import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
-MASTER_ID = 0  # MixAll.MASTER_ID
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> QueueData:
-        return cls(str(data["brokerName"]), int(data.get("readQueueNums", 0)), int(data.get("writeQueueNums", 0)),
-                   int(data.get("perm", 0)), int(data.get("topicSysFlag", 0)))
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: Mapping[int, str]  # brokerId -> "ip:port"; 0 is the master
-    enable_acting_master: bool = False
-    zone_name: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BrokerData:
-        addrs = {int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items()}
-        return cls(str(data.get("cluster", "")), str(data["brokerName"]), addrs,
-                   bool(data.get("enableActingMaster", False)), data.get("zoneName"))
-
-    def select_broker_addr(self) -> str | None:
-        """BrokerData.selectBrokerAddr: the master, else any replica."""
-        master = self.broker_addrs.get(MASTER_ID)
-        if master is not None or not self.broker_addrs:
-            return master
-        return random.choice(list(self.broker_addrs.values()))
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRouteData:
-    """Which brokers hold a topic and with how many queues (GET_ROUTEINFO_BY_TOPIC's body)."""
-
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
-    order_topic_conf: str | None = None
-    filter_server_table: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    static_topic: bool = False  # topicQueueMappingByBroker present: logical queues, which this client does not map
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TopicRouteData:
-        return cls(
-            tuple(QueueData.from_json(q) for q in data.get("queueDatas") or ()),
-            tuple(BrokerData.from_json(b) for b in data.get("brokerDatas") or ()),
-            data.get("orderTopicConf"),
-            {str(k): list(v) for k, v in (data.get("filterServerTable") or {}).items()},
-            bool(data.get("topicQueueMappingByBroker")),
-        )
-
-    @classmethod
-    def decode(cls, body: bytes) -> TopicRouteData:
-        return cls.from_json(decode_json(body.decode("utf-8")))
-
-    def with_queue_nums(self, queue_nums: int) -> TopicRouteData:
-        """The default topic's route for a topic that does not exist yet: each broker offers at most
-        ``queue_nums`` queues (MQClientInstance.updateTopicRouteInfoFromNameServer with isDefault)."""
-        queues = tuple(QueueData(q.broker_name, min(queue_nums, q.read_queue_nums), min(queue_nums, q.read_queue_nums),
-                                 q.perm, q.topic_sys_flag) for q in self.queue_datas)
-        return TopicRouteData(queues, self.broker_datas, self.order_topic_conf, self.filter_server_table,
-                              self.static_topic)
-
-    def broker(self, broker_name: str) -> BrokerData | None:
-        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+__all__ = ["MASTER_ID", "BrokerData", "QueueData", "RouteTable", "SendQueueIndex", "TopicPublishInfo",
+           "TopicRouteData", "publish_queues", "subscribe_queues"]
 
 
 def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -102,6 +103,23 @@ class BrokerData:
     def copy(self) -> BrokerData:
         return dataclasses.replace(self, broker_addrs=dict(self.broker_addrs))
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BrokerData:
+        return cls(
+            cluster=data.get("cluster", ""),
+            broker_name=str(data["brokerName"]),
+            broker_addrs={int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items()},
+            zone_name=data.get("zoneName"),
+            enable_acting_master=bool(data.get("enableActingMaster", False)),
+        )
+
+    def select_broker_addr(self) -> str | None:
+        """BrokerData.selectBrokerAddr: the master, else any replica."""
+        master = self.broker_addrs.get(MASTER_ID)
+        if master is not None or not self.broker_addrs:
+            return master
+        return random.choice(list(self.broker_addrs.values()))
+
     def to_json(self, addr_order: Callable[[list[int]], list[int]] = hash_map_order) -> dict[str, Any]:
         return {
             "brokerAddrs": {
@@ -123,6 +141,25 @@ class TopicRouteData:
     filter_server_table: dict[str, list[str] | None] = field(default_factory=dict)
     order_topic_conf: str | None = None
     topic_queue_mapping_by_broker: dict[str, Any] | None = None  # static topics: passed through as received
+
+    @classmethod
+    def decode(cls, body: bytes) -> TopicRouteData:
+        return decode_topic_route_data(body)
+
+    @property
+    def static_topic(self) -> bool:
+        """Logical queues (static topic mappings), which our client does not map."""
+        return bool(self.topic_queue_mapping_by_broker)
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+
+    def with_queue_nums(self, queue_nums: int) -> TopicRouteData:
+        """The default topic's route for a topic that does not exist yet: each broker offers at most
+        ``queue_nums`` queues (MQClientInstance.updateTopicRouteInfoFromNameServer with isDefault)."""
+        queues = [QueueData(q.broker_name, min(queue_nums, q.read_queue_nums), min(queue_nums, q.read_queue_nums),
+                            q.perm, q.topic_sys_flag) for q in self.queue_datas]
+        return dataclasses.replace(self, queue_datas=queues)
 
 
 def encode_topic_route_data(route: TopicRouteData, *, standard_json: bool) -> bytes:
@@ -149,19 +186,9 @@ def decode_topic_route_data(body: bytes) -> TopicRouteData:
     """Either form of TopicRouteData (REGISTER_TOPIC_IN_NAMESRV carries one; tests read answers with it)."""
     data = _parse(body, "TopicRouteData")
     try:
-        brokers = [
-            BrokerData(
-                cluster=b.get("cluster"),
-                broker_name=b.get("brokerName"),
-                broker_addrs={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
-                zone_name=b.get("zoneName"),
-                enable_acting_master=bool(b.get("enableActingMaster", False)),
-            )
-            for b in data.get("brokerDatas") or []
-        ]
         return TopicRouteData(
             queue_datas=[QueueData.from_json(q) for q in data.get("queueDatas") or []],
-            broker_datas=brokers,
+            broker_datas=[BrokerData.from_json(b) for b in data.get("brokerDatas") or []],
             filter_server_table=dict(data.get("filterServerTable") or {}),
             order_topic_conf=data.get("orderTopicConf"),
             topic_queue_mapping_by_broker=data.get("topicQueueMappingByBroker"),

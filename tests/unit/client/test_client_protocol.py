@@ -47,7 +47,7 @@ def test_publish_queues_writable_brokers_with_a_master_sorted() -> None:
 
 
 def test_publish_queues_of_an_order_topic_conf() -> None:
-    route = TopicRouteData((), (), order_topic_conf="broker-b:2;broker-a:1")
+    route = TopicRouteData([], [], order_topic_conf="broker-b:2;broker-a:1")
     queues, order = publish_queues("T", route)
     assert order and queues == [MessageQueue("T", "broker-b", 0), MessageQueue("T", "broker-b", 1),
                                 MessageQueue("T", "broker-a", 0)]
@@ -60,7 +60,7 @@ def test_subscribe_queues_every_readable_queue() -> None:
 
 
 def test_default_route_caps_queue_nums() -> None:
-    route = TopicRouteData((QueueData("b", 8, 8, 7),), (BrokerData("c", "b", {0: "x:1"}),)).with_queue_nums(4)
+    route = TopicRouteData([QueueData("b", 8, 8, 7)], [BrokerData("c", "b", {0: "x:1"})]).with_queue_nums(4)
     assert route.queue_datas[0].read_queue_nums == 4 and route.queue_datas[0].write_queue_nums == 4
 
 
