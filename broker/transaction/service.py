@@ -233,7 +233,9 @@ class TransactionalMessageService:
             return EndOutcome(EndStatus.ALREADY_ENDED)
         try:
             offsets = list(dict.fromkeys((half.queue_offset, entry.queue_offset)))
-            msgs = [bridge.committed_message(half, prepared_offset)] if commit else []
+            # A committed message still carrying DELAY is parked for delayed delivery, as Java's store hook does.
+            schedule = self.controller.schedule_message_service
+            msgs = [schedule.handle_schedule_message(bridge.committed_message(half, prepared_offset))] if commit else []
             msgs.append(self._op(offsets))
             result = await self.controller.put_messages(msgs)
             if not result.ok or result.append is None:

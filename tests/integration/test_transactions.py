@@ -25,6 +25,7 @@ from broker.config import BrokerConfig
 from broker.errors import RequestTimeout
 from broker.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -36,6 +37,7 @@ from broker.message import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    decode_offset_msg_id,
     encode_properties,
     pack_host,
     transaction_type,
@@ -45,6 +47,7 @@ from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.server import NamesrvController
 from broker.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 from broker.remoting.headers import EndTransactionRequestHeader, SendMessageRequestHeader
+from broker.schedule import SCHEDULE_TOPIC
 from broker.store.config import MessageStoreConfig
 from broker.store.layout import MessageRecord, decode_record, encode_record
 from broker.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
@@ -377,6 +380,41 @@ def test_concurrent_ends_of_one_transaction_commit_it_once(tmp_path):
             await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit")
             await asyncio.sleep(0.2)
             assert [body_of(r) for r in await c.records(TOPIC)] == [b"once"]
+
+    run(scenario())
+
+
+def test_a_committed_message_with_a_delay_level_is_delivered_after_its_delay(tmp_path):
+    """Java's clients clear DELAY from transactional sends, but a half message that carries one (the Spark sink's
+    delayLevel column) is parked in SCHEDULE_TOPIC_XXXX on commit and delivered when due, as Apache's broker does."""
+    async def scenario() -> None:
+        async with cluster(tmp_path, transaction_time_out=60_000) as c, RemotingClient() as client:
+            props = {PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: GROUP,
+                     PROPERTY_DELAY_TIME_LEVEL: "1", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "AC110001000078308DB1"}
+            header = SendMessageRequestHeader(
+                producer_group=GROUP, topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
+                sys_flag=TRANSACTION_PREPARED_TYPE, born_timestamp=now_ms(), flag=0,
+                properties=encode_properties(props))
+            sent = await client.invoke(c.broker.broker_addr,
+                                       create_request(RequestCode.SEND_MESSAGE, header.to_ext(), b"later"), 2000)
+            assert sent.code == ResponseCode.SUCCESS
+            _, offset = decode_offset_msg_id(sent.ext_fields["msgId"])
+            end = EndTransactionRequestHeader(
+                producer_group=GROUP, tran_state_table_offset=int(sent.ext_fields["queueOffset"]),
+                commit_log_offset=offset, commit_or_rollback=TRANSACTION_COMMIT_TYPE,
+                msg_id="AC110001000078308DB1", topic=TOPIC)
+            committed_at = now_ms()
+            response = await client.invoke(c.broker.broker_addr,
+                                           create_request(RequestCode.END_TRANSACTION, end.to_ext()), 2000)
+            assert response.code == ResponseCode.SUCCESS
+            [parked] = await c.records(SCHEDULE_TOPIC)
+            assert parked.properties[PROPERTY_REAL_TOPIC] == TOPIC
+            assert transaction_type(parked.sys_flag) == TRANSACTION_COMMIT_TYPE
+            assert await c.records(TOPIC) == [], "delivered before its delay"
+            await eventually(lambda: c.store.max_offset_in_queue(TOPIC, 0) > 0, what="delayed delivery")
+            [delivered] = await c.records(TOPIC)
+            assert body_of(delivered) == b"later"
+            assert delivered.store_timestamp - committed_at >= 900  # level 1 is 1 s
 
     run(scenario())
 
