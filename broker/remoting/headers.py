@@ -20,22 +20,31 @@ class HeaderError(RmqError, ValueError):
     """A request header that cannot be parsed: a required field missing or a value of the wrong type."""
 
 
-_HINTS: dict[type, dict[str, tuple[str, type]]] = {}
+class _Field(typing.NamedTuple):
+    name: str  # the dataclass field
+    wire: str  # its extFields key
+    kind: type  # int, bool or str (Optional unwrapped)
+    required: bool  # no default: Java's @CFNotNull
 
 
-def _fields(cls: type) -> dict[str, tuple[str, type]]:
-    """field name -> (wire name, value type), worked out once per class."""
-    cached = _HINTS.get(cls)
-    if cached is None:
-        hints = typing.get_type_hints(cls)
-        wire: dict[str, str] = getattr(cls, "WIRE", {})
-        cached = {}
-        for f in dataclasses.fields(cls):
-            kind = hints[f.name]
-            args = [a for a in typing.get_args(kind) if a is not type(None)]
-            cached[f.name] = (wire.get(f.name, to_camel(f.name)), args[0] if args else kind)
-        _HINTS[cls] = cached
-    return cached
+# (header class, wire-name override dict or None) -> (that dict, its fields). Headers are parsed and written on every
+# request, so the field list is worked out once per class and override, not per call.
+_SPECS: dict[tuple[type, int], tuple[dict[str, str] | None, tuple[_Field, ...]]] = {}
+
+
+def _fields_of(cls: type, wire: dict[str, str] | None) -> tuple[_Field, ...]:
+    cached = _SPECS.get((cls, id(wire)))
+    if cached is not None and cached[0] is wire:
+        return cached[1]
+    hints = typing.get_type_hints(cls)
+    names = {**getattr(cls, "WIRE", {}), **(wire or {})}
+    fields = []
+    for f in dataclasses.fields(cls):
+        args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields.append(_Field(f.name, names.get(f.name, to_camel(f.name)), args[0] if args else hints[f.name], required))
+    _SPECS[(cls, id(wire))] = (wire, tuple(fields))
+    return tuple(fields)
 
 
 def _parse(kind: type, raw: str) -> Any:
@@ -61,28 +70,24 @@ class Header:
         """Parse ``extFields``; ``wire`` overrides the wire names (SEND_MESSAGE_V2's one-letter fields)."""
         ext = ext or {}
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            name, kind = _fields(cls)[f.name]
-            if wire is not None:
-                name = wire.get(f.name, name)
-            raw = ext.get(name)
+        for f in _fields_of(cls, wire):
+            raw = ext.get(f.wire)
             if raw is None:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                    raise HeaderError(f"the custom field <{name}> is null")
+                if f.required:
+                    raise HeaderError(f"the custom field <{f.wire}> is null")
                 continue
             try:
-                values[f.name] = _parse(kind, raw)
+                values[f.name] = _parse(f.kind, raw)
             except ValueError as err:
-                raise HeaderError(f"the custom field <{name}> has a bad value {raw!r}") from err
+                raise HeaderError(f"the custom field <{f.wire}> has a bad value {raw!r}") from err
         return cls(**values)
 
     def to_ext(self, wire: dict[str, str] | None = None) -> dict[str, str]:
         out: dict[str, str] = {}
-        for f in dataclasses.fields(self):
+        for f in _fields_of(type(self), wire):
             value = getattr(self, f.name)
             if value is not None:
-                name = _fields(type(self))[f.name][0]
-                out[wire.get(f.name, name) if wire else name] = _format(value)
+                out[f.wire] = _format(value)
         return out
 
 
