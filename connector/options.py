@@ -8,9 +8,13 @@ that silently changes nothing (``startingOffset``) is worse than an error.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from broker.errors import ConnectorOptionError
+from broker.metadata.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -67,6 +71,213 @@ _SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
 
 
 # -- source options (connector/source.py) -----------------------------------------------------------------------------
+
+# Which topics a source may read. Explicit ``topic``/``topics`` may name any topic except the broker's internal
+# stores of messages that are not (yet) visible to consumers: half and op-half messages of transactions, delayed
+# messages waiting in SCHEDULE_TOPIC_XXXX, the timer wheel. A retry or DLQ topic (%RETRY%g, %DLQ%g) may be named
+# explicitly (reading dead letters is a real use); ``topicPattern`` only ever matches ordinary user topics.
+_INTERNAL_TOPICS = frozenset({
+    "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC",
+    "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
+})
+EARLIEST, LATEST = -2, -1  # the Kafka connector's markers in JSON offsets
+FILTER_TYPES = ("TAG", "SQL92")
+DEFAULT_PULL_BATCH_SIZE = 1024  # the broker caps each pull (maxTransferCountOnMessageInMemory, 32 by default)
+DEFAULT_PULL_TIMEOUT_MS = 10_000
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+SOURCE_OPTIONS = (
+    "namesrvAddr", "topic", "topics", "topicPattern", "startingOffsets", "startingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
+    "maxTriggerDelay", "failOnDataLoss", "filter", "filterType", "consumerGroup", "pullBatchSize", "pullTimeoutMs",
+    "minPartitions",
+)
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_BATCH_ONLY = ("endingOffsets", "endingTimestamp")
+
+
+def parse_duration_ms(name: str, text: str) -> int:
+    """"15m", "30s", "500ms", "2h", or bare milliseconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ConnectorOptionError(f"option {name} must be a duration such as 30s, 15m or 500ms, got {text!r}")
+    return int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()]
+
+
+def _json_option(name: str, text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ConnectorOptionError(f"option {name} is not valid JSON ({err}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise ConnectorOptionError(f"option {name} must be a JSON object, got {text!r}")
+    return value
+
+
+def parse_queue_json(name: str, text: str, *, allowed: tuple[int, ...]) -> dict[tuple[str, str, int], int]:
+    """``{"topic": {"brokerName": {"queueId": value}}}`` as {(topic, brokerName, queueId): value}. Offsets are >= 0
+    or one of ``allowed`` markers (-2 earliest, -1 latest); timestamps are >= 0 (``allowed`` empty)."""
+    result: dict[tuple[str, str, int], int] = {}
+    for topic, brokers in _json_option(name, text).items():
+        if not isinstance(brokers, dict):
+            raise ConnectorOptionError(f"option {name}: topic {topic!r} must map broker names to queues, "
+                                       f"got {brokers!r}")
+        for broker, queues in brokers.items():
+            if not isinstance(queues, dict):
+                raise ConnectorOptionError(f"option {name}: {topic}/{broker} must map queue ids to values, "
+                                           f"got {queues!r}")
+            for queue_id, value in queues.items():
+                if not str(queue_id).isdigit():
+                    raise ConnectorOptionError(f"option {name}: queue id {queue_id!r} of {topic}/{broker} "
+                                               "is not a number")
+                if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and value not in allowed):
+                    markers = " or ".join(str(a) for a in allowed)
+                    raise ConnectorOptionError(f"option {name}: {topic}/{broker}/{queue_id} must be >= 0"
+                                               f"{' or ' + markers if markers else ''}, got {value!r}")
+                result[(str(topic), str(broker), int(queue_id))] = value
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where reading starts or ends: ``kind`` is earliest | latest | offsets | timestamp | timestamps; ``per_queue``
+    holds the JSON's values by (topic, brokerName, queueId) for offsets/timestamps, ``timestamp`` the one timestamp.
+    Queues the JSON does not name use ``default`` (earliest or latest)."""
+
+    kind: str
+    per_queue: tuple[tuple[tuple[str, str, int], int], ...] = ()
+    timestamp: int | None = None
+
+    @property
+    def table(self) -> dict[tuple[str, str, int], int]:
+        return dict(self.per_queue)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Everything ``spark.read(Stream).format("rmq")`` was told, checked once when the query starts."""
+
+    namesrv_addr: str
+    topics: tuple[str, ...]  # empty when topic_pattern is set
+    topic_pattern: str | None
+    starting: OffsetSpec
+    ending: OffsetSpec | None  # batch only; None for streams
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    fail_on_data_loss: bool
+    filter: str | None
+    filter_type: str
+    consumer_group: str | None
+    pull_batch_size: int
+    pull_timeout_ms: int
+    min_partitions: int | None
+    streaming: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+        what = "streaming source" if streaming else "batch source"
+        opts = OptionReader(options, SOURCE_OPTIONS, what)
+        wrong = _STREAM_ONLY if not streaming else _BATCH_ONLY
+        misplaced = [name for name in wrong if opts.has(name)]
+        if misplaced:
+            where = "streaming queries (readStream)" if not streaming else "batch queries (read)"
+            raise ConnectorOptionError(f"option(s) {', '.join(misplaced)} apply only to {where}")
+        namesrv = opts.str("namesrvAddr", required=True)
+        topics, pattern = cls._subscription(opts)
+        starting = cls._starting(opts, streaming)
+        ending = None if streaming else cls._ending(opts)
+        max_rows = opts.int("maxOffsetsPerTrigger", minimum=1)
+        min_rows = opts.int("minOffsetsPerTrigger", minimum=1)
+        if opts.has("maxTriggerDelay") and min_rows is None:
+            raise ConnectorOptionError("option maxTriggerDelay needs minOffsetsPerTrigger")
+        if max_rows is not None and min_rows is not None and min_rows > max_rows:
+            raise ConnectorOptionError(f"minOffsetsPerTrigger ({min_rows}) is more than maxOffsetsPerTrigger "
+                                       f"({max_rows})")
+        delay_text = opts.str("maxTriggerDelay")
+        delay = parse_duration_ms("maxTriggerDelay", delay_text) if delay_text else DEFAULT_MAX_TRIGGER_DELAY_MS
+        filter_expr = opts.str("filter")
+        filter_type = (opts.str("filterType") or "TAG").upper()
+        if filter_type not in FILTER_TYPES:
+            raise ConnectorOptionError(f"option filterType must be TAG or SQL92, got {opts.str('filterType')!r}")
+        if opts.has("filterType") and filter_expr is None:
+            raise ConnectorOptionError("option filterType needs filter (the tag or SQL92 expression)")
+        group = opts.str("consumerGroup")
+        if group is not None and (is_topic_or_group_illegal(group) or len(group) > 255):
+            raise ConnectorOptionError(f"option consumerGroup {group!r} is not a valid group name "
+                                       f"(allowed: {VALID_NAME_PATTERN}, at most 255 characters)")
+        return cls(
+            namesrv_addr=namesrv, topics=topics, topic_pattern=pattern, starting=starting, ending=ending,
+            max_offsets_per_trigger=max_rows, min_offsets_per_trigger=min_rows, max_trigger_delay_ms=delay,
+            fail_on_data_loss=opts.bool("failOnDataLoss", True), filter=filter_expr, filter_type=filter_type,
+            consumer_group=group, pull_batch_size=opts.int("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, minimum=1),
+            pull_timeout_ms=opts.int("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=1),
+            min_partitions=opts.int("minPartitions", minimum=1), streaming=streaming,
+        )
+
+    @staticmethod
+    def _subscription(opts: OptionReader) -> tuple[tuple[str, ...], str | None]:
+        given = [name for name in ("topic", "topics", "topicPattern") if opts.has(name)]
+        if len(given) != 1:
+            raise ConnectorOptionError("exactly one of the options topic, topics or topicPattern is required"
+                                       + (f"; got {', '.join(given)}" if given else ""))
+        if given[0] == "topicPattern":
+            pattern = opts.str("topicPattern", required=True)
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ConnectorOptionError(f"option topicPattern {pattern!r} is not a valid regex: {err}") from None
+            return (), pattern
+        text = opts.str(given[0], required=True)
+        topics = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        if not topics:
+            raise ConnectorOptionError(f"option {given[0]} names no topic")
+        for topic in topics:
+            if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
+                raise ConnectorOptionError(f"topic {topic!r} is not a valid topic name (allowed: "
+                                           f"{VALID_NAME_PATTERN}, at most {TOPIC_MAX_LENGTH} characters)")
+            if topic in _INTERNAL_TOPICS:
+                raise ConnectorOptionError(f"topic {topic} is a broker-internal store of messages consumers must "
+                                           "not see (half or delayed messages); it cannot be read")
+        return topics, None
+
+    @staticmethod
+    def _starting(opts: OptionReader, streaming: bool) -> OffsetSpec:
+        given = [n for n in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp") if opts.has(n)]
+        if len(given) > 1:
+            raise ConnectorOptionError(f"options {', '.join(given)} contradict each other: give only one")
+        if opts.has("startingTimestamp"):
+            return OffsetSpec("timestamp", timestamp=opts.int("startingTimestamp", minimum=0))
+        if opts.has("startingOffsetsByTimestamp"):
+            table = parse_queue_json("startingOffsetsByTimestamp", opts.str("startingOffsetsByTimestamp"), allowed=())
+            return OffsetSpec("timestamps", tuple(sorted(table.items())))
+        text = opts.str("startingOffsets", "latest" if streaming else "earliest")
+        if text.lower() in ("earliest", "latest"):
+            if text.lower() == "latest" and not streaming:
+                raise ConnectorOptionError("startingOffsets=latest is not allowed for a batch query (it would read "
+                                           "nothing); use earliest, JSON offsets or a timestamp")
+            return OffsetSpec(text.lower())
+        table = parse_queue_json("startingOffsets", text, allowed=(EARLIEST, LATEST))
+        if not streaming and LATEST in table.values():
+            raise ConnectorOptionError("startingOffsets: -1 (latest) is not allowed for a batch query")
+        return OffsetSpec("offsets", tuple(sorted(table.items())))
+
+    @staticmethod
+    def _ending(opts: OptionReader) -> OffsetSpec:
+        if opts.has("endingOffsets") and opts.has("endingTimestamp"):
+            raise ConnectorOptionError("options endingOffsets, endingTimestamp contradict each other: give only one")
+        if opts.has("endingTimestamp"):
+            return OffsetSpec("timestamp", timestamp=opts.int("endingTimestamp", minimum=0))
+        text = opts.str("endingOffsets", "latest")
+        if text.lower() == "latest":
+            return OffsetSpec("latest")
+        if text.lower() == "earliest":
+            raise ConnectorOptionError("endingOffsets=earliest is not allowed (it would read nothing)")
+        table = parse_queue_json("endingOffsets", text, allowed=(LATEST,))
+        return OffsetSpec("offsets", tuple(sorted(table.items())))
+
 
 
 # -- sink options (connector/sink.py) ---------------------------------------------------------------------------------

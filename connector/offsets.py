@@ -1,0 +1,247 @@
+"""The source's offsets: ``{topic: {brokerName: {queueId: nextOffset}}}`` in Spark's offset log, and the driver-side
+questions about them (which queues exist, where they start and end, how much of the backlog a trigger may take).
+
+An offset is the queue offset of the next message to read, as RocketMQ's ``nextBeginOffset`` and ``maxOffset``
+(one past the last message); a micro-batch reads ``[start, end)`` of each queue. Queue ids are JSON object keys,
+so strings in the log and ints here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+from broker.client import protocol
+from broker.client._blocking import BlockingClient
+from broker.client.message import MessageQueue
+from broker.config import local_address
+from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
+from broker.metadata.persist import decode_json
+from broker.metadata.validation import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    LMQ_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    is_system_topic,
+)
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
+from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[MessageQueue, int]
+
+
+def to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, dict[str, int]]]:
+    """The offset-log form, sorted so that equal offsets serialize equally."""
+    result: dict[str, dict[str, dict[str, int]]] = {}
+    for mq in sorted(offsets):
+        result.setdefault(mq.topic, {}).setdefault(mq.broker_name, {})[str(mq.queue_id)] = int(offsets[mq])
+    return result
+
+
+def from_json(data: Mapping[str, Mapping[str, Mapping[str, int]]] | None) -> Offsets:
+    return {MessageQueue(topic, broker, int(qid)): int(offset)
+            for topic, brokers in (data or {}).items()
+            for broker, queues in brokers.items()
+            for qid, offset in queues.items()}
+
+
+def rate_limit(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int], max_rows: int) -> Offsets:
+    """``end`` cut down to at most ``max_rows`` offsets in total, split across queues in proportion to their backlog.
+
+    Unlike the Kafka connector (which rounds each share below one up to one, and may go over the limit), the
+    total never exceeds ``max_rows``: every queue with a backlog first gets one offset (so small queues are never
+    starved behind a big one), the rest is shared in proportion to what is left, by largest remainder. When there
+    are more queues with a backlog than ``max_rows``, the queues served rotate with the start offsets, so each gets
+    its turn."""
+    backlog = {mq: end[mq] - start.get(mq, end[mq]) for mq in end}
+    waiting = sorted(mq for mq, size in backlog.items() if size > 0)
+    total = sum(backlog[mq] for mq in waiting)
+    result = dict(end)
+    if total <= max_rows:
+        return result
+    take = dict.fromkeys(waiting, 0)
+    if max_rows < len(waiting):
+        first = sum(start.get(mq, 0) for mq in waiting) % len(waiting)
+        for mq in (waiting[first:] + waiting[:first])[:max_rows]:
+            take[mq] = 1
+    else:
+        rest, rest_total = max_rows - len(waiting), total - len(waiting)
+        shares = {mq: rest * (backlog[mq] - 1) / rest_total for mq in waiting}
+        for mq in waiting:
+            take[mq] = 1 + math.floor(shares[mq])
+        left = max_rows - sum(take.values())
+        by_remainder = sorted(waiting, key=lambda mq: (-(shares[mq] - math.floor(shares[mq])), mq))
+        for mq in by_remainder[:left]:
+            take[mq] += 1
+    for mq in waiting:
+        result[mq] = start[mq] + min(take[mq], backlog[mq])
+    return result
+
+
+def total_backlog(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> int:
+    return sum(max(end[mq] - start.get(mq, end[mq]), 0) for mq in end)
+
+
+def readable_by_pattern(topic: str) -> bool:
+    """Topics a ``topicPattern`` may match: ordinary user topics, never system, retry, DLQ or LMQ topics."""
+    return not (is_system_topic(topic) or topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX,
+                                                            LMQ_PREFIX)))
+
+
+class OffsetOracle:
+    """The driver's view of the subscribed queues through a BlockingClient: routes, min/max offsets, timestamps.
+
+    Broker and NameServer failures become ConnectorError naming what was asked, so a query fails with a message a
+    user can act on."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.pull_timeout_ms)
+        self._pattern = re.compile(opts.topic_pattern) if opts.topic_pattern else None
+        self._announced: set[str] = set()
+        self.client_id = f"{local_address()}@rmq-spark-source-{os.getpid()}"
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- which queues --------------------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        if self._pattern is None:
+            return list(self.opts.topics)
+        return sorted(t for t in self._all_topics() if readable_by_pattern(t) and self._pattern.fullmatch(t))
+
+    def _all_topics(self) -> list[str]:
+        request = create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        error: Exception | None = None
+        for addr in self.client.namesrv_addrs:
+            try:
+                response = self.client.client(addr).invoke(request, self.client.timeout_ms)
+            except RemotingError as err:
+                error = err
+                continue
+            if response.code != ResponseCode.SUCCESS or not response.body:
+                raise ConnectorError(f"NameServer {addr} did not list its topics: code {response.code} "
+                                     f"{response.remark or ''}")
+            return [str(t) for t in decode_json(response.body.decode("utf-8")).get("topicList") or ()]
+        raise ConnectorError(f"no NameServer of {self.opts.namesrv_addr} answered: {error}")
+
+    def queues(self, *, refresh: bool = True) -> list[MessageQueue]:
+        """The readable queues of every subscribed topic, from a fresh route (queues and brokers come and go).
+        An explicitly named topic that does not exist fails; a pattern simply matches what exists."""
+        result: list[MessageQueue] = []
+        for topic in self.topics():
+            try:
+                self.client.get_route(topic, refresh=refresh)
+                result.extend(self.client.fetch_message_queues(topic))
+            except MQClientError as err:
+                if err.code == ResponseCode.TOPIC_NOT_EXIST and self._pattern is not None:
+                    continue  # deleted since the listing
+                if err.code == ResponseCode.TOPIC_NOT_EXIST:
+                    raise ConnectorError(f"topic {topic} does not exist (NameServer {self.opts.namesrv_addr} has "
+                                         "no route for it)") from err
+                raise ConnectorError(f"cannot get the route of topic {topic} from {self.opts.namesrv_addr}: "
+                                     f"{err}") from err
+        return sorted(result)
+
+    # -- offsets of queues ---------------------------------------------------------------------------------------
+
+    def _ask(self, what: str, mq: MessageQueue, call) -> int:
+        try:
+            return call(mq)
+        except (MQBrokerError, MQClientError, RemotingError) as err:
+            raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: "
+                                 f"{err}") from err
+
+    def max_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
+        return {mq: self._ask("max offset", mq, self.client.get_max_offset) for mq in queues}
+
+    def min_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
+        return {mq: self._ask("min offset", mq, self.client.get_min_offset) for mq in queues}
+
+    def offsets_for_timestamp(self, queues: Iterable[MessageQueue], timestamp_ms: int) -> Offsets:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first message stored at or after ``timestamp_ms`` (the queue's max
+        offset when there is none)."""
+        return {mq: self._ask(f"offset at {timestamp_ms}", mq,
+                              lambda q: self.client.search_offset(q, timestamp_ms, "LOWER")) for mq in queues}
+
+    def broker_addr(self, mq: MessageQueue) -> str:
+        try:
+            return self.client.broker_addr(mq)
+        except (MQClientError, RemotingError) as err:
+            raise ConnectorError(f"no master address for broker {mq.broker_name} of {mq.topic}: {err}") from err
+
+    # -- starting and ending offsets -----------------------------------------------------------------------------
+
+    def resolve(self, spec: OffsetSpec, queues: list[MessageQueue], *, default: int = EARLIEST) -> Offsets:
+        """``spec`` as concrete offsets of ``queues``. JSON entries name queues by (topic, brokerName, queueId);
+        queues the JSON leaves out get ``default``; an entry for a topic that is not subscribed is an error (a typo
+        would otherwise silently read from the default)."""
+        if spec.kind == "earliest":
+            return self.min_offsets(queues)
+        if spec.kind == "latest":
+            return self.max_offsets(queues)
+        if spec.kind == "timestamp":
+            return self.offsets_for_timestamp(queues, int(spec.timestamp or 0))
+        table = spec.table
+        subscribed = {mq.topic for mq in queues} | set(self.topics())
+        unknown = sorted({topic for topic, _, _ in table if topic not in subscribed})
+        if unknown:
+            raise ConnectorError(f"offsets name topic(s) {', '.join(unknown)} that the query does not subscribe to "
+                                 f"(subscribed: {', '.join(sorted(subscribed)) or 'none'})")
+        result: Offsets = {}
+        for mq in queues:
+            value = table.get((mq.topic, mq.broker_name, mq.queue_id), default)
+            if spec.kind == "timestamps" and (mq.topic, mq.broker_name, mq.queue_id) in table:
+                result[mq] = self.offsets_for_timestamp([mq], value)[mq]
+            elif value == EARLIEST:
+                result[mq] = self.min_offsets([mq])[mq]
+            elif value == LATEST:
+                result[mq] = self.max_offsets([mq])[mq]
+            else:
+                result[mq] = value
+        return result
+
+    def check_data_loss(self, mq: MessageQueue, offset: int, *, fail: bool) -> int:
+        """The offset to read ``mq`` from: ``offset``, or the queue's min offset when retention removed the
+        messages before it (then DataLossError when ``fail``)."""
+        low = self.min_offsets([mq])[mq]
+        if offset >= low:
+            return offset
+        message = (f"data loss in topic {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: offsets "
+                   f"{offset} to {low - 1} are gone (the queue's min offset is {low})")
+        if fail:
+            raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+        log.warning("%s; skipping them (failOnDataLoss=false)", message)
+        return low
+
+    # -- consumer group progress -----------------------------------------------------------------------------------
+
+    def commit_group_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """UPDATE_CONSUMER_OFFSET of every queue to its broker, so ``mqadmin consumerProgress`` shows the query's
+        lag. The first time per broker, a HEART_BEAT names ``group`` as a pull consumer of the topics: the broker
+        then knows the group (and creates its %RETRY% topic, through which ``consumerProgress -g`` finds the
+        brokers). Failures are logged, not raised: the checkpoint, not the broker, is the source of truth."""
+        for mq, offset in sorted(offsets.items()):
+            try:
+                addr = self.client.broker_addr(mq)
+                remote = self.client.client(addr)
+                if addr not in self._announced:
+                    remote.invoke(self._heartbeat(group), self.client.timeout_ms)
+                    self._announced.add(addr)
+                response = remote.invoke(protocol.update_consumer_offset_request(group, mq, offset),
+                                         self.client.timeout_ms)
+                protocol.expect_success(response, addr)
+            except (MQBrokerError, MQClientError, RemotingError) as err:
+                log.warning("consumerGroup %s: could not commit offset %s of %s: %s", group, offset, mq, err)
+
+    def _heartbeat(self, group: str):
+        subscriptions = [protocol.build_subscription_data(topic, "*") for topic in self.topics()]
+        consumer = protocol.ConsumerData(group, "CONSUME_ACTIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
+                                         subscriptions)
+        return protocol.heartbeat_request(self.client_id, (), [consumer])

@@ -1,0 +1,382 @@
+"""``spark.read.format("rmq")`` and ``spark.readStream.format("rmq")``: RocketMQ ConsumeQueues as Spark partitions.
+
+Driver side (``RmqStreamReader`` / ``RmqBatchReader``): offsets are ``{topic: {brokerName: {queueId: nextOffset}}}``
+(connector/offsets.py); each micro-batch is one input partition per queue with something to read, split further
+when ``minPartitions`` asks for more. Executor side (``read_partition``): PULL_MESSAGE from the partition's broker
+(found again through the NameServer if it moved), the pull bodies decoded in bulk into Arrow RecordBatches
+(connector/records.py). Only standard requests are used, so Apache RocketMQ brokers serve it as well as ours.
+
+What is never visible: half (transactional, uncommitted) messages and delayed messages not yet due live in the
+broker's internal topics, which a user topic's ConsumeQueue never points at; those internal topics cannot be
+subscribed (connector/options.py).
+
+Initial offsets. Spark's offset log keeps each batch's end, not the first batch's start, and Python sources get no
+metadata log of their own; so when ``startingOffsets`` involves "latest", the first batch of a run that starts from
+freshly resolved offsets is empty: its end (the resolved offsets) goes into the offset log, and a restart resumes
+from there instead of resolving "latest" again and skipping what arrived in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from broker.client import protocol
+from broker.client._blocking import BlockingRemotingClient, get_route
+from broker.client.message import MessageQueue, PullResult, PullStatus
+from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
+from broker.metadata.validation import DEFAULT_CONSUMER_GROUP
+from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
+from connector.options import LATEST, SourceOptions
+from connector.records import RecordColumns
+
+log = logging.getLogger(__name__)
+
+# Every column nullable, as the Kafka source's: Spark checks the Arrow batches against this, field by field.
+SOURCE_SCHEMA = StructType([
+    StructField("topic", StringType()),
+    StructField("brokerName", StringType()),
+    StructField("queueId", IntegerType()),
+    StructField("queueOffset", LongType()),
+    StructField("msgId", StringType()),
+    StructField("offsetMsgId", StringType()),
+    StructField("keys", StringType()),
+    StructField("tags", StringType()),
+    StructField("body", BinaryType()),
+    StructField("properties", MapType(StringType(), StringType())),
+    StructField("bornTimestamp", TimestampType()),
+    StructField("storeTimestamp", TimestampType()),
+    StructField("bornHost", StringType()),
+    StructField("storeHost", StringType()),
+    StructField("reconsumeTimes", IntegerType()),
+    StructField("sysFlag", IntegerType()),
+])
+
+BATCH_ROWS = 8192  # rows per RecordBatch handed to Spark: a few pulls' worth, amortizing the Arrow overhead
+NO_NEW_MSG_RETRIES = 20  # a queue answering "nothing" below an end it reported: wait this many times 50 ms
+
+
+# -- partitions and the executor side ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):
+    """Offsets ``[start, end)`` of one ConsumeQueue and what an executor needs to pull them (no driver state)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+    broker_addr: str
+    namesrv_addr: str
+    group: str
+    sub_expression: str | None
+    expression_type: str
+    pull_batch_size: int
+    pull_timeout_ms: int
+    fail_on_data_loss: bool
+
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    def describe(self) -> str:
+        return f"topic {self.topic} broker {self.broker_name} queue {self.queue_id}"
+
+
+class _Puller:
+    """PULL_MESSAGE of one queue from its broker's master; when the broker cannot be reached at the address the
+    driver planned with, the NameServer is asked where it is now."""
+
+    def __init__(self, part: QueueRange) -> None:
+        self.part = part
+        self.subscription = protocol.SubscriptionData(part.topic)
+        if part.sub_expression is not None:
+            if part.expression_type == protocol.EXPRESSION_TAG:
+                self.subscription = protocol.build_subscription_data(part.topic, part.sub_expression)
+            else:
+                self.subscription = protocol.SubscriptionData(part.topic, part.sub_expression,
+                                                              expression_type=part.expression_type)
+        self.addr = part.broker_addr
+        self.remote = BlockingRemotingClient(self.addr)
+
+    def close(self) -> None:
+        self.remote.close()
+
+    def pull(self, offset: int, max_nums: int) -> PullResult:
+        request = protocol.pull_message_request(self.part.group, self.part.mq, offset, max_nums,
+                                                subscription=self.subscription)
+        try:
+            response = self.remote.invoke(request, self.part.pull_timeout_ms)
+        except RemotingError as err:
+            if not self._relocate(err):
+                raise
+            response = self.remote.invoke(request, self.part.pull_timeout_ms)
+        try:
+            return protocol.parse_pull_response(response, self.addr)
+        except MQBrokerError as err:
+            raise ConnectorError(f"pulling {self.part.describe()} at offset {offset} from {self.addr} failed: "
+                                 f"{err}") from err
+
+    def _relocate(self, err: Exception) -> bool:
+        """The broker's master address from a fresh route; True when it differs from the one that failed."""
+        try:
+            route = get_route(self.part.namesrv_addr, self.part.topic, self.part.pull_timeout_ms)
+        except (MQClientError, RemotingError):
+            return False
+        for broker in route.broker_datas:
+            if broker.broker_name == self.part.broker_name and broker.broker_addrs.get(0) not in (None, self.addr):
+                log.warning("broker %s moved from %s to %s (%s)", self.part.broker_name, self.addr,
+                            broker.broker_addrs[0], err)
+                self.remote.close()
+                self.addr = broker.broker_addrs[0]
+                self.remote = BlockingRemotingClient(self.addr)
+                return True
+        return False
+
+
+def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_ROWS.
+
+    ``nextBeginOffset`` drives the loop: with a filter a pull may return fewer messages than offsets (or none,
+    NO_MATCHED_MSG) and still move on. A requested offset below the queue's min offset is data loss (retention
+    removed it): DataLossError, or a logged skip with failOnDataLoss=false."""
+    puller = _Puller(part)
+    tags_filter = tuple(puller.subscription.tags_set)
+    columns = RecordColumns(part.topic, part.broker_name)
+    offset, idle = part.start, 0
+    try:
+        while offset < part.end:
+            result = puller.pull(offset, min(part.pull_batch_size, part.end - offset))
+            if offset < result.min_offset:
+                offset = _lost(part, offset, result.min_offset)
+                continue
+            if result.status is PullStatus.FOUND:
+                columns.add_body(result.body, part.end)
+                idle = 0
+            elif result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
+                idle += 1
+                if idle > NO_NEW_MSG_RETRIES:
+                    raise ConnectorError(f"{part.describe()} has no message at offset {offset} although the end of "
+                                         f"this batch is {part.end} (broker {puller.addr}: {result.status.value}, "
+                                         f"max offset {result.max_offset})")
+                time.sleep(0.05)
+                continue
+            offset = max(result.next_begin_offset, offset)
+            if len(columns) >= BATCH_ROWS:
+                yield columns.to_batch(tags_filter)
+                columns = RecordColumns(part.topic, part.broker_name)
+        if len(columns):
+            yield columns.to_batch(tags_filter)
+    finally:
+        puller.close()
+
+
+def _lost(part: QueueRange, offset: int, min_offset: int) -> int:
+    message = (f"data loss in topic {part.topic} broker {part.broker_name} queue {part.queue_id}: offsets {offset} to "
+               f"{min(min_offset, part.end) - 1} are gone (the queue's min offset is {min_offset})")
+    if part.fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipping them (failOnDataLoss=false)", message)
+    return min_offset
+
+
+# -- planning (driver) ------------------------------------------------------------------------------------------------
+
+
+def plan_partitions(oracle: OffsetOracle, opts: SourceOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
+    """One QueueRange per queue with ``start < end`` (a queue missing from ``start`` appeared since: it starts at
+    its earliest offset), checked for data loss, then split so that there are about ``minPartitions``."""
+    ranges: list[tuple[MessageQueue, int, int]] = []
+    for mq in sorted(end):
+        begin = start.get(mq)
+        if begin is None:
+            begin = oracle.min_offsets([mq])[mq]
+        if end[mq] <= begin:
+            continue
+        begin = oracle.check_data_loss(mq, begin, fail=opts.fail_on_data_loss)
+        if begin < end[mq]:
+            ranges.append((mq, begin, end[mq]))
+    ranges = _split(ranges, opts.min_partitions)
+    group = opts.consumer_group or DEFAULT_CONSUMER_GROUP
+    return [QueueRange(mq.topic, mq.broker_name, mq.queue_id, lo, hi, oracle.broker_addr(mq), opts.namesrv_addr,
+                       group, opts.filter, opts.filter_type, opts.pull_batch_size, opts.pull_timeout_ms,
+                       opts.fail_on_data_loss)
+            for mq, lo, hi in ranges]
+
+
+def _split(ranges: list[tuple[MessageQueue, int, int]], min_partitions: int | None,
+           ) -> list[tuple[MessageQueue, int, int]]:
+    """As the Kafka connector's KafkaOffsetRangeCalculator: with fewer ranges than ``min_partitions``, each range
+    is cut into parts in proportion to its size."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(hi - lo for _, lo, hi in ranges)
+    result = []
+    for mq, lo, hi in ranges:
+        parts = max(1, min(hi - lo, round((hi - lo) * min_partitions / total)))
+        step, extra = divmod(hi - lo, parts)
+        cursor = lo
+        for i in range(parts):
+            size = step + (1 if i < extra else 0)
+            result.append((mq, cursor, cursor + size))
+            cursor += size
+    return result
+
+
+def _involves_latest(opts: SourceOptions) -> bool:
+    starting = opts.starting
+    return starting.kind == "latest" or (starting.kind == "offsets" and LATEST in starting.table.values())
+
+
+class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The streaming source. Lives in one Python process on the driver for the whole run of a query; ``read``
+    runs on executors and uses nothing of it but the partition."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._oracle: OffsetOracle | None = None
+        self._initial: dict | None = None
+        self._fresh_start = True  # no latestOffset answered yet in this run
+        self._target: Offsets | None = None  # Trigger.AvailableNow: the offsets seen when it began
+        self._last_batch_at = time.monotonic()
+
+    @property
+    def oracle(self) -> OffsetOracle:
+        if self._oracle is None:
+            self._oracle = OffsetOracle(self.opts)
+        return self._oracle
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:
+            queues = self.oracle.queues()
+            self._initial = to_json(self.oracle.resolve(self.opts.starting, queues))
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)  # a minimum, if set, is applied in latestOffset
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest({})
+
+    def _latest(self, start: Offsets) -> Offsets:
+        """Every subscribed queue's max offset; queues of ``start`` no longer routed keep their start (a broker
+        that is away comes back); queues that went backwards are data loss."""
+        queues = self.oracle.queues()
+        latest = self.oracle.max_offsets(queues)
+        for mq, offset in start.items():
+            if mq not in latest:
+                latest[mq] = offset
+            elif latest[mq] < offset:
+                message = (f"topic {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: max offset "
+                           f"{latest[mq]} is below the offset already read, {offset} (was the topic recreated?)")
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s; waiting for it to pass %s (failOnDataLoss=false)", message, offset)
+                latest[mq] = offset
+        return latest
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        fresh, self._fresh_start = self._fresh_start, False
+        begin = from_json(start)
+        if fresh and self._target is None and start == self._initial and _involves_latest(self.opts):
+            return start  # an empty first batch puts the resolved start into the offset log (module docstring)
+        if self._target is not None:
+            latest = dict(self._target)
+            for mq, offset in begin.items():
+                latest.setdefault(mq, offset)
+        else:
+            latest = self._latest(begin)
+        begin_all = dict(begin)
+        for mq in latest.keys() - begin.keys():  # new queues: from their earliest offset
+            begin_all[mq] = self.oracle.min_offsets([mq])[mq]
+        end = self._admit(begin_all, latest, limit)
+        if end != begin_all:
+            self._last_batch_at = time.monotonic()
+        return to_json(end)
+
+    def _admit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
+        """The end of the next batch under ``limit``: Spark's ReadAllAvailable wins over every option; ReadMaxRows
+        splits the limit across queues; a minimum (ReadMinRows, or minOffsetsPerTrigger beside a maximum) holds the
+        batch back until enough has arrived or maxTriggerDelay passed, except under Trigger.AvailableNow, which
+        must end."""
+        if isinstance(limit, ReadAllAvailable):
+            return latest
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.opts.min_offsets_per_trigger
+        if min_rows is not None and self._target is None:
+            waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+            if total_backlog(start, latest) < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+                return dict(start)
+        if isinstance(limit, ReadMaxRows):
+            return rate_limit(start, latest, limit.max_rows)
+        return latest
+
+    def reportLatestOffset(self) -> dict | None:
+        try:
+            return to_json(self.oracle.max_offsets(self.oracle.queues()))
+        except ConnectorError as err:
+            log.warning("cannot report the latest offsets: %s", err)
+            return None
+
+    def partitions(self, start: dict, end: dict) -> list[QueueRange]:
+        return plan_partitions(self.oracle, self.opts, from_json(start), from_json(end))
+
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        if self.opts.consumer_group:
+            self.oracle.commit_group_offsets(self.opts.consumer_group, from_json(end))
+
+    def stop(self) -> None:
+        if self._oracle is not None:
+            self._oracle.close()
+            self._oracle = None
+
+
+class RmqBatchReader(DataSourceReader):
+    """The batch source: ``[startingOffsets, endingOffsets)`` of every subscribed queue, resolved when planned."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[QueueRange]:
+        oracle = OffsetOracle(self.opts)
+        try:
+            queues = oracle.queues()
+            start = oracle.resolve(self.opts.starting, queues)
+            ending = self.opts.ending
+            end = oracle.max_offsets(queues) if ending is None else oracle.resolve(ending, queues, default=LATEST)
+            return plan_partitions(oracle, self.opts, start, end)
+        finally:
+            oracle.close()
+
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition)

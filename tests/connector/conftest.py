@@ -1,0 +1,157 @@
+"""Fixtures of the connector tests (source and sink): real NameServer + brokers as processes, helpers to make
+topics and messages. Generic on purpose: each test module gets its own cluster (module scope) and its own topics.
+
+Shared by the source and the sink tests; each part keeps its own fixtures in its own section below.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from broker.client import BlockingClient, Message
+from broker.client._blocking import get_route
+from broker.client.message import MessageQueue, SendResult
+from broker.errors import MQClientError, RemotingError
+from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, start_cluster
+
+ROUTE_TIMEOUT_S = 15.0
+
+# -- shared ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One NameServer and one broker (broker-a) for the whole test module; SQL92 filters enabled."""
+    with start_cluster(tmp_path_factory.mktemp("rmq"), brokers=1, enablePropertyFilter=True) as cluster:
+        yield cluster
+
+
+def mqadmin(*args: str) -> str:
+    """Our ``mqadmin`` in-process (standard admin requests, so it works on Apache's cluster too); returns stdout,
+    raises AssertionError with the output when the command fails."""
+    from broker.tools.mqadmin import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), out=out, err=err)
+    assert code == 0, f"mqadmin {' '.join(args)} exited {code}: {out.getvalue()}{err.getvalue()}"
+    return out.getvalue()
+
+
+def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
+    """The readable queues the NameServer routes for ``topic`` ([] while it has no route)."""
+    from broker.client.route import subscribe_queues
+
+    try:
+        return subscribe_queues(topic, get_route(namesrv_addr, topic))
+    except (MQClientError, RemotingError):
+        return []
+
+
+def wait_until(what: str, condition: Callable[[], bool], timeout: float = ROUTE_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not true within {timeout}s: {what}"
+        time.sleep(0.05)
+
+
+def create_topic(namesrv_addr: str, topic: str, queues: int, *, brokers: int = 1,
+                 cluster: str = DEFAULT_CLUSTER) -> list[MessageQueue]:
+    """``mqadmin updateTopic -c <cluster>`` with ``queues`` read/write queues on every broker; waits until the
+    NameServer routes all of them (``brokers`` brokers x ``queues``). Also grows an existing topic."""
+    mqadmin("updateTopic", "-n", namesrv_addr, "-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues))
+    wait_until(f"{topic} routed with {queues} queues on {brokers} broker(s)",
+               lambda: len(routed_queues(namesrv_addr, topic)) == queues * brokers)
+    return routed_queues(namesrv_addr, topic)
+
+
+def produce(namesrv_addr: str, queues: Sequence[MessageQueue], per_queue: int, *, body: Callable[[MessageQueue, int],
+            bytes] | None = None, tags: Callable[[MessageQueue, int], str | None] | None = None,
+            properties: Callable[[MessageQueue, int], dict[str, str]] | None = None,
+            batch: int = 64) -> dict[MessageQueue, list[SendResult]]:
+    """``per_queue`` messages into each of ``queues`` (batched sends), bodies "<topic>/<broker>/<queue>/<i>" unless
+    ``body`` says otherwise; keys "k<i>". Returns the send results by queue, in order."""
+    results: dict[MessageQueue, list[SendResult]] = {}
+    with BlockingClient(namesrv_addr) as client:
+        for mq in queues:
+            sent: list[SendResult] = []
+            for first in range(0, per_queue, batch):
+                msgs = []
+                for i in range(first, min(first + batch, per_queue)):
+                    data = body(mq, i) if body else f"{mq.topic}/{mq.broker_name}/{mq.queue_id}/{i}".encode()
+                    msgs.append(Message(mq.topic, data, tags=tags(mq, i) if tags else None, keys=[f"k{i}"],
+                                        properties=properties(mq, i) if properties else None))
+                sent.append(client.send_batch(msgs, mq) if len(msgs) > 1 else client.send(msgs[0], mq))
+            results[mq] = sent
+    return results
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test (its own name, cleaned)."""
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in request.node.name)
+    return f"T_{name}"[:100]
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> str:
+    return str(tmp_path / "checkpoint")
+
+
+# -- source tests ------------------------------------------------------------------------------------------------------
+
+
+# -- sink tests --------------------------------------------------------------------------------------------------------
+
+# Short transaction timings (the same keys on Apache's broker): checks start 1 s after a half is born (or after its
+# CHECK_IMMUNITY_TIME_IN_SECONDS), every 300 ms; up to 50 checks before the broker discards a half.
+SINK_BROKER_CONF = {"transactionTimeOut": 1000, "transactionCheckInterval": 300, "transactionCheckMax": 50,
+                    "transactionOpBatchInterval": 100}
+SINK_IMMUNITY_S = 30  # checkImmunitySeconds of the sink tests: the driver commits halves younger than 15 s itself
+SINK_CHECK_IMMUNITY_S = 4  # ... of the tests that want the check to finish (commit or roll back) soon
+
+
+@pytest.fixture(scope="module")
+def sink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One NameServer and one broker with short transaction check timings, for the sink tests of one module."""
+    with start_cluster(tmp_path_factory.mktemp("rmq-sink"), brokers=1, **SINK_BROKER_CONF) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def resolver_dir(tmp_path: Path) -> Iterator[Path]:
+    """The sink's resolverDir for one test; the resolvers it started (pid files) are stopped afterwards."""
+    import os
+    import signal
+
+    directory = tmp_path / "resolvers"
+    directory.mkdir()
+    yield directory
+    for pid_file in directory.glob("*.pid"):
+        text = pid_file.read_text().split(" ")[0]
+        if text.isdigit():
+            try:
+                os.kill(int(text), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def read_topic(namesrv_addr: str, topic: str) -> list:
+    """Every visible message of ``topic`` (all queues, from the minimum offset), decoded, in queue order."""
+    from broker.client.message import PullStatus
+
+    out = []
+    with BlockingClient(namesrv_addr) as client:
+        for mq in routed_queues(namesrv_addr, topic):
+            offset = client.get_min_offset(mq)
+            while True:
+                result = client.pull(mq, offset, 32, decode=True)
+                if result.status is not PullStatus.FOUND:
+                    break
+                out.extend(result.messages)
+                offset = result.next_begin_offset
+    return out
