@@ -65,7 +65,7 @@ from broker.metadata.validation import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HAL
 from broker.processors.send import java_ordered
 from broker.store.commit_log import StoreMessage
 from broker.store.consume_queue import ConsumeQueue, is_blank
-from broker.store.dispatch import default_tags_code
+from broker.store.dispatch import TaggedRecord, default_tags_code
 from broker.store.layout import CqUnit, MessageRecord, decode_record
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
@@ -161,7 +161,7 @@ class ScheduleMessageService:
         millis = self.delay_level_table.get(delay_level)
         return store_timestamp + (millis if millis is not None else 1000)
 
-    def tags_code_of(self, record: MessageRecord) -> int:
+    def tags_code_of(self, record: TaggedRecord) -> int:
         """The ConsumeQueue tagsCode (CommitLog.checkMessageAndReturnSize): for a scheduled record its deliver
         timestamp, else the tag's hash. Runs on the dispatch thread."""
         if record.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in record.properties:

@@ -12,15 +12,15 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from zlib import crc32
 
 from broker.message import (
+    TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     SysFlag,
     encode_properties,
-    offset_msg_id,
     pack_host,
-    transaction_type,
 )
 from broker.store.config import MessageStoreConfig
 from broker.store.layout import (
@@ -32,18 +32,20 @@ from broker.store.layout import (
     check_record,
     decode_record,
     encode_blank,
-    encode_record,
+    properties_length_field,
+    record_head,
     record_size,
-    stamp_record,
     store_timestamp_pos,
+    topic_field,
 )
-from broker.store.mapped_file import MappedFile, MappedFileQueue
+from broker.store.mapped_file import MappedFile, MappedFileQueue, PrefaultService
 from broker.store.results import AppendMessageResult, PutMessageStatus
 
 _LOCAL = pack_host("127.0.0.1", 0)
 # Host flag bits as plain ints: encode runs per message, and IntFlag arithmetic costs about a microsecond an operation.
 _BORNHOST_V6 = int(SysFlag.BORNHOST_V6)
 _STOREHOST_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
+_HOST_V6_MASK = _BORNHOST_V6 | _STOREHOST_V6
 # maxMessageSize bounds the body; the whole record may be this much larger (MessageExtEncoder does the same).
 _RECORD_HEADROOM = 64 * 1024
 
@@ -75,16 +77,13 @@ class EncodeError(Exception):
         self.status = status
 
 
-def _takes_queue_offset(sys_flag: int) -> bool:
-    """Prepared and rolled-back transaction records never enter a ConsumeQueue, so they take no queue offset."""
-    return transaction_type(sys_flag) not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-
-
 class CommitLog:
     def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
         self.config = config
         self.store_host = store_host
         self.queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log)
+        self.prefaulter = PrefaultService(self.queue)  # started with the store's services
+        self._topic_fields: dict[str, tuple[int, bytes]] = {}  # topic -> (MAGICCODE, TOPIC field)
         self.queue_offsets: dict[tuple[str, int], int] = {}  # next queue offset per (topic, queueId)
         self._lock = threading.Lock()
         self.last_store_timestamp = 0
@@ -102,69 +101,94 @@ class CommitLog:
 
     # -- append -------------------------------------------------------------------------------------------------
 
-    def encode(self, msg: StoreMessage) -> bytes:
-        """The record for ``msg`` with offsets and store time left zero; EncodeError when it cannot be stored."""
-        props = (msg.encoded_properties if msg.encoded_properties is not None
-                 else encode_properties(msg.properties).encode())
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise EncodeError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                              f"properties are {len(props)} bytes, at most {MAX_PROPERTIES_LENGTH} are allowed")
-        topic = msg.topic.encode()
-        limit = self.config.max_message_size
-        if len(msg.body) > limit:
-            raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
-                              f"message body is {len(msg.body)} bytes, maxMessageSize is {limit}")
-        sys_flag = (int(msg.sys_flag) & ~(_BORNHOST_V6 | _STOREHOST_V6)) | self._store_v6
-        if len(msg.born_host) == 20:
-            sys_flag |= _BORNHOST_V6
-        record = encode_record(
-            topic=topic, queue_id=msg.queue_id, body=msg.body, properties=props, flag=msg.flag, sys_flag=sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=self.store_host,
-            reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
-        )
-        if len(record) > limit + _RECORD_HEADROOM:
-            raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
-                              f"message is {len(record)} bytes stored, at most {limit + _RECORD_HEADROOM} fit")
-        return record
+    def put(self, msgs: list[StoreMessage]) -> AppendMessageResult:
+        """Encode ``msgs`` and append them contiguously, all or none; EncodeError when one cannot be stored.
 
-    def append(self, msgs: list[StoreMessage], records: list[bytes]) -> AppendMessageResult:
-        """Append encoded ``records`` (of ``msgs``) contiguously; assigns queue offsets, offsets and store time."""
-        data = bytearray().join(records)  # one copy; stamped in place, then copied into the mapped file
-        total = len(data)
-        if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
-            raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
-                              f"{total} bytes do not fit a CommitLog file of "
-                              f"{self.config.mapped_file_size_commit_log} bytes")
+        Records are packed with their final queue offsets, physical offsets and store time inside the lock, in one
+        pass and one ``join`` per put: with the GIL, encoding outside the lock would buy no parallelism, and a
+        second stamping pass costs a few struct calls per message."""
         with self._lock:
-            mf = self._file_with_room(total)
-            store_ts = max(int(time.time() * 1000), self.last_store_timestamp)
-            base = mf.end_offset
-            result = AppendMessageResult(base, total, store_ts)
-            pos = 0
-            for msg, record in zip(msgs, records, strict=True):
-                key = (msg.topic, msg.queue_id)
-                if _takes_queue_offset(msg.sys_flag):
-                    queue_offset = self.queue_offsets.get(key, 0)
-                    self.queue_offsets[key] = queue_offset + 1
-                else:
-                    queue_offset = 0
-                stamp_record(data, pos, queue_offset, base + pos, store_ts)
-                result.queue_offsets.append(queue_offset)
-                result.record_offsets.append(base + pos)
-                pos += len(record)
-            mf.append(data)
-            self.last_store_timestamp = store_ts
-        result.msg_ids = [offset_msg_id(self.store_host, off) for off in result.record_offsets]
-        return result
-
-    def _file_with_room(self, size: int) -> MappedFile:
-        mf = self.queue.last_file_for_write(0)
-        if size + END_FILE_MIN_BLANK_LENGTH > mf.free_space:
-            blank = mf.free_space
-            mf.append(encode_blank(blank)[:blank])
-            mf.wrote_position = mf.file_size
             mf = self.queue.last_file_for_write(0)
-        return mf
+            store_ts = max(int(time.time() * 1000), self.last_store_timestamp)
+            parts, queue_offsets, record_offsets, pending, total = self._encode(msgs, mf.end_offset, store_ts)
+            if total + END_FILE_MIN_BLANK_LENGTH > mf.free_space:
+                if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
+                    raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      f"{total} bytes do not fit a CommitLog file of "
+                                      f"{self.config.mapped_file_size_commit_log} bytes")
+                mf = self._roll(mf)
+                parts, queue_offsets, record_offsets, pending, total = self._encode(msgs, mf.end_offset, store_ts)
+            base = mf.end_offset
+            mf.append(b"".join(parts))
+            self.queue_offsets.update(pending)
+            self.last_store_timestamp = store_ts
+        self.prefaulter.poke(mf)
+        return AppendMessageResult(base, total, store_ts, queue_offsets, record_offsets, self.store_host)
+
+    def _encode(self, msgs: list[StoreMessage], base: int,
+                store_ts: int) -> tuple[list[bytes], list[int], list[int], dict[tuple[str, int], int], int]:
+        """The parts of the records of ``msgs`` placed at ``base`` (five per record, in order), their queue and
+        physical offsets, the next queue offsets they take (committed by the caller once the put succeeds) and
+        their total size."""
+        limit = self.config.max_message_size
+        record_limit = limit + _RECORD_HEADROOM
+        store_host, store_v6 = self.store_host, self._store_v6
+        topic_fields, next_offsets = self._topic_fields, self.queue_offsets
+        pending: dict[tuple[str, int], int] = {}
+        parts: list[bytes] = []
+        queue_offsets: list[int] = []
+        record_offsets: list[int] = []
+        pos = base
+        for msg in msgs:
+            props = msg.encoded_properties
+            if props is None:
+                props = encode_properties(msg.properties).encode()
+            if len(props) > MAX_PROPERTIES_LENGTH:
+                raise EncodeError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                  f"properties are {len(props)} bytes, at most {MAX_PROPERTIES_LENGTH} are allowed")
+            body = msg.body
+            if len(body) > limit:
+                raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"message body is {len(body)} bytes, maxMessageSize is {limit}")
+            topic = msg.topic
+            field = topic_fields.get(topic)
+            if field is None:
+                field = topic_fields[topic] = topic_field(topic.encode())
+            magic, topic_bytes = field
+            sys_flag = (int(msg.sys_flag) & ~_HOST_V6_MASK) | store_v6
+            if len(msg.born_host) == 20:
+                sys_flag |= _BORNHOST_V6
+            head = record_head(sys_flag)
+            size = head.size + len(body) + len(topic_bytes) + 2 + len(props)
+            if size > record_limit:
+                raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"message is {size} bytes stored, at most {record_limit} fit")
+            tx = sys_flag & TRANSACTION_MASK
+            if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
+                queue_offset = 0  # prepared and rolled-back records never enter a ConsumeQueue
+            else:
+                key = (topic, msg.queue_id)
+                queue_offset = pending.get(key)
+                if queue_offset is None:
+                    queue_offset = next_offsets.get(key, 0)
+                pending[key] = queue_offset + 1
+            parts += (
+                head.pack(size, magic, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, queue_offset, pos, sys_flag,
+                          msg.born_timestamp, msg.born_host, store_ts, store_host, msg.reconsume_times,
+                          msg.prepared_transaction_offset, len(body)),
+                body, topic_bytes, properties_length_field(len(props)), props,
+            )
+            queue_offsets.append(queue_offset)
+            record_offsets.append(pos)
+            pos += size
+        return parts, queue_offsets, record_offsets, pending, pos - base
+
+    def _roll(self, mf: MappedFile) -> MappedFile:
+        """Close ``mf`` with a BLANK filler and start the next file."""
+        blank = mf.free_space
+        mf.append(encode_blank(blank)[:blank])
+        mf.wrote_position = mf.file_size
+        return self.queue.last_file_for_write(0)
 
     # -- reads ----------------------------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from broker.store.layout import (
     cq_pos,
     decode_cq_unit,
     encode_cq_unit,
+    encode_cq_units,
     iter_cq_units,
 )
 from broker.store.mapped_file import MappedFile, MappedFileQueue
@@ -200,6 +201,30 @@ class ConsumeQueue:
         self._mfq.last_file_for_write().append(encode_cq_unit(commit_log_offset, size, tags_code))
         self._max_physic_offset = commit_log_offset + size
         return True
+
+    def put_units(self, units: list[tuple[int, int, int, int]]) -> None:
+        """Append units (queue offset, commit log offset, size, tagsCode), in queue order. Once they continue the
+        queue exactly (the normal case) the rest are written in one go; until then one by one through ``put``."""
+        count = len(units)
+        for i, (queue_offset, commit_log_offset, size, tags_code) in enumerate(units):
+            if (self._mfq.files and cq_pos(queue_offset) == self._mfq.max_offset
+                    and commit_log_offset + size > self._max_physic_offset
+                    and units[-1][0] - queue_offset == count - 1 - i):
+                self._append(encode_cq_units(units[i:] if i else units))
+                last = units[-1]
+                self._max_physic_offset = last[1] + last[2]
+                return
+            self.put(queue_offset, commit_log_offset, size, tags_code)
+
+    def _append(self, data: bytes) -> None:
+        """Whole units at the end, across as many files as it takes. A reader sees each file's part once its bytes
+        are written (MappedFile.append moves the position last)."""
+        view = memoryview(data)
+        while view:
+            mf = self._mfq.last_file_for_write()
+            n = min(mf.free_space, len(view))
+            mf.append(view[:n])
+            view = view[n:]
 
     def _fill_blanks(self, end: int, target: int) -> None:
         """Blank units from byte ``end`` to ``target`` (Java fillPreBlank), across as many files as it takes."""

@@ -17,18 +17,23 @@ from broker.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    decode_properties,
     split_keys,
     tags_code,
-    transaction_type,
 )
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_file import IndexService
-from broker.store.layout import MessageRecord, decode_record, is_blank, record_size
+from broker.store.layout import dispatch_fields
 
 log = logging.getLogger(__name__)
+
+# Records per dispatch step: ConsumeQueue units and index headers are written once per step, listeners hear of the
+# step's records after their units are readable, and the thread lets others have the GIL between steps.
+DISPATCH_BATCH = 256
 
 
 @dataclass(slots=True)
@@ -46,49 +51,52 @@ class DispatchRequest:
     properties: dict[str, str]
 
 
-def default_tags_code(record: MessageRecord) -> int:
+class TaggedRecord(Protocol):
+    """What a tagsCode hook may read of a record: a DispatchRequest, or a decoded MessageRecord."""
+
+    topic: str
+    properties: dict[str, str]
+    store_timestamp: int
+
+
+def default_tags_code(record: TaggedRecord) -> int:
     return tags_code(record.properties.get(PROPERTY_TAGS))
 
 
-def dispatch_request(record: MessageRecord, tags_code_of: Callable[[MessageRecord], int]) -> DispatchRequest:
-    props = record.properties
-    return DispatchRequest(
-        topic=record.topic,
-        queue_id=record.queue_id,
-        commit_log_offset=record.commit_log_offset,
-        msg_size=record.store_size,
-        tags_code=tags_code_of(record),
-        store_timestamp=record.store_timestamp,
-        consume_queue_offset=record.queue_offset,
-        keys=split_keys(props.get(PROPERTY_KEYS)),
-        uniq_key=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        sys_flag=record.sys_flag,
-        properties=props,
-    )
+TagsCodeHook = Callable[[TaggedRecord], int]
 
 
 class CommitLogDispatcher(Protocol):
-    def dispatch(self, request: DispatchRequest) -> None: ...
+    def dispatch(self, requests: list[DispatchRequest]) -> None:
+        """Build derived data for ``requests``: consecutive CommitLog records, in order."""
 
 
 class BuildConsumeQueue:
     def __init__(self, consume_queues: ConsumeQueueStore) -> None:
         self.consume_queues = consume_queues
 
-    def dispatch(self, request: DispatchRequest) -> None:
-        if transaction_type(request.sys_flag) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            return
-        cq = self.consume_queues.find_or_create(request.topic, request.queue_id)
-        cq.put(request.consume_queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
+    def dispatch(self, requests: list[DispatchRequest]) -> None:
+        units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+        for r in requests:
+            tx = r.sys_flag & TRANSACTION_MASK
+            if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
+                continue  # half and rolled-back transaction records never enter a ConsumeQueue
+            unit = (r.consume_queue_offset, r.commit_log_offset, r.msg_size, r.tags_code)
+            queue_units = units.get((r.topic, r.queue_id))
+            if queue_units is None:
+                units[r.topic, r.queue_id] = [unit]
+            else:
+                queue_units.append(unit)
+        for (topic, queue_id), queue_units in units.items():
+            self.consume_queues.find_or_create(topic, queue_id).put_units(queue_units)
 
 
 class BuildIndex:
     def __init__(self, index_service: IndexService) -> None:
         self.index_service = index_service
 
-    def dispatch(self, request: DispatchRequest) -> None:
-        self.index_service.build_index(request.topic, request.keys, request.uniq_key, request.commit_log_offset,
-                                       request.store_timestamp, sys_flag=request.sys_flag)
+    def dispatch(self, requests: list[DispatchRequest]) -> None:
+        self.index_service.build_index_batch(requests)
 
 
 ArrivalListener = Callable[[DispatchRequest], None]
@@ -98,7 +106,7 @@ class ReputMessageService:
     """Dispatches every CommitLog record from ``reput_from_offset`` on, in a thread of its own once started."""
 
     def __init__(self, commit_log: CommitLog, dispatchers: list[CommitLogDispatcher],
-                 tags_code_of: Callable[[MessageRecord], int] = default_tags_code) -> None:
+                 tags_code_of: TagsCodeHook = default_tags_code) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.tags_code_of = tags_code_of
@@ -123,27 +131,45 @@ class ReputMessageService:
             self.reput_from_offset = self.commit_log.min_offset
         end = self.commit_log.max_offset
         while self.reput_from_offset < end:
-            mf = self.commit_log.queue.find(self.reput_from_offset)
-            if mf is None:
+            dispatched = self.dispatch_batch(end)
+            if dispatched is None:
                 break
-            pos = self.reput_from_offset - mf.file_from_offset
-            limit = min(mf.wrote_position, end - mf.file_from_offset)
-            buf = mf.buffer
-            while pos < limit:
-                if is_blank(buf, pos):
-                    pos = mf.file_size
-                    break
-                size = record_size(buf, pos)
-                request = dispatch_request(decode_record(buf[pos:pos + size], body=False), self.tags_code_of)
-                for dispatcher in self.dispatchers:
-                    dispatcher.dispatch(request)
-                for listener in self.arrival_listeners:
-                    listener(request)
-                self.last_store_timestamp = request.store_timestamp
-                pos += size
-                count += 1
-            self.reput_from_offset = mf.file_from_offset + pos
+            count += dispatched
         return count
+
+    def dispatch_batch(self, end: int) -> int | None:
+        """Dispatch up to DISPATCH_BATCH records from ``reput_from_offset``, not past ``end`` nor the end of its
+        file; the number dispatched, None when there is no file at ``reput_from_offset``."""
+        mf = self.commit_log.queue.find(self.reput_from_offset)
+        if mf is None:
+            return None
+        pos = self.reput_from_offset - mf.file_from_offset
+        limit = min(mf.wrote_position, end - mf.file_from_offset)
+        buf = mf.buffer
+        requests: list[DispatchRequest] = []
+        while pos < limit and len(requests) < DISPATCH_BATCH:
+            fields = dispatch_fields(buf, pos)
+            if fields is None:  # BLANK: the rest of the file is filler
+                pos = mf.file_size
+                break
+            size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props_text = fields
+            props = decode_properties(props_text)
+            keys = props.get(PROPERTY_KEYS)
+            uniq_key = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
+                                      split_keys(keys) if keys else [], uniq_key, sys_flag, props)
+            request.tags_code = self.tags_code_of(request)
+            requests.append(request)
+            pos += size
+        if requests:
+            for dispatcher in self.dispatchers:
+                dispatcher.dispatch(requests)
+            self.last_store_timestamp = requests[-1].store_timestamp
+        self.reput_from_offset = mf.file_from_offset + pos
+        for listener in self.arrival_listeners:  # after the units are readable
+            for request in requests:
+                listener(request)
+        return len(requests)
 
     def wakeup(self) -> None:
         self._wake.set()

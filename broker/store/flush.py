@@ -9,7 +9,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
@@ -84,61 +83,26 @@ def flush_commit_log(commit_log: CommitLog, checkpoint: StoreCheckpoint) -> int:
 
 
 class GroupCommitService:
-    """SYNC_FLUSH: a put waits until its bytes are on disk; puts that wait at the same time share one flush."""
+    """SYNC_FLUSH: a put returns once its bytes are on disk. The putting thread flushes itself, under a lock; puts
+    that arrive during a flush wait for the lock and then mostly find their bytes flushed already (group commit).
+    Java hands each put to a flush thread and back; in Python every hand-off waits for the GIL as well."""
 
     def __init__(self, commit_log: CommitLog, checkpoint: StoreCheckpoint) -> None:
         self.commit_log = commit_log
         self.checkpoint = checkpoint
-        self._cond = threading.Condition()
-        self._requests: list[tuple[int, Future[bool]]] = []
-        self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
-    def submit(self, next_offset: int) -> Future[bool]:
-        """A future that completes with True once the CommitLog is on disk up to ``next_offset``."""
-        fut: Future[bool] = Future()
-        with self._cond:
-            self._requests.append((next_offset, fut))
-            self._cond.notify()
-        return fut
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="GroupCommitService", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join()
-        self._complete(self._take())
-
-    def _take(self) -> list[tuple[int, Future[bool]]]:
-        with self._cond:
-            requests, self._requests = self._requests, []
-            return requests
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._requests and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-            self._complete(self._take())
-
-    def _complete(self, requests: list[tuple[int, Future[bool]]]) -> None:
-        if not requests:
-            return
+    def wait_flushed(self, next_offset: int, timeout: float) -> bool:
+        """Flush the CommitLog up to at least ``next_offset`` unless that is done already; False when the flush
+        lock was not free within ``timeout`` seconds (then the put is stored but not confirmed on disk)."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
         try:
-            flushed = flush_commit_log(self.commit_log, self.checkpoint)
-        except Exception as err:
-            for _, fut in requests:
-                fut.set_exception(err)
-            return
-        for offset, fut in requests:
-            fut.set_result(flushed >= offset)
+            if self.commit_log.queue.flushed_offset >= next_offset:
+                return True
+            return flush_commit_log(self.commit_log, self.checkpoint) >= next_offset
+        finally:
+            self._lock.release()
 
 
 class FlushConsumeQueueService(_Service):

@@ -82,25 +82,40 @@ BORNTIMESTAMP_POS = 40
 BORNHOST_POS = 48
 
 
-def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
-    return struct.Struct(
-        ">"
-        "i"  # TOTALSIZE
-        "i"  # MAGICCODE
-        "i"  # BODYCRC
-        "i"  # QUEUEID
-        "i"  # FLAG
-        "q"  # QUEUEOFFSET
-        "q"  # PHYSICALOFFSET
-        "i"  # SYSFLAG
-        "q"  # BORNTIMESTAMP
-        f"{born_len}s"  # BORNHOST (ip + port)
-        "q"  # STORETIMESTAMP
-        f"{store_len}s"  # STOREHOSTADDRESS (ip + port)
-        "i"  # RECONSUMETIMES
-        "q"  # PREPARED TRANSACTION OFFSET
-        "i"  # BODY length
-    )
+# The fixed part of a record, up to and including the body length: (struct code, field), in order; None is a host
+# (ip + int port), 8 or 20 bytes by the host flags.
+_RECORD_FIXED_FIELDS = (
+    ("i", "TOTALSIZE"),
+    ("i", "MAGICCODE"),
+    ("i", "BODYCRC"),
+    ("i", "QUEUEID"),
+    ("i", "FLAG"),
+    ("q", "QUEUEOFFSET"),
+    ("q", "PHYSICALOFFSET"),
+    ("i", "SYSFLAG"),
+    ("q", "BORNTIMESTAMP"),
+    (None, "BORNHOST"),
+    ("q", "STORETIMESTAMP"),
+    (None, "STOREHOSTADDRESS"),
+    ("i", "RECONSUMETIMES"),
+    ("q", "PREPARED TRANSACTION OFFSET"),
+    ("i", "BODY length"),
+)
+# What dispatch reads of a record; the other fixed fields are skipped as pad bytes (see ``dispatch_fields``).
+_DISPATCH_FIELDS = frozenset({"TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
+                              "STORETIMESTAMP", "BODY length"})
+
+
+def _fixed_struct(born_len: int, store_len: int, only: frozenset[str] | None = None) -> struct.Struct:
+    """The fixed part for these host lengths; with ``only``, the other fields become pad bytes (not unpacked)."""
+    codes = []
+    for code, name in _RECORD_FIXED_FIELDS:
+        if code is None:
+            code = f"{born_len if name == 'BORNHOST' else store_len}s"
+        if only is not None and name not in only:
+            code = f"{struct.calcsize(code)}x"
+        codes.append(code)
+    return struct.Struct(">" + "".join(codes))
 
 
 # Host flag bits as plain ints: the hot paths below test them per record, and IntFlag arithmetic costs about a
@@ -116,6 +131,12 @@ _FIXED = {
     for store_v6 in (0, _STOREHOST_V6)
 }
 FIXED_SIZE_V4 = _FIXED[0].size  # 88: the 84-byte header plus the body length
+_DISPATCH_HEAD = {
+    born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8, _DISPATCH_FIELDS)
+    for born_v6 in (0, _BORNHOST_V6)
+    for store_v6 in (0, _STOREHOST_V6)
+}
+_DISPATCH_HEAD_V4 = _DISPATCH_HEAD[0]
 _TOPIC_LEN = {MessageVersion.V1: struct.Struct(">b"), MessageVersion.V2: struct.Struct(">h")}
 _VERSION_BY_MAGIC = {int(v): v for v in MessageVersion}  # a dict lookup; calling the enum is ten times slower
 _SHORT = struct.Struct(">h")
@@ -128,6 +149,24 @@ MAX_PROPERTIES_LENGTH = 32767  # a signed short
 
 def _fixed_for(sys_flag: int) -> struct.Struct:
     return _FIXED[sys_flag & _HOST_V6_MASK]
+
+
+def record_head(sys_flag: int) -> struct.Struct:
+    """The fixed part of a record, TOTALSIZE up to and including the body length, for the host flags in
+    ``sys_flag``. Its ``pack`` takes the fields in the order of the table above; the batch append path packs
+    records with it directly (``encode_record`` does the same, one record per call)."""
+    return _FIXED[sys_flag & _HOST_V6_MASK]
+
+
+def topic_field(topic: bytes) -> tuple[int, bytes]:
+    """(MAGICCODE, the TOPIC field: its length then its bytes) of a record for ``topic``, UTF-8 encoded."""
+    version = MessageVersion.for_topic(topic)
+    return int(version), _TOPIC_LEN[version].pack(len(topic)) + topic
+
+
+def properties_length_field(length: int) -> bytes:
+    """The short that precedes the PROPERTIES bytes."""
+    return _SHORT.pack(length)
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
@@ -269,6 +308,40 @@ def decode_record(buf, pos: int = 0, *, body: bool = True) -> MessageRecord:
                          store_ts, store_host, reconsume, prepared, body_bytes, topic, decode_properties(props))
 
 
+def dispatch_fields(buf, pos: int) -> tuple[int, int, int, int, int, int, str, str] | None:
+    """(TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties text) of the
+    record at ``buf[pos:]``, None for a BLANK filler: what dispatch needs, in one ``unpack_from`` for the fixed
+    part. Dispatch reads only what the CommitLog wrote or recovery checked, so the record is trusted whole;
+    CorruptRecord when it is not one at all."""
+    try:
+        size, magic, queue_id, queue_offset, phys, sys_flag, store_ts, body_len = _DISPATCH_HEAD_V4.unpack_from(
+            buf, pos)
+        head = _DISPATCH_HEAD_V4
+        if sys_flag & _HOST_V6_MASK and magic != BLANK_MAGIC:
+            head = _DISPATCH_HEAD[sys_flag & _HOST_V6_MASK]
+            size, magic, queue_id, queue_offset, phys, sys_flag, store_ts, body_len = head.unpack_from(buf, pos)
+    except struct.error:  # fewer bytes left than a record head: only a BLANK filler fits there
+        if is_blank(buf, pos):
+            return None
+        raise CorruptRecord(pos, "not a record: too few bytes") from None
+    if magic == BLANK_MAGIC:
+        return None
+    cur = pos + head.size + body_len
+    if magic == MESSAGE_MAGIC_V1:
+        topic_len = buf[cur]
+        cur += 1
+    elif magic == MESSAGE_MAGIC_V2:
+        topic_len = buf[cur] << 8 | buf[cur + 1]
+        cur += 2
+    else:
+        raise CorruptRecord(pos, f"{magic} is not a valid MessageVersion")
+    topic = str(buf[cur:cur + topic_len], "utf-8")
+    cur += topic_len
+    props_len = buf[cur] << 8 | buf[cur + 1]
+    props = str(buf[cur + 2:cur + 2 + props_len], "utf-8") if props_len and props_len < 0x8000 else ""
+    return size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props
+
+
 def decode_record_properties(buf, pos: int = 0) -> dict[str, str]:
     """Only the PROPERTIES of the record at ``buf[pos:]``, skipping the body unread (a SQL92 filter's view of a
     message, MessageDecoder.decodeProperties); CorruptRecord when the lengths run past the record."""
@@ -369,6 +442,13 @@ def encode_cq_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:
     return CQ_UNIT.pack(commit_log_offset, size, tags_code)
 
 
+def encode_cq_units(units: list[tuple[int, int, int, int]]) -> bytes:
+    """Consecutive units from (queue offset, commitLogOffset, size, tagsCode); the queue offset is where they go,
+    not part of the unit."""
+    pack = CQ_UNIT.pack
+    return b"".join([pack(offset, size, tags) for _, offset, size, tags in units])
+
+
 def decode_cq_unit(buf, pos: int = 0) -> CqUnit:
     return CqUnit(*CQ_UNIT.unpack_from(buf, pos))
 
@@ -454,11 +534,11 @@ def decode_index_entry(buf, pos: int) -> IndexEntry:
 
 
 def read_index_slot(buf, slot: int) -> int:
-    return INDEX_SLOT.unpack_from(buf, index_slot_pos(slot))[0]
+    return INDEX_SLOT.unpack_from(buf, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE)[0]  # index_slot_pos, inlined
 
 
 def write_index_slot(buf, slot: int, number: int) -> None:
-    INDEX_SLOT.pack_into(buf, index_slot_pos(slot), number)
+    INDEX_SLOT.pack_into(buf, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE, number)
 
 
 # Allocation-free writers for the IndexFile hot path (IndexService.build_index runs for every dispatched message).
@@ -472,6 +552,13 @@ def write_index_header(buf, begin_timestamp: int, end_timestamp: int, begin_phy_
 
 def write_index_entry(buf, pos: int, key_hash: int, phy_offset: int, time_diff: int, prev_index: int) -> None:
     INDEX_ENTRY.pack_into(buf, pos, key_hash, phy_offset, time_diff, prev_index)
+
+
+def write_index_entries(buf, pos: int, entries: list[tuple[int, int, int, int]]) -> None:
+    """Consecutive entries (keyHash, phyOffset, timeDiff, prevIndex) from ``pos`` on, in one write."""
+    pack = INDEX_ENTRY.pack
+    data = b"".join([pack(*entry) for entry in entries])
+    buf[pos:pos + len(data)] = data
 
 
 # -- checkpoint -------------------------------------------------------------------------------------------------------

@@ -105,17 +105,17 @@ class MessageStore:
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None
+        self._services = [self.commit_log.prefaulter]
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.group_commit = GroupCommitService(self.commit_log, self.checkpoint)
-            flusher = self.group_commit
+            self.group_commit = GroupCommitService(self.commit_log, self.checkpoint)  # runs in the putting thread
         else:
-            flusher = FlushRealTimeService(self.config, self.commit_log, self.checkpoint)
+            self._services.append(FlushRealTimeService(self.config, self.commit_log, self.checkpoint))
         self.cleaner = CleanCommitLogService(self.config, self.commit_log, self.consume_queues, self.index,
                                              self.reput, self._disk_usage)
-        self._services = [flusher, self.reput,
-                          FlushConsumeQueueService(self.config, self.consume_queues, self.index, self.reput,
-                                                   self.checkpoint),
-                          self.cleaner]
+        self._services += [self.reput,
+                           FlushConsumeQueueService(self.config, self.consume_queues, self.index, self.reput,
+                                                    self.checkpoint),
+                           self.cleaner]
         for service in self._services:
             service.start()
 
@@ -163,20 +163,14 @@ class MessageStore:
         if refusal is not None:
             return refusal
         try:
-            records = [self.commit_log.encode(m) for m in msgs]
-            appended = self.commit_log.append(msgs, records)
+            appended = self.commit_log.put(msgs)
         except EncodeError as err:
             return PutMessageResult(err.status, reason=str(err))
         self.reput.wakeup()
         status = PutMessageStatus.PUT_OK
-        if self.group_commit is not None:
-            done = self.group_commit.submit(appended.wrote_offset + appended.wrote_bytes)
-            try:
-                flushed = done.result(self.config.sync_flush_timeout / 1000)
-            except TimeoutError:
-                flushed = False
-            if not flushed:
-                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if self.group_commit is not None and not self.group_commit.wait_flushed(
+                appended.wrote_offset + appended.wrote_bytes, self.config.sync_flush_timeout / 1000):
+            status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return PutMessageResult(status, appended)
 
     def _check_writable(self) -> PutMessageResult | None:

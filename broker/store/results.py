@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from broker.message import offset_msg_id
+
 
 class PutMessageStatus(Enum):
     PUT_OK = "PUT_OK"
@@ -37,7 +39,12 @@ class AppendMessageResult:
     store_timestamp: int
     queue_offsets: list[int] = field(default_factory=list)  # one per record, in order
     record_offsets: list[int] = field(default_factory=list)  # commit log offset of each record
-    msg_ids: list[str] = field(default_factory=list)  # offsetMsgId of each record
+    store_host: bytes = b""  # packed, for the message ids
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """offsetMsgId of each record, made when asked for: the append path does not pay for ids nobody reads."""
+        return [offset_msg_id(self.store_host, offset) for offset in self.record_offsets]
 
     @property
     def queue_offset(self) -> int:
