@@ -281,3 +281,136 @@ class SourceOptions:
 
 
 # -- sink options (connector/sink.py) ---------------------------------------------------------------------------------
+
+SINK_OPTIONS = (
+    "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
+    "resolverIdleTimeoutSeconds", "resolverDir", "faultInjection",
+)
+SINK_ID_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+DEFAULT_DECISION_TOPIC = "RMQ_SINK_DECISIONS"
+DEFAULT_CHECK_IMMUNITY_S = 120  # the driver commits halves younger than half of it; older ones the check commits
+DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_SEND_TIMEOUT_MS = 10_000
+DEFAULT_RESOLVER_IDLE_S = 900
+SINK_COLUMNS = {"body", "topic", "tags", "keys", "properties", "shardingKey", "delayLevel"}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """``df.write[Stream].format("rmq")`` options (see connector/sink.py for the protocol they drive).
+
+    ``sink_id`` is the sink identity the decisions are recorded under: the ``sinkId`` option, else (streaming) one
+    derived from the absolute ``checkpointLocation`` Spark passes, else (batch) a fresh id per job. ``fault`` is the
+    parsed ``faultInjection`` JSON (tests only)."""
+
+    namesrv_addr: str
+    topic: str | None
+    sink_id: str
+    sink_id_explicit: bool
+    streaming: bool
+    decision_topic: str = DEFAULT_DECISION_TOPIC
+    check_immunity_s: int = DEFAULT_CHECK_IMMUNITY_S
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    resolver_idle_timeout_s: int = DEFAULT_RESOLVER_IDLE_S
+    resolver_dir: str | None = None
+    fault: Mapping[str, object] | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], schema: object | None = None, *, streaming: bool) -> SinkOptions:
+        import hashlib
+        import os
+        import uuid
+
+        reader = OptionReader(options, SINK_OPTIONS, "rmq sink")
+        namesrv = reader.str("namesrvAddr", required=True)
+        topic = reader.str("topic")
+        if topic is not None:
+            _check_sink_topic("topic option", topic)
+        if schema is not None:
+            _check_sink_schema(schema, topic)
+        sink_id, explicit = reader.str("sinkId"), True
+        if sink_id is not None:
+            if not re.fullmatch(SINK_ID_PATTERN, sink_id):
+                raise ConnectorOptionError(f"option sinkId must match {SINK_ID_PATTERN}, got {sink_id!r}")
+        elif streaming:
+            checkpoint = options.get("checkpointLocation") or options.get("checkpointlocation")
+            if not checkpoint:
+                raise ConnectorOptionError(
+                    "the rmq sink needs a stable identity for exactly-once delivery: set the option sinkId, or "
+                    "writeStream.option('checkpointLocation', ...) (the session-wide "
+                    "spark.sql.streaming.checkpointLocation is not passed to data sources)")
+            location = str(checkpoint)
+            if "://" not in location and not location.startswith("file:"):
+                location = os.path.abspath(location)
+            sink_id, explicit = "ckpt-" + hashlib.sha256(location.encode()).hexdigest()[:24], False
+        else:
+            sink_id, explicit = "job-" + uuid.uuid4().hex, False
+        decision_topic = reader.str("decisionTopic", DEFAULT_DECISION_TOPIC)
+        _check_sink_topic("decisionTopic", decision_topic)
+        fault = None
+        if (text := reader.str("faultInjection")) is not None:
+            try:
+                fault = json.loads(text)
+            except ValueError as err:
+                raise ConnectorOptionError(f"option faultInjection is not valid JSON ({err}): {text!r}") from None
+            if not isinstance(fault, dict):
+                raise ConnectorOptionError(f"option faultInjection must be a JSON object, got {text!r}")
+        return cls(
+            namesrv_addr=namesrv, topic=topic, sink_id=sink_id, sink_id_explicit=explicit, streaming=streaming,
+            decision_topic=decision_topic,
+            check_immunity_s=reader.int("checkImmunitySeconds", DEFAULT_CHECK_IMMUNITY_S, minimum=1),
+            max_in_flight=reader.int("maxInFlight", DEFAULT_MAX_IN_FLIGHT, minimum=1),
+            send_timeout_ms=reader.int("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, minimum=1),
+            resolver_idle_timeout_s=reader.int("resolverIdleTimeoutSeconds", DEFAULT_RESOLVER_IDLE_S, minimum=1),
+            resolver_dir=reader.str("resolverDir"), fault=fault)
+
+    @property
+    def producer_group(self) -> str:
+        """The producer group of the sink's half messages: the broker asks this group's producer (the resolver)."""
+        return f"RMQ_SINK_{self.sink_id}"
+
+
+def _check_sink_topic(what: str, topic: str) -> None:
+    if len(topic) > TOPIC_MAX_LENGTH or is_topic_or_group_illegal(topic):
+        raise ConnectorOptionError(f"{what} {topic!r} is not a valid topic name ({VALID_NAME_PATTERN}, at most "
+                                   f"{TOPIC_MAX_LENGTH} characters)")
+
+
+def _check_sink_schema(schema: object, topic: str | None) -> None:
+    """The input columns the sink knows, with the types it can send; anything else fails at query start."""
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        MapType,
+        ShortType,
+        StringType,
+        StructType,
+    )
+
+    if not isinstance(schema, StructType):
+        return
+    fields = {f.name: f.dataType for f in schema.fields}
+    unknown = sorted(set(fields) - SINK_COLUMNS)
+    if unknown:
+        raise ConnectorOptionError(f"the rmq sink does not know the column(s) {', '.join(unknown)}; its columns are "
+                                   f"{', '.join(sorted(SINK_COLUMNS))} (body required)")
+    if "body" not in fields:
+        raise ConnectorOptionError("the rmq sink needs a body column (binary or string); the input has "
+                                   f"{', '.join(fields) or 'no columns'}")
+    expected = {"body": (BinaryType, StringType), "topic": (StringType,), "tags": (StringType,),
+                "keys": (StringType,), "shardingKey": (StringType,),
+                "delayLevel": (IntegerType, LongType, ShortType)}
+    for name, types in expected.items():
+        if name in fields and not isinstance(fields[name], types):
+            allowed = " or ".join(t.typeName() for t in types)
+            raise ConnectorOptionError(f"the rmq sink column {name} must be {allowed}, got "
+                                       f"{fields[name].simpleString()}")
+    props = fields.get("properties")
+    if props is not None and not (isinstance(props, MapType) and isinstance(props.keyType, StringType)
+                                  and isinstance(props.valueType, StringType)):
+        raise ConnectorOptionError(f"the rmq sink column properties must be map<string,string>, got "
+                                   f"{props.simpleString()}")
+    if topic is None and "topic" not in fields:
+        raise ConnectorOptionError("the rmq sink needs a topic: set the option topic or give the input a topic column")

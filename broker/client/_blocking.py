@@ -437,3 +437,90 @@ class BlockingClient:
             return result
         raise MQClientError(ClientErrorCode.CONNECT_BROKER_EXCEPTION,
                             f"Send failed, Topic: {msg.topic}, last error: {error}") from error
+
+
+# -- pipelined requests and topic creation (the Spark sink, connector/sink.py) ---------------------------------------
+
+
+class Pipeline:
+    """Up to ``window`` requests in flight on one connection: ``submit`` sends at once and returns the calls that
+    completed meanwhile; ``drain`` waits for the rest. Requests that must not overtake each other (END_TRANSACTION
+    of one queue, which the broker may run on several threads) share an ``order_key``: one of them is in flight at
+    a time. Half messages cannot be batched (RocketMQ refuses transactional batches), so this is how a sink keeps a
+    broker busy without a thread per request. Single-threaded: one Pipeline per connection and caller.
+
+    Examples:
+        >>> pipe = Pipeline(client.client(addr), window=64)  # doctest: +SKIP
+        >>> done = pipe.submit(request, context="row 1")  # [(context, response), ...] of finished calls
+        >>> done += pipe.drain()
+    """
+
+    def __init__(self, client: BlockingRemotingClient, *, window: int = 64,
+                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        self.client = client
+        self.window = max(1, window)
+        self.timeout_ms = timeout_ms
+        self._pending: dict[int, tuple[object, object | None, float]] = {}  # opaque -> (context, order key, deadline)
+        self._busy_keys: set[object] = set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def submit(self, request: RemotingCommand, context: object = None,
+               order_key: object | None = None) -> list[tuple[object, RemotingCommand]]:
+        done: list[tuple[object, RemotingCommand]] = []
+        while len(self._pending) >= self.window or (order_key is not None and order_key in self._busy_keys):
+            done += self._read_some()
+        client = self.client
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        with client._lock:
+            sock = client._ensure_connected()
+            client._send(sock, command.encode(request), deadline, request, self.timeout_ms)
+        self._pending[request.opaque] = (context, order_key, deadline)
+        if order_key is not None:
+            self._busy_keys.add(order_key)
+        return done
+
+    def drain(self) -> list[tuple[object, RemotingCommand]]:
+        done: list[tuple[object, RemotingCommand]] = []
+        while self._pending:
+            done += self._read_some()
+        return done
+
+    def _read_some(self) -> list[tuple[object, RemotingCommand]]:
+        opaque = next(iter(self._pending))
+        _, _, deadline = self._pending[opaque]
+        client = self.client
+        with client._lock:
+            sock = client._sock
+            if sock is None:
+                raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{client.address}: closed with "
+                                                                       f"{len(self._pending)} requests in flight")
+            stub = command.RemotingCommand(code=0, opaque=opaque)
+            responses = client._read(sock, deadline, stub, self.timeout_ms)
+        done = []
+        for response in responses:
+            entry = self._pending.pop(response.opaque, None)
+            if entry is None:
+                log.debug("dropping response opaque %s from %s: not in this pipeline", response.opaque, client.address)
+                continue
+            context, order_key, _ = entry
+            if order_key is not None:
+                self._busy_keys.discard(order_key)
+            done.append((context, response))
+        return done
+
+
+def create_topic(client: BlockingRemotingClient, topic: str, *, queue_nums: int = 1, perm: int = 6,
+                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker ``client`` talks to (as mqadmin updateTopic -b does); the broker then
+    registers the topic with its NameServers."""
+    from broker.remoting.codes import RequestCode
+    from broker.remoting.headers import CreateTopicRequestHeader
+
+    header = CreateTopicRequestHeader(topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+                                      read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm,
+                                      topic_filter_type="SINGLE_TAG")
+    request = command.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+    protocol.expect_success(client.invoke(request, timeout_ms), client.address)

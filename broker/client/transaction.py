@@ -229,3 +229,26 @@ def serve_check_transaction_state(producers: Mapping[str, object], conn: Remotin
         log.debug("checkTransactionState: no transactional producer of group %s here", group)
         return
     check(conn, msg, header)
+
+
+# -- helpers for synchronous callers (the Spark sink, connector/sink.py) ----------------------------------------------
+
+
+def prepare_half_message(msg: Message, group: str) -> None:
+    """Mark ``msg`` as a half message of ``group``, as send_message_in_transaction does before sending: TRAN_MSG,
+    PGROUP, and no delay level (a delayed half would go to the schedule topic, not to the half queue)."""
+    msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    msg.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+    msg.properties[PROPERTY_PRODUCER_GROUP] = group
+
+
+def end_transaction_request(group: str, *, topic: str, broker_name: str, msg_id: str, commit_log_offset: int,
+                            queue_offset: int, transaction_id: str | None, state: LocalTransactionState,
+                            from_check: bool = False) -> RemotingCommand:
+    """END_TRANSACTION for the half message a SendResult named (its commit log offset from the offsetMsgId, its half
+    queue offset), as end_transaction sends it; a caller that invokes it (not oneway) gets the broker's answer."""
+    header = EndTransactionRequestHeader(
+        producer_group=group, tran_state_table_offset=queue_offset, commit_log_offset=commit_log_offset,
+        commit_or_rollback=state.transaction_type, msg_id=msg_id, topic=topic, from_transaction_check=from_check,
+        transaction_id=transaction_id, bname=broker_name)
+    return create_request(RequestCode.END_TRANSACTION, header.to_ext())

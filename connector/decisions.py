@@ -1,0 +1,233 @@
+"""The sink's decision log: which attempt of each (sinkId, batchId) won, recorded in a RocketMQ topic.
+
+A decision is written before any END_TRANSACTION of its batch, so that whoever is asked later (the resolver, answering
+the broker's CHECK_TRANSACTION_STATE; a restarted driver re-running the batch) finds the same answer. The log lives
+in the broker cluster the sink writes to (topic ``decisionTopic``, default RMQ_SINK_DECISIONS, one queue on each
+master that holds the sink's half messages), so drivers, executors and a resolver on other hosts all read it with the
+standard protocol.
+
+Records (JSON bodies; tag = sinkId, so a reader pulls only its own sink's records; keys = "<sinkId>:<batchId>"):
+
+    {"kind": "winners", "batch": B, "commit": C, "chunk": i, "runs": {runId: rows, ...}}   i = 0..n-1
+    {"kind": "decided", "batch": B, "commit": C, "chunks": n, "rows": total}                 the decision itself
+    {"kind": "aborted", "batch": B}                                                          batch jobs only
+
+``C`` is a fresh id per commit() call: chunks of a commit that died before its "decided" record are ignored. All
+records of one sink go, in order, to one queue (chosen by the hash of the sinkId, as SelectMessageQueueByHash), so
+"the first decided record of a batch" is well defined. One writer per sinkId at a time is assumed (Spark runs one
+driver per checkpoint; two live queries must not share a sinkId).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+import orjson
+
+from broker.client._blocking import BlockingClient, create_topic
+from broker.client.message import Message, MessageQueue, PullStatus
+from broker.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
+from broker.message import java_hash
+from broker.remoting.codes import ResponseCode
+
+log = logging.getLogger(__name__)
+
+# Properties every half message of the sink carries; the resolver answers checks from them.
+PROPERTY_SINK_ID = "RMQ_SINK_ID"
+PROPERTY_SINK_BATCH = "RMQ_SINK_BATCH"
+PROPERTY_SINK_RUN = "RMQ_SINK_RUN"
+
+CHUNK_RUNS = 2000  # task runs per winners record (~90 KB)
+PULL_BATCH = 32
+ROUTE_WAIT_S = 15.0
+
+
+class Resolution(Enum):
+    """The answer for one half message: its attempt won, lost, or its batch is not decided yet."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDecision:
+    batch: str
+    commit: str
+    winners: Mapping[str, int]  # task-run id -> rows it sent
+
+    @property
+    def rows(self) -> int:
+        return sum(self.winners.values())
+
+
+def _batch_number(batch: str) -> int | None:
+    return int(batch) if batch.isdigit() else None
+
+
+@dataclass
+class DecisionState:
+    """A sink's log folded: decided batches (the first "decided" record of each wins), aborted batch jobs."""
+
+    decided: dict[str, BatchDecision] = field(default_factory=dict)
+    aborted: set[str] = field(default_factory=set)
+    max_decided: int | None = None  # the highest numeric (streaming) batch id decided
+    _chunks: dict[tuple[str, str], dict[int, Mapping[str, int]]] = field(default_factory=dict)
+
+    def apply(self, record: Mapping[str, object]) -> None:
+        kind, batch = record.get("kind"), str(record.get("batch"))
+        if kind == "winners":
+            key = (batch, str(record["commit"]))
+            self._chunks.setdefault(key, {})[int(record["chunk"])] = dict(record["runs"])
+        elif kind == "decided":
+            if batch in self.decided:
+                return  # a later decided record of the same batch lost (there should be none)
+            commit, chunks = str(record["commit"]), int(record["chunks"])
+            parts = self._chunks.pop((batch, commit), {})
+            if len(parts) != chunks:
+                raise ConnectorError(f"decision log: batch {batch} commit {commit} is decided with {chunks} chunks "
+                                     f"but {len(parts)} were read")
+            winners: dict[str, int] = {}
+            for i in range(chunks):
+                winners.update(parts[i])
+            self.decided[batch] = BatchDecision(batch, commit, winners)
+            number = _batch_number(batch)
+            if number is not None and (self.max_decided is None or number > self.max_decided):
+                self.max_decided = number
+        elif kind == "aborted":
+            self.aborted.add(batch)
+
+    def resolve(self, batch: str, run: str) -> Resolution:
+        """COMMIT for a run among its batch's winners; ROLLBACK for a loser of a decided batch, any run of an
+        aborted batch job, or a run of a streaming batch older than one already decided (Spark never goes back);
+        UNKNOWN otherwise (the batch may still be decided)."""
+        decision = self.decided.get(batch)
+        if decision is not None:
+            return Resolution.COMMIT if run in decision.winners else Resolution.ROLLBACK
+        if batch in self.aborted:
+            return Resolution.ROLLBACK
+        number = _batch_number(batch)
+        if number is not None and self.max_decided is not None and number < self.max_decided:
+            return Resolution.ROLLBACK
+        return Resolution.UNKNOWN
+
+
+def decision_records(batch: str, commit: str, winners: Mapping[str, int]) -> list[dict[str, object]]:
+    """The winners chunks then the decided record of one commit."""
+    runs = sorted(winners.items())
+    chunks = [dict(runs[i:i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)] or [{}]
+    records: list[dict[str, object]] = [{"kind": "winners", "batch": batch, "commit": commit, "chunk": i,
+                                         "runs": chunk} for i, chunk in enumerate(chunks)]
+    records.append({"kind": "decided", "batch": batch, "commit": commit, "chunks": len(chunks),
+                    "rows": sum(winners.values())})
+    return records
+
+
+class DecisionLog:
+    """Reads (incrementally) and appends one sink's records in the decision topic, over a BlockingClient."""
+
+    def __init__(self, client: BlockingClient, topic: str, sink_id: str) -> None:
+        self.client = client
+        self.topic = topic
+        self.sink_id = sink_id
+        self.state = DecisionState()
+        self._next: dict[MessageQueue, int] = {}
+
+    # -- the topic ------------------------------------------------------------------------------------------------
+
+    def ensure_topic(self, brokers: Mapping[str, str]) -> None:
+        """Create the decision topic (one queue) on each of ``brokers`` ({brokerName: master address}) that does not
+        have it yet, and wait until the NameServer routes it there."""
+        have = self._route_brokers()
+        missing = {name: addr for name, addr in brokers.items() if name not in have}
+        if not missing:
+            return
+        for name, addr in sorted(missing.items()):
+            try:
+                create_topic(self.client.client(addr), self.topic, queue_nums=1)
+            except (MQBrokerError, RemotingError) as err:
+                raise ConnectorError(f"cannot create the sink's decision topic {self.topic} on broker {name} "
+                                     f"({addr}): {err}") from err
+        deadline = time.monotonic() + ROUTE_WAIT_S
+        while not set(missing) <= self._route_brokers(refresh=True):
+            if time.monotonic() > deadline:
+                raise ConnectorError(f"decision topic {self.topic} was created on {sorted(missing)} but the NameServer "
+                                     f"{self.client.namesrv_addrs} does not route it there after {ROUTE_WAIT_S:.0f} s")
+            time.sleep(0.2)
+
+    def _route_brokers(self, *, refresh: bool = False) -> set[str]:
+        try:
+            route = self.client.get_route(self.topic, refresh=refresh)
+        except MQClientError as err:
+            if err.code == ResponseCode.TOPIC_NOT_EXIST:
+                return set()
+            raise
+        return {b.broker_name for b in route.broker_datas}
+
+    def queues(self) -> list[MessageQueue]:
+        try:
+            return sorted(self.client.fetch_message_queues(self.topic),
+                          key=lambda q: (q.broker_name, q.queue_id))
+        except MQClientError as err:
+            if err.code == ResponseCode.TOPIC_NOT_EXIST:
+                return []
+            raise
+
+    def own_queue(self) -> MessageQueue:
+        """The queue this sink appends to: SelectMessageQueueByHash over the sorted queues."""
+        queues = self.queues()
+        if not queues:
+            raise ConnectorError(f"the decision topic {self.topic} has no route; it is created at the first commit")
+        return queues[abs(java_hash(self.sink_id) % len(queues))]
+
+    # -- reading --------------------------------------------------------------------------------------------------
+
+    def refresh(self) -> DecisionState:
+        """Pull what was appended since the last call (from each queue's minimum offset the first time), tag-filtered
+        at the broker to this sink, and fold it into ``state``."""
+        for mq in self.queues():
+            offset = self._next.get(mq)
+            if offset is None:
+                offset = self.client.get_min_offset(mq)
+            while True:
+                result = self.client.pull(mq, offset, PULL_BATCH, sub_expression=self.sink_id, decode=True)
+                if result.status is PullStatus.OFFSET_ILLEGAL:
+                    offset = max(result.next_begin_offset, result.min_offset)
+                    continue
+                for msg in sorted(result.messages, key=lambda m: m.queue_offset):
+                    self._apply(msg.body, msg.keys)
+                if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
+                    offset = max(offset, result.next_begin_offset)
+                    break
+                offset = result.next_begin_offset
+            self._next[mq] = offset
+        return self.state
+
+    def _apply(self, body: bytes, keys: str | None) -> None:
+        if not keys or not keys.startswith(f"{self.sink_id}:"):
+            return  # another sink whose tag hash collided
+        try:
+            record = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            log.warning("decision log %s: record with keys %s is not JSON; skipped", self.topic, keys)
+            return
+        if isinstance(record, dict):
+            self.state.apply(record)
+
+    # -- writing --------------------------------------------------------------------------------------------------
+
+    def append(self, records: Iterable[Mapping[str, object]]) -> None:
+        """Send ``records`` in order to the sink's queue, each acknowledged before the next is sent."""
+        mq = self.own_queue()
+        for record in records:
+            msg = Message(self.topic, orjson.dumps(record), tags=self.sink_id,
+                          keys=f"{self.sink_id}:{record['batch']}")
+            try:
+                self.client.send(msg, mq)
+            except (MQBrokerError, MQClientError, RemotingError) as err:
+                raise ConnectorError(f"cannot record the sink decision ({record['kind']} of batch {record['batch']}) "
+                                     f"in {mq}: {err}") from err
