@@ -26,13 +26,13 @@ from broker.store.config import MessageStoreConfig
 from broker.store.layout import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH,
     MessageRecord,
     RecordCheck,
     RecordKind,
     check_record,
     decode_record,
     encode_blank,
-    properties_length_field,
     record_head,
     record_size,
     store_timestamp_pos,
@@ -135,6 +135,8 @@ class CommitLog:
         store_host, store_v6 = self.store_host, self._store_v6
         topic_fields, next_offsets = self._topic_fields, self.queue_offsets
         pending: dict[tuple[str, int], int] = {}
+        head_v4 = record_head(0)  # both hosts IPv4: nearly every record
+        pack_props_length = PROPERTIES_LENGTH.pack
         parts: list[bytes] = []
         queue_offsets: list[int] = []
         record_offsets: list[int] = []
@@ -143,13 +145,15 @@ class CommitLog:
             props = msg.encoded_properties
             if props is None:
                 props = encode_properties(msg.properties).encode()
-            if len(props) > MAX_PROPERTIES_LENGTH:
+            props_len = len(props)
+            if props_len > MAX_PROPERTIES_LENGTH:
                 raise EncodeError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                  f"properties are {len(props)} bytes, at most {MAX_PROPERTIES_LENGTH} are allowed")
+                                  f"properties are {props_len} bytes, at most {MAX_PROPERTIES_LENGTH} are allowed")
             body = msg.body
-            if len(body) > limit:
+            body_len = len(body)
+            if body_len > limit:
                 raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
-                                  f"message body is {len(body)} bytes, maxMessageSize is {limit}")
+                                  f"message body is {body_len} bytes, maxMessageSize is {limit}")
             topic = msg.topic
             field = topic_fields.get(topic)
             if field is None:
@@ -158,8 +162,8 @@ class CommitLog:
             sys_flag = (int(msg.sys_flag) & ~_HOST_V6_MASK) | store_v6
             if len(msg.born_host) == 20:
                 sys_flag |= _BORNHOST_V6
-            head = record_head(sys_flag)
-            size = head.size + len(body) + len(topic_bytes) + 2 + len(props)
+            head = record_head(sys_flag) if sys_flag & _HOST_V6_MASK else head_v4
+            size = head.size + body_len + len(topic_bytes) + PROPERTIES_LENGTH.size + props_len
             if size > record_limit:
                 raise EncodeError(PutMessageStatus.MESSAGE_ILLEGAL,
                                   f"message is {size} bytes stored, at most {record_limit} fit")
@@ -175,8 +179,8 @@ class CommitLog:
             parts += (
                 head.pack(size, magic, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, queue_offset, pos, sys_flag,
                           msg.born_timestamp, msg.born_host, store_ts, store_host, msg.reconsume_times,
-                          msg.prepared_transaction_offset, len(body)),
-                body, topic_bytes, properties_length_field(len(props)), props,
+                          msg.prepared_transaction_offset, body_len),
+                body, topic_bytes, pack_props_length(props_len), props,
             )
             queue_offsets.append(queue_offset)
             record_offsets.append(pos)

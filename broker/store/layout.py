@@ -164,9 +164,7 @@ def topic_field(topic: bytes) -> tuple[int, bytes]:
     return int(version), _TOPIC_LEN[version].pack(len(topic)) + topic
 
 
-def properties_length_field(length: int) -> bytes:
-    """The short that precedes the PROPERTIES bytes."""
-    return _SHORT.pack(length)
+PROPERTIES_LENGTH = _SHORT  # the short that precedes the PROPERTIES bytes
 
 
 def store_timestamp_pos(sys_flag: int) -> int:

@@ -398,3 +398,24 @@ def test_store_max_physic_offset_without_units(store):
     assert store.max_physic_offset == NO_PHYSIC_OFFSET
     store.find_or_create("A", 0)
     assert store.max_physic_offset == NO_PHYSIC_OFFSET
+
+
+@pytest.mark.parametrize("first", [0, 7, 23])
+def test_put_units_leaves_the_bytes_of_put_one_by_one(tmp_path, first):
+    """Batches across file ends, a queue starting mid-file, a hole (blank units) and a re-dispatch of old units."""
+    units = [(q, q * MSG, MSG, q) for q in range(first, first + 25)]
+    units = units[:12] + units[15:]  # queue offsets first+12..first+14 never arrive: a hole
+    one = ConsumeQueue("TopicTest", 0, str(tmp_path / "one"), FILE_SIZE)
+    many = ConsumeQueue("TopicTest", 0, str(tmp_path / "many"), FILE_SIZE)
+    for u in units + units[3:9]:
+        one.put(*u)
+    for batch in (units[:5], units[5:14], units[14:], units[3:9]):
+        many.put_units(batch)
+    assert (many.min_offset, many.max_offset, many.max_physic_offset) == (one.min_offset, one.max_offset,
+                                                                          one.max_physic_offset)
+    assert many.iter_units(many.min_offset, 100) == one.iter_units(one.min_offset, 100)
+    for name in sorted(os.listdir(tmp_path / "one" / "TopicTest" / "0")):
+        assert (tmp_path / "many" / "TopicTest" / "0" / name).read_bytes() == \
+            (tmp_path / "one" / "TopicTest" / "0" / name).read_bytes()
+    one.close()
+    many.close()

@@ -7,8 +7,11 @@ import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.message import SysFlag, java_hash
+from broker.store.dispatch import DispatchRequest
 from broker.store.index_file import (
     IndexFile,
     IndexService,
@@ -81,6 +84,22 @@ class TestJavaHash:
         for ch in "TopicTest#KEY1":
             h = (31 * h + ord(ch)) % 2**32
         assert java_hash("TopicTest#KEY1") == h - 2**32
+
+    @given(st.text(max_size=300))
+    def test_polynomial_over_utf16_units_for_any_text(self, text):
+        """The ASCII fast path (base-31 numerals) and the UTF-16 loop both equal the plain definition."""
+        units = text.encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + int.from_bytes(units[i:i + 2], "big")) % 2**32
+        assert java_hash(text) == (h - 2**32 if h >= 2**31 else h)
+
+    def test_ascii_control_characters_and_long_keys(self):
+        for text in ("\x00", "\x00\x7f 0_9", "_1", " 12 ", "a" * 4000, "Zz" * 2501):
+            h = 0
+            for ch in text:
+                h = (31 * h + ord(ch)) % 2**32
+            assert java_hash(text) == (h - 2**32 if h >= 2**31 else h)
 
     def test_index_key_hash_is_abs_with_min_value_zero(self):
         assert index_key_hash("TopicTest#KEY1") == 1656969516
@@ -550,3 +569,55 @@ def test_every_key_found_whatever_the_slot_count(tmp_path, slot_num):
     for k in range(13):
         assert f.select_phy_offsets(f"T#{k}", 100, *ALL_TIME) == [n for n in range(149, -1, -1) if n % 13 == k]
     f.close()
+
+
+class TestBatchedIndexing:
+    """The dispatch path indexes a batch of messages at once; the bytes must be what one-by-one puts leave."""
+
+    def test_put_keys_matches_java_golden_bytes(self, tmp_path):
+        path = str(tmp_path / "20240101000000000")
+        f = IndexFile.create(path, 4, 8)
+        items = [(k, 100 * (i + 1), t) for i, (k, t) in enumerate(zip(GOLDEN_KEYS, GOLDEN_TIMES, strict=True))]
+        assert f.put_keys(items[:3]) == 3
+        assert f.put_keys(items[3:]) == 4  # the 8th does not fit: the file holds 7 entries
+        assert f.is_write_full and f.put_keys(items[7:]) == 0
+        assert read_file(path) == GOLDEN_FULL
+        assert f.select_phy_offsets("TopicTest#KEY1", 32, *ALL_TIME) == [300, 100]
+        f.close()
+
+    def test_put_keys_on_rolled_file_matches_java(self, tmp_path):
+        path = str(tmp_path / "20240101000000001")
+        f = IndexFile.create(path, 4, 8, end_phy_offset=800, end_timestamp=T0 + 63_000)
+        assert f.put_keys([("TopicTest#KEY5", 900, T0 + 65_000), ("TopicTest#KEY6", 1000, T0 + 69_000)]) == 2
+        assert read_file(path) == GOLDEN_ROLLED
+        f.close()
+
+    @staticmethod
+    def messages(count: int) -> list[DispatchRequest]:
+        """Messages with a UNIQ_KEY, zero to three KEYS (one empty), a rollback and a prepared one."""
+        result = []
+        for i in range(count):
+            off = 100 * i
+            keys = [f"k{i % 7}", "", f"order-{i}"][: i % 4]
+            sys_flag = int(SysFlag.TRANSACTION_ROLLBACK) if i == 5 else int(SysFlag.TRANSACTION_PREPARED) * (i == 6)
+            result.append(DispatchRequest("T" if i % 3 else "U", 0, off, 100, 0, stored_at(off), i, keys,
+                                          f"UNIQ{i}" if i % 5 else None, sys_flag, {}))
+        return result
+
+    def test_batches_equal_one_by_one_across_rolls_and_redispatch(self, tmp_path):
+        one = IndexService(str(tmp_path / "one"), 4, 9, clock_ms=Clock())
+        many = IndexService(str(tmp_path / "many"), 4, 9, clock_ms=Clock())
+        msgs = self.messages(40)
+        for m in msgs + msgs[10:20]:  # the second pass is a re-dispatch: nothing new
+            one.build_index(m.topic, m.keys, m.uniq_key, m.commit_log_offset, m.store_timestamp, sys_flag=m.sys_flag)
+        for start in (0, 3, 4, 17, 30):
+            many.build_index_batch(msgs[start:{0: 3, 3: 4, 4: 17, 17: 30, 30: 40}[start]])
+        many.build_index_batch(msgs[10:20])
+        assert [f.file_name for f in one.files] == [f.file_name for f in many.files]
+        assert len(one.files) > 3
+        for a, b in zip(one.files, many.files, strict=True):
+            assert read_file(a.path) == read_file(b.path)
+        for key in ("k1", "order-9", "UNIQ7", "UNIQ5"):
+            assert many.query("T", key, 64, *ALL_TIME) == one.query("T", key, 64, *ALL_TIME)
+        one.close()
+        many.close()

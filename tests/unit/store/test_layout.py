@@ -147,3 +147,47 @@ def test_index_and_checkpoint_golden():
 
 def test_offset_file_name():
     assert layout.offset_file_name(1073741824) == "00000000001073741824"
+
+
+@given(topic=st.text(min_size=1, max_size=200).filter(lambda t: len(t.encode()) <= 300),
+       body=st.binary(max_size=300),
+       props=st.dictionaries(st.text("ABCKEYS_", min_size=1, max_size=8), st.text(min_size=1, max_size=40),
+                             max_size=4),
+       born_v6=st.booleans(), store_v6=st.booleans(), queue_offset=st.integers(0, 2**40),
+       store_timestamp=st.integers(0, 2**45))
+def test_dispatch_fields_agree_with_decode_record(topic, body, props, born_v6, store_v6, queue_offset,
+                                                  store_timestamp):
+    """The dispatch decoder reads the same fields as the full decoder, for V1/V2 topics and both host sizes."""
+    from broker.message import encode_properties
+
+    sys_flag = (SysFlag.BORNHOST_V6 if born_v6 else 0) | (SysFlag.STOREHOSTADDRESS_V6 if store_v6 else 0)
+    record = layout.encode_record(
+        topic=topic.encode(), queue_id=5, body=body, properties=encode_properties(props).encode(),
+        sys_flag=int(sys_flag), born_host=pack_host("::2", 1) if born_v6 else BORN,
+        store_host=STORE6 if store_v6 else STORE, store_timestamp=store_timestamp, queue_offset=queue_offset,
+        commit_log_offset=777)
+    buf = memoryview(bytes(10) + record)
+    decoded = layout.decode_record(buf, 10)
+    fields = layout.dispatch_fields(buf, 10)
+    assert fields == (decoded.store_size, 5, queue_offset, 777, int(sys_flag), store_timestamp, topic,
+                      encode_properties(props))
+
+
+def test_dispatch_fields_blank_even_in_the_last_eight_bytes():
+    blank = layout.encode_blank(8)
+    assert layout.dispatch_fields(memoryview(bytes(100) + blank), 100) is None
+    assert layout.dispatch_fields(memoryview(layout.encode_blank(200) + bytes(192)), 0) is None
+    with pytest.raises(CorruptRecord):
+        layout.dispatch_fields(memoryview(bytes(100) + b"\x00\x00\x00\x08junk"), 100)
+
+
+def test_index_entries_written_at_once_equal_one_by_one():
+    entries = [(1656969516, 100, 0, 0), (-5, 2**40, 3, 1), (0, 7, 2**31 - 1, 2)]
+    one = bytearray(100)
+    for i, entry in enumerate(entries):
+        layout.write_index_entry(one, 20 + 20 * i, *entry)
+    many = bytearray(100)
+    layout.write_index_entries(many, 20, entries)
+    assert many == one
+    assert layout.encode_cq_units([(9, 1, 2, 3), (10, 4, 5, -6)]) == (layout.encode_cq_unit(1, 2, 3)
+                                                                      + layout.encode_cq_unit(4, 5, -6))

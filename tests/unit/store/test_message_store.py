@@ -245,3 +245,64 @@ def test_index_alone_is_rebuilt_when_its_files_are_gone(open_store, store_config
     again = open_store()
     assert [r.properties["KEYS"] for r in iter_records(again.query_message("TopicA", "key-4", 32).body())] == ["key-4"]
     assert again.max_offset_in_queue("TopicA", 0) == 20
+
+
+def test_a_bad_message_fails_its_whole_batch_and_takes_no_queue_offsets(open_store):
+    store = open_store(max_message_size=1024)
+    store.put_message(msg(0))
+    end = store.commit_log.max_offset
+    bad = store.put_messages([msg(1), msg(2), StoreMessage("TopicA", 0, b"x" * 2000)])
+    assert bad.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.commit_log.max_offset == end
+    assert store.put_messages([msg(3), msg(4)]).append.queue_offsets == [1, 2]
+
+
+def test_batch_that_does_not_fit_rolls_the_file_once(open_store, store_config):
+    store = open_store()
+    first = store.put_messages([msg(i, size=600) for i in range(4)])  # about 2,800 of 4,096 bytes
+    second = store.put_messages([msg(i, size=600) for i in range(4, 8)])  # does not fit: the next file
+    assert first.append.queue_offsets == [0, 1, 2, 3] and second.append.queue_offsets == [4, 5, 6, 7]
+    assert second.append.wrote_offset == store_config.mapped_file_size_commit_log
+    wait_dispatched(store)
+    got = store.get_message("g", "TopicA", 0, 0, 32)
+    assert [decode_record(b).commit_log_offset for b in got.buffers] == (first.append.record_offsets
+                                                                         + second.append.record_offsets)
+
+
+def test_sync_flush_from_many_threads_groups_flushes(open_store):
+    import threading
+
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    results = []
+
+    def put(t: int) -> None:
+        for i in range(20):
+            results.append(store.put_messages([msg(t * 100 + i, queue_id=t)]))
+
+    threads = [threading.Thread(target=put, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 80 and all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert store.commit_log.queue.flushed_offset == store.commit_log.max_offset
+
+
+def test_prefault_keeps_pages_ahead_of_the_writer_and_bytes_intact(open_store):
+    from broker.store import mapped_file
+
+    store = open_store(mapped_file_size_commit_log=1 << 20)
+    prefaulter = store.commit_log.prefaulter
+    prefaulter.window, prefaulter.chunk = 64 << 10, 16 << 10
+    results = [store.put_messages([msg(i, size=900) for i in range(8)]) for _ in range(20)]
+    mf = store.commit_log.queue.files[-1]
+    if mapped_file._madvise is not None and prefaulter.supported:
+        prefaulter.run_once()
+        assert mf.prefaulted_position >= min(mf.wrote_position + prefaulter.window, mf.file_size)
+    assert bytes(mf.buffer[mf.wrote_position:mf.prefaulted_position]) == bytes(
+        max(mf.prefaulted_position - mf.wrote_position, 0))
+    wait_dispatched(store)
+    assert store.max_offset_in_queue("TopicA", 0) == 160
+    assert results[-1].append.queue_offsets[-1] == 159
+    last = decode_record(store.get_message("g", "TopicA", 0, 159, 1).buffers[0])
+    assert last.body == msg(7, size=900).body and last.properties["KEYS"] == "key-7"
