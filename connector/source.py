@@ -263,6 +263,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._fresh_start = True  # no latestOffset answered yet in this run
         self._target: Offsets | None = None  # Trigger.AvailableNow: the offsets seen when it began
         self._last_batch_at = time.monotonic()
+        self._committed: Offsets = {}
 
     @property
     def oracle(self) -> OffsetOracle:
@@ -306,6 +307,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         fresh, self._fresh_start = self._fresh_start, False
         begin = from_json(start)
+        self._commit_group(begin)  # Spark asks for the next batch once the previous one (ending at start) is done
         if fresh and self._target is None and start == self._initial and _involves_latest(self.opts):
             return start  # an empty first batch puts the resolved start into the offset log (module docstring)
         if self._target is not None:
@@ -352,8 +354,14 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        if self.opts.consumer_group:
-            self.oracle.commit_group_offsets(self.opts.consumer_group, from_json(end))
+        self._commit_group(from_json(end))
+
+    def _commit_group(self, offsets: Offsets) -> None:
+        """consumerGroup: processed offsets to the brokers. Spark calls ``commit(end)`` only when it plans the
+        batch after next, so ``latestOffset(start)`` commits too: the last batch of a run shows up at once."""
+        if self.opts.consumer_group and offsets and offsets != self._committed:
+            self.oracle.commit_group_offsets(self.opts.consumer_group, offsets)
+            self._committed = dict(offsets)
 
     def stop(self) -> None:
         if self._oracle is not None:
