@@ -1,0 +1,116 @@
+"""Exactly once across failures, with a killable driver (tests/connector/sink_driver.py, a subprocess with its own
+SparkSession, master local[2,2] so a failed task is retried):
+
+* batch 0: the first attempt of partition 0 fails after storing 3 half messages; the retry wins, the lost attempt's
+  halves are rolled back when the broker checks them;
+* batch 1: the driver (its whole process group) is killed right after the decision is recorded, before any
+  END_TRANSACTION; the query is restarted from its checkpoint, Spark re-runs batch 1, the re-run is rolled back and
+  the decided attempt is committed by the resolver (which outlived the driver) when the broker asks;
+* batch 2 runs after the restart.
+
+Every row is then seen exactly once by our pull client, by the official Java consumer and by our source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from broker.client import BlockingClient
+from connector.decisions import DecisionLog
+from tests.apache import apache_client
+from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, wait_until
+from tests.integration.cluster import Cluster
+from tests.javatools import JavaToolError
+
+pytestmark = [pytest.mark.slow, pytest.mark.java]
+
+REPO = Path(__file__).resolve().parents[2]
+BATCHES, PER_BATCH = 3, 10
+DRIVER_TIMEOUT_S = 240
+
+
+def run_driver(config: dict, log: Path) -> int:
+    with log.open("ab") as out:
+        script = str(REPO / "tests" / "connector" / "sink_driver.py")
+        done = subprocess.run([sys.executable, script, json.dumps(config)],
+                              stdout=out, stderr=subprocess.STDOUT, timeout=DRIVER_TIMEOUT_S, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    return done.returncode
+
+
+def write_inputs(directory: Path) -> list[str]:
+    directory.mkdir()
+    bodies = []
+    for batch in range(BATCHES):
+        ids = range(batch * PER_BATCH, (batch + 1) * PER_BATCH)
+        (directory / f"part-{batch}.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+        bodies += [f"row-{i}" for i in ids]
+    return bodies
+
+
+def resolver_answers(resolver_dir: Path, sink_id: str) -> list[tuple[str, str, str]]:
+    """(batch, run, answer) of every check the resolver answered (its log)."""
+    log = resolver_dir / f"{sink_id}.log"
+    out = []
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+        if " check " in line and " batch " in line:
+            tail = line.split(" batch ", 1)[1]
+            batch, _, rest = tail.partition(" run ")
+            run, _, answer = rest.partition(": ")
+            out.append((batch, run, answer.strip()))
+    return out
+
+
+def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Cluster, resolver_dir: Path,
+                                                       tmp_path: Path, topic_name: str) -> None:
+    bodies = write_inputs(tmp_path / "input")
+    sink_id = "recovery_" + topic_name[-40:].replace("-", "_")
+    config = {
+        "namesrv": sink_cluster.namesrv_addr, "topic": topic_name, "input": str(tmp_path / "input"),
+        "checkpoint": str(tmp_path / "checkpoint"), "master": "local[2,2]",
+        "options": {"namesrvAddr": sink_cluster.namesrv_addr, "sinkId": sink_id, "resolverDir": str(resolver_dir),
+                    "checkImmunitySeconds": str(SINK_CHECK_IMMUNITY_S), "resolverIdleTimeoutSeconds": "120",
+                    "faultInjection": json.dumps({"failTask": {"partition": 0, "batch": "0", "afterRows": 3}})},
+    }
+    log = tmp_path / "driver.log"
+    code = run_driver({**config, "kill_after_decision": 1}, log)
+    assert code == -9, f"the driver should have been killed after deciding batch 1, exited {code}:\n" \
+                       f"{log.read_text(errors='replace')[-3000:]}"
+    del config["options"]["faultInjection"]
+    code = run_driver(config, log)
+    assert code == 0, f"restarted driver exited {code}:\n{log.read_text(errors='replace')[-3000:]}"
+
+    wait_until("every row committed", lambda: len(read_topic(sink_cluster.namesrv_addr, topic_name)) >= len(bodies),
+               timeout=120)
+    with BlockingClient(sink_cluster.namesrv_addr) as client:
+        state = DecisionLog(client, "RMQ_SINK_DECISIONS", sink_id).refresh()
+    assert sorted(state.decided) == ["0", "1", "2"]
+    assert all(state.decided[b].rows == PER_BATCH for b in state.decided)
+    # the lost attempt of batch 0 (3+ halves) was rolled back by the check; no winner was ever rolled back
+    wait_until("the failed attempt's halves rolled back by the check",
+               lambda: sum(1 for b, r, a in resolver_answers(resolver_dir, sink_id)
+                           if b == "0" and a == "ROLLBACK" and r not in state.decided["0"].winners) >= 3, timeout=60)
+    answers = resolver_answers(resolver_dir, sink_id)
+    assert not [x for x in answers if x[2] == "ROLLBACK" and x[1] in state.decided[x[0]].winners]
+    # batch 1 was finished by the resolver: its winners were committed on the broker's check
+    assert any(b == "1" and a == "COMMIT" for b, _, a in answers)
+
+    seen = read_topic(sink_cluster.namesrv_addr, topic_name)
+    assert Counter(m.body.decode() for m in seen) == Counter(bodies)
+
+    try:
+        java = apache_client(tmp_path / "java").run("consume-pull", namesrv=sink_cluster.namesrv_addr,
+                                                     topic=topic_name, body_format="utf8", timeout_ms=60_000)
+    except JavaToolError as err:
+        pytest.fail(f"the official Java consumer could not run: {err}", pytrace=False)
+    assert Counter(r["body"] for r in java.records) == Counter(bodies)
+
+    read = spark.read.format("rmq").option("namesrvAddr", sink_cluster.namesrv_addr).option("topic", topic_name).load()
+    assert Counter(r.body.decode() for r in read.select("body").collect()) == Counter(bodies)
