@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, wait_until
+from broker.errors import ConnectorOptionError
+from connector.options import SinkOptions
+from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues, wait_until
 from tests.integration.cluster import Cluster
 
 pytestmark = pytest.mark.slow
@@ -48,3 +50,77 @@ def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Pa
         queues.setdefault(m.properties["p"] and f"s{int(m.properties['p']) % 4}", set()).add(m.queue_id)
     assert all(len(q) == 1 for q in queues.values()), queues
     assert Counter(m.body for m in seen).most_common(1)[0][1] == 1
+
+
+def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolver_dir: Path,
+                                            topic_name: str) -> None:
+    """A task fails (local[2] does not retry): the job aborts; the other task's halves are rolled back by abort(),
+    the failed task's by the check (the job is recorded aborted); no row ever becomes visible."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    from tests.connector.conftest import SINK_CHECK_IMMUNITY_S
+    from tests.connector.test_sink_recovery import resolver_answers
+
+    sink_id = "abort_" + topic_name[-40:].replace("-", "_")
+    df = spark.range(20).selectExpr("cast(id as string) as body").repartition(2)
+    options = sink_options(sink_cluster, resolver_dir, topic=topic_name, sinkId=sink_id,
+                           checkImmunitySeconds=SINK_CHECK_IMMUNITY_S,
+                           faultInjection='{"failTask": {"partition": 1, "afterRows": 3}}')
+    with pytest.raises((PySparkException, Py4JJavaError), match="injected task failure"):
+        df.write.format("rmq").options(**options).mode("append").save()
+    wait_until("the failed task's halves rolled back by the check",
+               lambda: sum(1 for _, _, a in resolver_answers(resolver_dir, sink_id) if a == "ROLLBACK") >= 3,
+               timeout=60)
+    assert not [a for a in resolver_answers(resolver_dir, sink_id) if a[2] == "COMMIT"]
+    assert routed_queues(sink_cluster.namesrv_addr, topic_name), "the halves' sends created the topic"
+    assert read_topic(sink_cluster.namesrv_addr, topic_name) == []
+
+
+@pytest.mark.parametrize(("options", "schema", "message"), [
+    ({}, "body string", "namesrvAddr is required"),
+    ({"namesrvAddr": "x:1"}, "body string", "needs a topic"),
+    ({"namesrvAddr": "x:1", "topic": "T"}, "value string", "unknown column|needs a body column|does not know"),
+    ({"namesrvAddr": "x:1", "topic": "T"}, "body int", "column body must be binary or string"),
+    ({"namesrvAddr": "x:1", "topic": "T"}, "body string, properties map<string,int>", "map<string,string>"),
+    ({"namesrvAddr": "x:1", "topic": "T", "sinkId": "bad id!"}, "body string", "sinkId must match"),
+    ({"namesrvAddr": "x:1", "topic": "T", "maxInFlight": "0"}, "body string", "maxInFlight must be >= 1"),
+    ({"namesrvAddr": "x:1", "topic": "T", "sinkid2": "a"}, "body string", "unknown rmq sink option"),
+    ({"namesrvAddr": "x:1", "topic": "bad topic"}, "body string", "not a valid topic name"),
+])
+def test_bad_options_fail_clearly(options: dict, schema: str, message: str) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    with pytest.raises(ConnectorOptionError, match=message):
+        SinkOptions.parse(options, _parse_datatype_string(schema), streaming=False)
+
+
+def test_streaming_sink_identity() -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string("body string")
+    base = {"namesrvAddr": "x:1", "topic": "T"}
+    with pytest.raises(ConnectorOptionError, match="stable identity"):
+        SinkOptions.parse(base, schema, streaming=True)
+    a = SinkOptions.parse({**base, "checkpointlocation": "/tmp/q1"}, schema, streaming=True)
+    again = SinkOptions.parse({**base, "checkpointlocation": "/tmp/q1"}, schema, streaming=True)
+    other = SinkOptions.parse({**base, "checkpointlocation": "/tmp/q2"}, schema, streaming=True)
+    assert a.sink_id == again.sink_id != other.sink_id and a.producer_group == f"RMQ_SINK_{a.sink_id}"
+    assert SinkOptions.parse({**base, "sinkId": "mine"}, schema, streaming=True).sink_id == "mine"
+    # batch jobs: a fresh identity per job unless given
+    assert SinkOptions.parse(base, schema, streaming=False).sink_id != SinkOptions.parse(base, schema,
+                                                                                         streaming=False).sink_id
+
+
+def test_bad_rows_fail_the_write(spark, sink_cluster: Cluster, resolver_dir: Path, topic_name: str) -> None:
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    options = sink_options(sink_cluster, resolver_dir, topic=topic_name)
+    df = spark.createDataFrame([("a", 2)], "body string, delayLevel int")
+    with pytest.raises((PySparkException, Py4JJavaError), match="does not delay transactional messages"):
+        df.write.format("rmq").options(**options).mode("append").save()
+    df = spark.createDataFrame([(None,)], "body string")
+    with pytest.raises((PySparkException, Py4JJavaError), match="null body"):
+        df.write.format("rmq").options(**options).mode("append").save()
+    assert read_topic(sink_cluster.namesrv_addr, topic_name) == []
