@@ -119,7 +119,11 @@ def tags_code(tags: str | None) -> int:
 
 
 def split_keys(keys: str | None) -> list[str]:
-    return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+    if not keys:
+        return []
+    if KEY_SEPARATOR not in keys:  # one key: the usual case, and this runs per dispatched message
+        return [keys]
+    return [k for k in keys.split(KEY_SEPARATOR) if k]
 
 
 # -- socket addresses as stored in records -----------------------------------------------------------------------

@@ -35,6 +35,7 @@ from broker.store.layout import (
     write_index_header,
     write_index_slot,
 )
+from broker.store.mapped_file import map_address, populate_write, sync_map
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class IndexFile:
                                                    mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
+        self._address = map_address(self._mm)  # for msync/madvise without the GIL
         # Guards the mapping's lifetime against readers and the flusher; the writer never needs it (see module doc).
         self._life = threading.Lock()
         self._dirty = False
@@ -118,6 +120,10 @@ class IndexFile:
             f.begin_timestamp = f.end_timestamp = end_timestamp
         write_index_header(f._mm, f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset, 0, 0)
         f._dirty = True
+        # Keys land in random slots, so the slot table (20 MB by default) takes a page fault per page while the file
+        # is young; fault it in now, in a thread and without the GIL, rather than in the dispatch thread.
+        threading.Thread(target=populate_write, args=(f._address, 0, index_entry_pos(slot_num, 0)),
+                         name="IndexFilePrefault", daemon=True).start()
         return f
 
     @classmethod
@@ -267,7 +273,7 @@ class IndexFile:
         with self._life:
             if self._mm is not None:
                 self._dirty = False  # cleared first: a put racing with the msync marks it dirty again
-                self._mm.flush()
+                sync_map(self._mm, self._address, 0, self.file_size)
 
     def close(self) -> None:
         """As IndexFile.shutdown: write the whole header (an unused file then says indexCount 1, as Java leaves

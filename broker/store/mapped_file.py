@@ -43,6 +43,35 @@ def _libc_mm_calls() -> tuple[ctypes._CFuncPtr | None, ctypes._CFuncPtr | None]:
 _msync, _madvise = _libc_mm_calls()
 
 
+def map_address(mm: mmap.mmap) -> int:
+    """The address of a writable map, for msync/madvise through ctypes; 0 where those are not available. The
+    ctypes view is dropped at once, so that the map has no export left that would stop its close()."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(mm)) if _msync is not None else 0
+
+
+def sync_map(mm: mmap.mmap, address: int, start: int, length: int) -> None:
+    """msync(MS_SYNC) of [start, start + length) of ``mm``, whose address is ``address`` (``map_address``): without
+    the GIL through ctypes, else ``mmap.flush``, which holds it for the whole disk write."""
+    if address and not mm.closed:
+        if _msync(address + start, length, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"msync: {os.strerror(err)}")
+    else:
+        mm.flush(start, length)
+
+
+def populate_write(address: int, start: int, end: int) -> bool:
+    """Fault the pages of [start, end) of the map at ``address`` in writable (MADV_POPULATE_WRITE), without the
+    GIL. A first write to a page of a fresh sparse file costs a page fault, several microseconds on a VM, more
+    than copying the page. False when the kernel cannot (before Linux 5.14) or the range is not mapped (any more)."""
+    if not address or _madvise is None:
+        return False
+    if _madvise(address + start, end - start, _MADV_POPULATE_WRITE) != 0:
+        log.debug("MADV_POPULATE_WRITE failed: %s", os.strerror(ctypes.get_errno()))
+        return False
+    return True
+
+
 class MappedFile:
     """One file of a MappedFileQueue, mapped whole. ``wrote_position`` is how far it holds data;
     ``flushed_position`` how far that data has been forced to disk."""
@@ -59,9 +88,7 @@ class MappedFile:
         finally:
             os.close(fd)
         self.buffer = memoryview(self._mm)
-        # The map's address, for msync/madvise without the GIL; the ctypes view is dropped at once so that the map
-        # has no export left that would stop close().
-        self._address = ctypes.addressof(ctypes.c_char.from_buffer(self._mm)) if _msync is not None else 0
+        self._address = map_address(self._mm)  # for msync/madvise without the GIL
         self.wrote_position = 0
         self.flushed_position = 0
         self.prefaulted_position = 0  # pages below it are mapped writable already (see ``prefault``)
@@ -109,31 +136,21 @@ class MappedFile:
         wrote = self.wrote_position
         if wrote > self.flushed_position:
             start = self.flushed_position - self.flushed_position % PAGE_SIZE
-            if self._address and not self._mm.closed:
-                if _msync(self._address + start, wrote - start, _MS_SYNC) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"msync {self.path}: {os.strerror(err)}")
-            else:
-                self._mm.flush(start, wrote - start)
+            sync_map(self._mm, self._address, start, wrote - start)
             self.flushed_position = wrote
         return self.flushed_position
 
     def prefault(self, end: int) -> bool:
-        """Map the pages up to ``end`` writable ahead of the writer (RocketMQ's warmMappedFile), without the GIL.
-        A first write to a page of a fresh file costs a page fault (several microseconds on a VM, more than
-        copying the page); this moves that cost off the append path to another core. False when the kernel
-        cannot do it (before Linux 5.14), so the caller stops trying."""
+        """Map the pages up to ``end`` writable ahead of the writer (RocketMQ's warmMappedFile) without the GIL
+        (``populate_write``), moving the page faults off the append path to another core. False when that cannot
+        be done, so the caller stops trying."""
         end = min(end, self.file_size)
         start = max(self.prefaulted_position, self.wrote_position)
         start -= start % PAGE_SIZE
-        if end <= start or not self._address or self._mm.closed:
-            return self._address != 0
-        if _madvise(self._address + start, end - start, _MADV_POPULATE_WRITE) != 0:
-            err = ctypes.get_errno()
-            if self._mm.closed:  # closed meanwhile (retention, shutdown): nothing left to prefault
-                return True
-            log.info("prefaulting %s is not supported here: %s", self.path, os.strerror(err))
-            return False
+        if end <= start or self._mm.closed:
+            return True
+        if not populate_write(self._address, start, end):
+            return self._mm.closed  # closed meanwhile (retention, shutdown): nothing left to do, not a failure
         self.prefaulted_position = end
         return True
 
