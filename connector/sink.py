@@ -177,7 +177,7 @@ class HalfSender:
         if pipe is None:
             pipe = self._pipes[addr] = Pipeline(self.client.client(addr), window=self.opts.max_in_flight,
                                                 timeout_ms=self.opts.send_timeout_ms)
-        self._record(addr, pipe.submit(protocol.send_message_request(header, body), (mq, uniq)))
+        self._record(addr, pipe.submit(protocol.send_message_request(header, body), (self.rows, mq, uniq)))
         self.rows += 1
 
     def _addr(self, mq: MessageQueue) -> str:
@@ -191,7 +191,7 @@ class HalfSender:
             self._record(addr, pipe.drain())
 
     def _record(self, addr: str, done: list[tuple[object, object]]) -> None:
-        for (mq, uniq), response in done:
+        for (seq, mq, uniq), response in done:
             try:
                 result = protocol.parse_send_response(response, mq.topic, mq.broker_name, addr, [uniq])
             except MQBrokerError as err:
@@ -200,10 +200,14 @@ class HalfSender:
             handles = self._handles.get(addr)
             if handles is None:
                 handles = self._handles[addr] = BrokerHandles(addr, mq.broker_name)
-            handles.halves.append((self._topics[mq.topic], mq.queue_id, commit_log_offset, result.queue_offset,
-                                   uniq))
+            handles.halves.append((seq, self._topics[mq.topic], mq.queue_id, commit_log_offset,
+                                   result.queue_offset, uniq))
 
     def task_commit(self) -> TaskCommit:
+        """The handles in row order (a broker may answer pipelined sends out of order), without the row numbers."""
+        for handles in self._handles.values():
+            handles.halves.sort()
+            handles.halves = [h[1:] for h in handles.halves]
         topics = sorted(self._topics, key=self._topics.__getitem__)
         return TaskCommit(self.opts.sink_id, self.batch, self.run, self.rows, self.first_born_ms, self.ordered,
                           topics, list(self._handles.values()))

@@ -50,7 +50,9 @@ def write_inputs(directory: Path) -> list[str]:
     bodies = []
     for batch in range(BATCHES):
         ids = range(batch * PER_BATCH, (batch + 1) * PER_BATCH)
-        (directory / f"part-{batch}.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+        part = directory / f"part-{batch}.json"
+        part.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+        os.utime(part, (1_700_000_000 + batch, 1_700_000_000 + batch))  # the file source takes older files first
         bodies += [f"row-{i}" for i in ids]
     return bodies
 
