@@ -108,14 +108,15 @@ def backfill(spark: SparkSession, job: BackfillJob) -> BackfillSummary:
     try:
         with StageProgress(spark, "backfill", interval_s=job.progress_interval_s):
             per_queue = (rows.groupBy("topic", "brokerName", "queueId")
-                         .agg(F.min("queueOffset"), F.max("queueOffset"), F.count(F.lit(1)))
+                         .agg(F.min("queueOffset"), F.max("queueOffset"), F.count(F.lit(1)),
+                              F.collect_set(lake.PARTITION_COLUMN))
                          .orderBy("topic", "brokerName", "queueId").collect())
             queues = [QueueRange(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in per_queue]
             rows_read = sum(q.rows for q in queues)
             if rows_read == 0:
                 lake.ensure_table(spark, job.table, rows.schema)  # an empty range still leaves a table to query
                 return BackfillSummary(0, 0, [], lake.latest_version(spark, job.table), time.monotonic() - started)
-            dates = [r[0] for r in rows.select(lake.PARTITION_COLUMN).distinct().collect()]
+            dates = sorted({d for r in per_queue for d in r[6]})
             merged = lake.merge_new_rows(spark, job.table, rows, dates)
     finally:
         rows.unpersist()
