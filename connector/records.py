@@ -9,9 +9,11 @@ the properties are split into a map column by Arrow kernels, and TAGS / KEYS / U
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +82,20 @@ _HOSTS = _Hosts()
 _PREFIXES = _MsgIdPrefixes()
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Decoding allocates a tuple per record and keeps thousands alive until ``to_batch``: the cyclic collector
+    would walk them again and again (it doubled the cost per record in bench/connector_source.py). Nothing made
+    here is cyclic, so reference counting frees it all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class RecordColumns:
     """Records collected from pull bodies; ``to_batch`` turns them into one RecordBatch. Per record: the unpacked
     fixed part (one tuple), a view of its body and one of its properties."""
@@ -99,7 +115,10 @@ class RecordColumns:
     def add_body(self, body: bytes | memoryview, end_offset: int) -> int:
         """Append the records of one pull body whose queue offset is below ``end_offset``; returns how many. The
         body stays referenced (memoryviews) until ``to_batch``."""
-        buf = memoryview(body)
+        with _no_gc():
+            return self._add_body(memoryview(body), end_offset)
+
+    def _add_body(self, buf: memoryview, end_offset: int) -> int:
         pos, size_all, added = 0, len(buf), 0
         head, head_size = _HEAD_V4, _HEAD_V4.size
         append_head, append_body, append_props = self.heads.append, self.bodies.append, self.props.append
@@ -146,6 +165,10 @@ class RecordColumns:
         """The collected records as one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is
         one of these (the broker filters by the tag's hash code; a colliding tag is dropped here, as Java's
         PullAPIWrapper does)."""
+        with _no_gc():
+            return self._to_batch(tags_filter)
+
+    def _to_batch(self, tags_filter: Sequence[str]) -> pa.RecordBatch:
         n = len(self.heads)
         if n == 0:
             return empty_batch()

@@ -19,9 +19,12 @@ from there instead of resolving "latest" again and skipping what arrived in betw
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -53,6 +56,7 @@ from connector.options import LATEST, SourceOptions
 from connector.records import RecordColumns
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Every column nullable, as the Kafka source's: Spark checks the Arrow batches against this, field by field.
 SOURCE_SCHEMA = StructType([
@@ -74,7 +78,8 @@ SOURCE_SCHEMA = StructType([
     StructField("sysFlag", IntegerType()),
 ])
 
-BATCH_ROWS = 8192  # rows per RecordBatch handed to Spark: a few pulls' worth, amortizing the Arrow overhead
+BATCH_ROWS = 4096  # rows per RecordBatch handed to Spark: a few pulls' worth (bigger ones decode slower per row)
+PREFETCH_PULLS = 2  # pull bodies fetched ahead of the decoding
 NO_NEW_MSG_RETRIES = 20  # a queue answering "nothing" below an end it reported: wait this many times 50 ms
 
 
@@ -161,38 +166,95 @@ class _Puller:
 def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_ROWS.
 
-    ``nextBeginOffset`` drives the loop: with a filter a pull may return fewer messages than offsets (or none,
-    NO_MATCHED_MSG) and still move on. A requested offset below the queue's min offset is data loss (retention
-    removed it): DataLossError, or a logged skip with failOnDataLoss=false."""
+    The pulls run one step ahead in a thread of their own (``_prefetched``): the broker prepares the next pull
+    while this thread decodes the last one."""
     puller = _Puller(part)
     tags_filter = tuple(puller.subscription.tags_set)
+    bodies = _prefetched(_pull_bodies(puller, part), PREFETCH_PULLS)
     columns = RecordColumns(part.topic, part.broker_name)
-    offset, idle = part.start, 0
     try:
-        while offset < part.end:
-            result = puller.pull(offset, min(part.pull_batch_size, part.end - offset))
-            if offset < result.min_offset:
-                offset = _lost(part, offset, result.min_offset)
-                continue
-            if result.status is PullStatus.FOUND:
-                columns.add_body(result.body, part.end)
-                idle = 0
-            elif result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
-                idle += 1
-                if idle > NO_NEW_MSG_RETRIES:
-                    raise ConnectorError(f"{part.describe()} has no message at offset {offset} although the end of "
-                                         f"this batch is {part.end} (broker {puller.addr}: {result.status.value}, "
-                                         f"max offset {result.max_offset})")
-                time.sleep(0.05)
-                continue
-            offset = max(result.next_begin_offset, offset)
+        for body in bodies:
+            columns.add_body(body, part.end)
             if len(columns) >= BATCH_ROWS:
                 yield columns.to_batch(tags_filter)
                 columns = RecordColumns(part.topic, part.broker_name)
         if len(columns):
             yield columns.to_batch(tags_filter)
     finally:
+        bodies.close()
         puller.close()
+
+
+def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
+    """The bodies of the pulls covering ``[part.start, part.end)``. ``nextBeginOffset`` drives the loop: with a
+    filter a pull may return fewer messages than offsets (or none, NO_MATCHED_MSG) and still move on. A requested
+    offset below the queue's min offset is data loss (retention removed it): DataLossError, or a logged skip with
+    failOnDataLoss=false."""
+    offset, idle = part.start, 0
+    while offset < part.end:
+        result = puller.pull(offset, min(part.pull_batch_size, part.end - offset))
+        if offset < result.min_offset:
+            offset = _lost(part, offset, result.min_offset)
+            continue
+        if result.status is PullStatus.FOUND:
+            yield result.body
+            idle = 0
+        elif result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
+            idle += 1
+            if idle > NO_NEW_MSG_RETRIES:
+                raise ConnectorError(f"{part.describe()} has no message at offset {offset} although the end of "
+                                     f"this batch is {part.end} (broker {puller.addr}: {result.status.value}, "
+                                     f"max offset {result.max_offset})")
+            time.sleep(0.05)
+            continue
+        offset = max(result.next_begin_offset, offset)
+
+
+class _Raised:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_END = object()
+
+
+def _prefetched(source: Iterator[T], depth: int) -> Generator[T, None, None]:
+    """``source`` run in a daemon thread, at most ``depth`` items ahead; its exception is raised here. Closing
+    the generator stops the thread after the item it is on."""
+    ahead: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in source:
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as err:  # handed to the reading thread, which raises it
+            put(_Raised(err))
+
+    thread = threading.Thread(target=run, name="rmq-pull", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _END:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 def _lost(part: QueueRange, offset: int, min_offset: int) -> int:
