@@ -22,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from broker import message as mc
 from broker.errors import JobError
+from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_SINK_RUN
 from jobs import lake
 from jobs.common import (
     JobsConf,
@@ -55,6 +57,8 @@ SYSTEM_PROPERTIES = (
     mc.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, mc.PROPERTY_TRANSACTION_ID, mc.PROPERTY_TRANSACTION_CHECK_TIMES,
     mc.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, mc.PROPERTY_CONSUME_START_TIMESTAMP, mc.PROPERTY_RETRY_TOPIC,
     mc.PROPERTY_ORIGIN_MESSAGE_ID, mc.PROPERTY_RECONSUME_TIME, mc.PROPERTY_MAX_RECONSUME_TIMES,
+    # the transactional sink's bookkeeping on messages it wrote (connector/decisions.py): a new send stamps its own
+    PROPERTY_SINK_ID, PROPERTY_SINK_BATCH, PROPERTY_SINK_RUN,
 )
 
 
@@ -95,7 +99,9 @@ class ReplayJob:
             raise JobError(f"--to-version {self.to_version} is before --from-version {self.from_version}")
 
     def effective_sink_id(self) -> str:
-        return self.sink_id or f"rmq-replay-{self.topic}"
+        """--sink-id, else one per target topic (sink ids allow [A-Za-z0-9_-]; topics also % and |), so repeated
+        replays into a topic share the sink's resolver process."""
+        return self.sink_id or ("replay-" + re.sub(r"[^A-Za-z0-9_-]", "_", self.topic))[:64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +199,7 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[ReplayJob, argpa
     parser.add_argument("--from-time", help="rows added from this time on (change data feed)")
     parser.add_argument("--to-time", help="... up to this time, inclusive")
     parser.add_argument("--where", help="a Spark SQL predicate on the table's columns")
-    parser.add_argument("--sink-id", help="the transactional sink's identity (default: rmq-replay-TOPIC)")
+    parser.add_argument("--sink-id", help="the transactional sink's identity (default: replay-TOPIC)")
     parser.add_argument("--no-keep-order", dest="keep_order", action="store_false",
                         help="do not keep the per-queue order (spread rows over the target's queues)")
     parser.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE", type=key_value_arg,

@@ -127,7 +127,8 @@ def test_jobs_conf() -> None:
 
 
 def test_replay_job_checks() -> None:
-    assert ReplayJob("n", "t", "T", from_version=2).effective_sink_id() == "rmq-replay-T"
+    assert ReplayJob("n", "t", "T", from_version=2).effective_sink_id() == "replay-T"
+    assert ReplayJob("n", "t", "%RETRY%g|x").effective_sink_id() == "replay-_RETRY_g_x"
     with pytest.raises(JobError, match="is before"):
         ReplayJob("n", "t", "T", from_version=3, to_version=2)
 
