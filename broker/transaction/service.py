@@ -233,7 +233,8 @@ class TransactionalMessageService:
             return EndOutcome(EndStatus.ALREADY_ENDED)
         try:
             offsets = list(dict.fromkeys((half.queue_offset, entry.queue_offset)))
-            # A committed message still carrying DELAY is parked for delayed delivery, as Java's store hook does.
+            # A committed message still carrying DELAY is parked for delayed delivery (Java's store hook parks any
+            # committed message with a delay level; official clients never send a half message with one).
             schedule = self.controller.schedule_message_service
             msgs = [schedule.handle_schedule_message(bridge.committed_message(half, prepared_offset))] if commit else []
             msgs.append(self._op(offsets))

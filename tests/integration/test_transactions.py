@@ -385,8 +385,9 @@ def test_concurrent_ends_of_one_transaction_commit_it_once(tmp_path):
 
 
 def test_a_committed_message_with_a_delay_level_is_delivered_after_its_delay(tmp_path):
-    """Java's clients clear DELAY from transactional sends, but a half message that carries one (the Spark sink's
-    delayLevel column) is parked in SCHEDULE_TOPIC_XXXX on commit and delivered when due, as Apache's broker does."""
+    """Official clients clear DELAY from transactional sends, so they never see this case. Apache's broker parks
+    such a half message at prepare time, and its commit then goes to the half topic (REAL_TOPIC); ours keeps the half
+    in the half topic and parks the committed message, as its store hook does for any committed message."""
     async def scenario() -> None:
         async with cluster(tmp_path, transaction_time_out=60_000) as c, RemotingClient() as client:
             props = {PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: GROUP,
