@@ -6,9 +6,10 @@ The role of Java's ``NettyRemotingAbstract``: one reader task splits frames (``f
 so a slow one (a long-polling pull) does not stall the connection, and its response is written back unless the
 request was oneway. A handler exception becomes a SYSTEM_ERROR response carrying its text, as in Java.
 
-Writes need no lock: each frame goes to ``StreamWriter.write`` in a single synchronous call, so frames of
-concurrent calls never interleave, and ``drain`` (which accepts concurrent waiters since Python 3.10) applies the
-peer's back-pressure to each writer.
+Writes need no lock: each frame is appended whole, in a single synchronous call, to the frames of the current loop
+iteration, which go to ``StreamWriter.write`` together at its end (one syscall for many pipelined responses), so
+frames of concurrent calls never interleave; ``drain`` (which accepts concurrent waiters since Python 3.10) applies
+the peer's back-pressure to each writer.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ Handler = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCo
 READ_CHUNK = 256 * 1024
 CLOSE_FLUSH_TIMEOUT_S = 1.0  # how long close() lets buffered bytes (a last error response) reach the peer
 DEFAULT_MAX_CONCURRENT_REQUESTS = 16384
+FLUSH_AT = 64 * 1024  # frames of one loop iteration written at once, or as soon as they reach this many bytes
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"  # NettyRemotingAbstract's text
 
 
@@ -116,6 +118,8 @@ class RemotingConnection:
         self._read_task: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
         self._transport_closed = False
+        self._out: list[bytes] | None = None  # frames written in this loop iteration, not yet given to the writer
+        self._out_size = 0
         self._finished = asyncio.Event()
         self.close_reason: CloseReason | None = None
         peer = writer.get_extra_info("peername")
@@ -194,12 +198,26 @@ class RemotingConnection:
                 f"{self.max_frame_length}"
             )
         self._check_open()
+        if self._out is None:  # the first frame of this loop iteration: flush them all together, soon
+            self._out, self._out_size = [data], len(data)
+            asyncio.get_running_loop().call_soon(self._flush_out)
+        else:
+            self._out.append(data)
+            self._out_size += len(data)
+        if self._out_size >= FLUSH_AT:  # now, so that drain() below sees them (a writer that never yields)
+            self._flush_out()
         try:
-            self._writer.write(data)
             await self._writer.drain()
         except OSError as err:  # ConnectionResetError from drain() once the transport is lost
             self._begin_close(CloseReason.CONNECTION_BROKEN, err)
             raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.remote_address}: {err}") from err
+
+    def _flush_out(self) -> None:
+        """Write the frames of one loop iteration with one ``write``: under pipelined requests the handlers answer
+        many in one iteration, and a socket write per response was a sixth of the broker's time."""
+        out, self._out, self._out_size = self._out, None, 0
+        if out and not self._writer.transport.is_closing():
+            self._writer.write(out[0] if len(out) == 1 else b"".join(out))
 
     # -- incoming ---------------------------------------------------------------------------------------------
 
@@ -330,6 +348,8 @@ class RemotingConnection:
             self._on_close(self)
 
     async def _close_transport(self) -> None:
+        if self._out:  # a last response written just before the close
+            self._flush_out()
         self._writer.close()
         try:
             async with asyncio.timeout(CLOSE_FLUSH_TIMEOUT_S):
