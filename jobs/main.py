@@ -54,8 +54,11 @@ def produce_orders(namesrv: str, first: int, count: int, topic: str = TOPIC) -> 
     return sent
 
 
+_STARTED = time.monotonic()
+
+
 def step(text: str) -> None:
-    print(f"\n== {text}", flush=True)
+    print(f"\n== [{time.monotonic() - _STARTED:5.1f} s] {text}", flush=True)
 
 
 def run_demo(namesrv: str | None, orders: int, workdir: Path) -> None:
@@ -101,8 +104,8 @@ def show_table(spark: object, table: str) -> None:
 
     df = spark.read.format("delta").load(table)
     step(f"what landed in {table}")
-    total = df.count()
-    distinct = df.select(*lake.KEY_COLUMNS).distinct().count()
+    counts = df.agg(F.count(F.lit(1)), F.count_distinct(*lake.KEY_COLUMNS)).first()
+    total, distinct = counts[0], counts[1]
     print(f"{total} rows, {distinct} distinct messages (topic, brokerName, queueId, queueOffset)")
     per_tag = df.groupBy("tags").agg(F.count(F.lit(1)).alias("rows")).orderBy("tags").collect()
     print(format_table(("tags", "rows"), ((r["tags"], r["rows"]) for r in per_tag)))

@@ -31,11 +31,6 @@ def orders_in(spark, path):
     return table(spark, path).select("keys", "tags")
 
 
-def assert_no_duplicate(spark, path):
-    df = table(spark, path)
-    assert df.count() == df.select(*lake.KEY_COLUMNS).distinct().count()
-
-
 def test_backfill_range_merge_and_rerun(spark, namesrv, new_topic, produce, lake_dir):
     topic = new_topic(4)
     produce(topic, 0, 200)
@@ -46,8 +41,6 @@ def test_backfill_range_merge_and_rerun(spark, namesrv, new_topic, produce, lake
     assert (first.rows_read, first.rows_inserted) == (200, 200)
     assert sum(q.rows for q in first.queues) == 200 and {q.queue_id for q in first.queues} == {0, 1, 2, 3}
     assert all(q.first_offset == 0 and q.last_offset == q.rows - 1 for q in first.queues)
-    assert_df_equality(orders_in(spark, path), expected_orders(spark, range(200)), ignore_row_order=True,
-                       ignore_nullable=True)
     stored = table(spark, path)
     assert stored.where(F.col("storeDate") != F.to_date("storeTimestamp")).count() == 0
     assert lake.history(spark, path) == [(1, "MERGE", 200), (0, "CREATE TABLE", 0)]
@@ -65,7 +58,7 @@ def test_backfill_range_merge_and_rerun(spark, namesrv, new_topic, produce, lake
     assert third.rows_inserted == 100
     assert third.rows_read == 100 + sum(q.rows - int(middle[str(q.queue_id)]) for q in first.queues)
     assert {q.queue_id: q.first_offset for q in third.queues} == {int(k): v for k, v in middle.items()}
-    assert_no_duplicate(spark, path)
+    # every order once (a duplicate would make the lists differ), the first range included
     assert_df_equality(orders_in(spark, path), expected_orders(spark, range(300)), ignore_row_order=True,
                        ignore_nullable=True)
 
@@ -112,7 +105,6 @@ def test_ingest_available_now_exactly_once(spark, namesrv, new_topic, produce, t
     produce(topic, 150, 45)
     rerun = run_ingest(spark, job)
     assert rerun.rows >= 45
-    assert_no_duplicate(spark, path)
     assert_df_equality(orders_in(spark, path), expected_orders(spark, range(195)), ignore_row_order=True,
                        ignore_nullable=True)
 
@@ -143,7 +135,6 @@ def test_ingest_continuous_with_merge(spark, namesrv, new_topic, produce, tmp_pa
         query.processAllAvailable()
     finally:
         query.stop()
-    assert_no_duplicate(spark, path)
     assert_df_equality(orders_in(spark, path), expected_orders(spark, range(70)), ignore_row_order=True,
                        ignore_nullable=True)
     shutil.rmtree(tmp_path / "c")
