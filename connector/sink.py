@@ -60,17 +60,31 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker.client import protocol
-from broker.client._blocking import BlockingClient, Pipeline
-from broker.client.message import Message, MessageQueue, compress_body, set_uniq_id
-from broker.client.transaction import LocalTransactionState, end_transaction_request, prepare_half_message
+from broker.client._blocking import BlockingClient, Pipeline, RequestTemplate
+from broker.client.message import MessageQueue, compress_body, create_uniq_id
+from broker.client.transaction import (
+    LocalTransactionState,
+    end_transaction_template,
+    half_message_template,
+    half_properties,
+)
 from broker.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_PREPARED_TYPE,
     decode_offset_msg_id,
+    encode_properties,
     java_hash,
 )
 from broker.remoting.codes import ResponseCode
+from broker.remoting.command import RemotingCommand
 from connector.decisions import (
     PROPERTY_SINK_BATCH,
     PROPERTY_SINK_ID,
@@ -115,8 +129,22 @@ class TaskCommit(WriterCommitMessage):
 # -- executors: rows to half messages ----------------------------------------------------------------------------------
 
 
+class _Target:
+    """One write queue of a topic as the sender uses it: the queue id as sent, the broker, its frame template."""
+
+    __slots__ = ("queue_id", "queue_text", "address", "broker_name", "template", "out")
+
+    def __init__(self, mq: MessageQueue, address: str, template: RequestTemplate, out: list) -> None:
+        self.queue_id, self.queue_text = mq.queue_id, str(mq.queue_id)
+        self.address, self.broker_name, self.template, self.out = address, mq.broker_name, template, out
+
+
 class HalfSender:
-    """Sends one task's rows as half messages over pipelined connections and keeps their handles."""
+    """Sends one task's rows as half messages over pipelined connections and keeps their handles.
+
+    Per row, only what differs is made: the frame comes from a template per (topic, broker) (queue id, born time,
+    sysFlag and properties spliced in), the properties string is the row's part plus one constant part, and the
+    frames of a broker go out ``chunk`` at a time in one socket write; responses are read in bulk."""
 
     def __init__(self, opts: SinkOptions, batch: str, run: str) -> None:
         self.opts = opts
@@ -124,22 +152,29 @@ class HalfSender:
         self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=self.group)
         self.sink_props = {PROPERTY_SINK_ID: opts.sink_id, PROPERTY_SINK_BATCH: batch, PROPERTY_SINK_RUN: run,
                            PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
+        # WAIT first (a row's own properties may override it), the half-message and sink properties last (they win).
+        self._row_head = f"{PROPERTY_WAIT_STORE_MSG_OK}\x01true\x02"
+        self._tail = half_properties(self.group, self.sink_props) + f"{PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01"
+        self._reserved = {PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP, PROPERTY_DELAY_TIME_LEVEL,
+                          *self.sink_props}
         self.batch, self.run = batch, run
         self.rows = 0
         self.first_born_ms = 0
         self.ordered = False
+        self.chunk = max(1, opts.max_in_flight // 4)
         self._topics: dict[str, int] = {}
-        self._queues: dict[str, list[MessageQueue]] = {}
+        self._targets: dict[str, list[_Target]] = {}
         self._next_queue: dict[str, int] = {}
         self._pipes: dict[str, Pipeline] = {}
+        self._out: dict[str, list[tuple[int, bytes, tuple[int, int, int, str]]]] = {}
         self._handles: dict[str, BrokerHandles] = {}
 
     def close(self) -> None:
         self.client.close()
 
-    def _queues_of(self, topic: str) -> list[MessageQueue]:
-        queues = self._queues.get(topic)
-        if queues is None:
+    def _targets_of(self, topic: str) -> list[_Target]:
+        targets = self._targets.get(topic)
+        if targets is None:
             try:
                 found = self.client.fetch_publish_queues(topic)
             except (MQClientError, RemotingError) as err:
@@ -147,38 +182,59 @@ class HalfSender:
                                      f"{err}") from err
             if not found:
                 raise ConnectorError(f"rmq sink: topic {topic} has no writable queue")
-            queues = self._queues[topic] = sorted(found, key=lambda q: (q.broker_name, q.queue_id))
+            templates: dict[str, RequestTemplate] = {}
+            targets = []
+            for mq in sorted(found, key=lambda q: (q.broker_name, q.queue_id)):
+                addr = self._addr(mq)
+                template = templates.get(mq.broker_name)
+                if template is None:
+                    template = templates[mq.broker_name] = half_message_template(self.group, topic, mq.broker_name)
+                if addr not in self._pipes:
+                    self._pipes[addr] = Pipeline(self.client.client(addr), window=self.opts.max_in_flight,
+                                                 timeout_ms=self.opts.send_timeout_ms)
+                    self._handles[addr] = BrokerHandles(addr, mq.broker_name)
+                targets.append(_Target(mq, addr, template, self._out.setdefault(addr, [])))
+            self._targets[topic] = targets
             self._topics.setdefault(topic, len(self._topics))
-        return queues
+        return targets
 
     def send(self, topic: str, body: bytes, tags: str | None, keys: str | None,
-             properties: dict[str, str] | None, sharding_key: str | None) -> None:
-        queues = self._queues_of(topic)
+             properties: Sequence[tuple[str, str]] | dict[str, str] | None, sharding_key: str | None) -> None:
+        targets = self._targets.get(topic) or self._targets_of(topic)
         if sharding_key is not None:
-            mq = queues[abs(java_hash(sharding_key) % len(queues))]
+            target = targets[abs(java_hash(sharding_key) % len(targets))]
             self.ordered = True
         else:
             index = self._next_queue.get(topic, 0)
             self._next_queue[topic] = index + 1
-            mq = queues[index % len(queues)]
-        msg = Message(topic, body, tags=tags, keys=keys, properties=properties)
-        prepare_half_message(msg, self.group)
-        msg.properties.update(self.sink_props)
-        uniq = set_uniq_id(msg)
-        sys_flag = TRANSACTION_PREPARED_TYPE
+            target = targets[index % len(targets)]
+        row = self._row_head
+        if tags:
+            row = f"{PROPERTY_TAGS}\x01{tags}\x02{row}"
+        if keys:
+            row = f"{PROPERTY_KEYS}\x01{keys}\x02{row}"
+        uniq = None
+        if properties:
+            own = dict(properties)
+            uniq = own.pop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)  # kept, as set_uniq_id keeps one
+            row += encode_properties({k: v for k, v in own.items() if k not in self._reserved})
+        if not uniq:
+            uniq = create_uniq_id()
+        sys_flag = "4"  # TRANSACTION_PREPARED_TYPE
         if len(body) >= COMPRESS_OVER:
             body, flags = compress_body(body)
-            sys_flag |= flags
-        header = protocol.send_message_header(self.group, msg, mq, sys_flag, batch=False)
+            sys_flag = str(TRANSACTION_PREPARED_TYPE | flags)
+        born = time.time_ns() // 1_000_000
         if not self.first_born_ms:
-            self.first_born_ms = header.born_timestamp
-        addr = self._addr(mq)
-        pipe = self._pipes.get(addr)
-        if pipe is None:
-            pipe = self._pipes[addr] = Pipeline(self.client.client(addr), window=self.opts.max_in_flight,
-                                                timeout_ms=self.opts.send_timeout_ms)
-        self._record(addr, pipe.submit(protocol.send_message_request(header, body), (self.rows, mq, uniq)))
+            self.first_born_ms = born
+        opaque, frame = target.template.frame(
+            (target.queue_text, sys_flag, str(born), f"{row}{self._tail}{uniq}\x02"), body)
+        out = target.out
+        out.append((opaque, frame, (self.rows, self._topics[topic], target.queue_id, uniq)))
         self.rows += 1
+        if len(out) >= self.chunk:
+            self._record(target.address, self._pipes[target.address].submit_frames(out))
+            out.clear()
 
     def _addr(self, mq: MessageQueue) -> str:
         try:
@@ -188,20 +244,31 @@ class HalfSender:
 
     def flush(self) -> None:
         for addr, pipe in self._pipes.items():
+            out = self._out[addr]
+            if out:
+                self._record(addr, pipe.submit_frames(out))
+                out.clear()
             self._record(addr, pipe.drain())
 
-    def _record(self, addr: str, done: list[tuple[object, object]]) -> None:
-        for (seq, mq, uniq), response in done:
-            try:
-                result = protocol.parse_send_response(response, mq.topic, mq.broker_name, addr, [uniq])
-            except MQBrokerError as err:
-                raise ConnectorError(f"rmq sink: the half message to {mq} was refused by {addr}: {err}") from err
-            _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
-            handles = self._handles.get(addr)
-            if handles is None:
-                handles = self._handles[addr] = BrokerHandles(addr, mq.broker_name)
-            handles.halves.append((seq, self._topics[mq.topic], mq.queue_id, commit_log_offset,
-                                   result.queue_offset, uniq))
+    def _record(self, addr: str, done: list[tuple[object, RemotingCommand]]) -> None:
+        if not done:
+            return
+        halves = self._handles[addr].halves
+        for (seq, topic_index, queue_id, uniq), response in done:
+            ext = response.ext_fields
+            if response.code == ResponseCode.SUCCESS:
+                offset_msg_id, queue_offset = ext["msgId"], int(ext["queueOffset"])
+            else:  # refused (raises), or stored without the flush or replica confirmation (kept, as before)
+                topic = next(t for t, i in self._topics.items() if i == topic_index)
+                broker_name = self._handles[addr].broker_name
+                try:
+                    result = protocol.parse_send_response(response, topic, broker_name, addr, [uniq])
+                except MQBrokerError as err:
+                    raise ConnectorError(f"rmq sink: the half message to {topic}@{broker_name}:{queue_id} was "
+                                         f"refused by {addr}: {err}") from err
+                offset_msg_id, queue_offset = result.offset_msg_id, result.queue_offset
+            _, commit_log_offset = decode_offset_msg_id(offset_msg_id)
+            halves.append((seq, topic_index, queue_id, commit_log_offset, queue_offset, uniq))
 
     def task_commit(self) -> TaskCommit:
         """The handles in row order (a broker may answer pipelined sends out of order), without the row numbers."""
@@ -210,7 +277,7 @@ class HalfSender:
             handles.halves = [h[1:] for h in handles.halves]
         topics = sorted(self._topics, key=self._topics.__getitem__)
         return TaskCommit(self.opts.sink_id, self.batch, self.run, self.rows, self.first_born_ms, self.ordered,
-                          topics, list(self._handles.values()))
+                          topics, [h for h in self._handles.values() if h.halves])
 
 
 def _column(batch: object, name: str) -> list | None:
@@ -253,7 +320,7 @@ def write_task(opts: SinkOptions, batches: Iterator[object], batch_id: str) -> T
                 if topic is None:
                     raise ConnectorError(f"rmq sink: row {sender.rows} has a null topic and no topic option is set")
                 row_props = props[i]
-                sender.send(topic, body, tags[i], keys[i], dict(row_props) if row_props else None, shards[i])
+                sender.send(topic, body, tags[i], keys[i], row_props, shards[i])
                 if fail_after is not None and sender.rows >= fail_after:
                     sender.flush()
                     raise RuntimeError(f"rmq sink: injected task failure after {sender.rows} rows (faultInjection)")
@@ -288,14 +355,18 @@ class EndCounts:
 
 def end_transactions(client: BlockingClient, opts: SinkOptions, commits: Sequence[TaskCommit],
                      state: LocalTransactionState) -> EndCounts:
-    """END_TRANSACTION ``state`` for every handle of ``commits``, two-way and pipelined per broker; in order per
-    queue for tasks that used sharding keys. Failures are counted, not raised: what the driver does not end, the
-    check ends (the decision is recorded already)."""
+    """END_TRANSACTION ``state`` for every handle of ``commits``, two-way and pipelined per broker (framed from a
+    template per topic and broker, written a chunk at a time); in order per queue for tasks that used sharding keys.
+    Failures are counted, not raised: what the driver does not end, the check ends (the decision is recorded
+    already)."""
     counts = EndCounts()
     pipes: dict[str, Pipeline] = {}
+    outs: dict[str, list[tuple[int, bytes, None]]] = {}
+    templates: dict[tuple[str, str], RequestTemplate] = {}
     group = opts.producer_group
+    chunk = max(1, opts.max_in_flight // 4)
 
-    def tally(done: list[tuple[object, object]]) -> None:
+    def tally(done: list[tuple[object, RemotingCommand]]) -> None:
         for _, response in done:
             if response.code == ResponseCode.SUCCESS:
                 counts.ended += 1
@@ -306,24 +377,46 @@ def end_transactions(client: BlockingClient, opts: SinkOptions, commits: Sequenc
                 log.warning("rmq sink %s: END_TRANSACTION %s answered %s %s", opts.sink_id, state.value,
                             response.code, response.remark)
 
+    def send_out(address: str) -> None:
+        out = outs[address]
+        try:
+            tally(pipes[address].submit_frames(out))
+        except RemotingError as err:
+            counts.failed += len(out)
+            log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
+        out.clear()
+
     for commit in commits:
         for handles in commit.brokers:
-            pipe = pipes.get(handles.address)
+            address = handles.address
+            pipe = pipes.get(address)
             if pipe is None:
-                pipe = pipes[handles.address] = Pipeline(client.client(handles.address),
-                                                         window=opts.max_in_flight, timeout_ms=opts.send_timeout_ms)
+                pipe = pipes[address] = Pipeline(client.client(address), window=opts.max_in_flight,
+                                                 timeout_ms=opts.send_timeout_ms)
+                outs[address] = []
+            out = outs[address]
+            by_topic = []
+            for topic in commit.topics:
+                template = templates.get((topic, handles.broker_name))
+                if template is None:
+                    template = templates[topic, handles.broker_name] = end_transaction_template(
+                        group, topic, handles.broker_name, state)
+                by_topic.append(template)
             for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
-                topic = commit.topics[topic_index]
-                request = end_transaction_request(group, topic=topic, broker_name=handles.broker_name, msg_id=uniq,
-                                                  commit_log_offset=commit_log_offset, queue_offset=queue_offset,
-                                                  transaction_id=uniq, state=state)
-                key = (topic, queue_id) if commit.ordered else None
+                opaque, frame = by_topic[topic_index].frame((str(queue_offset), str(commit_log_offset), uniq, uniq))
+                if not commit.ordered:
+                    out.append((opaque, frame, None))
+                    if len(out) >= chunk:
+                        send_out(address)
+                    continue
                 try:
-                    tally(pipe.submit(request, None, key))
+                    tally(pipe.submit_frame(opaque, frame, None, (commit.topics[topic_index], queue_id)))
                 except RemotingError as err:
                     counts.failed += 1
-                    log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, handles.address, err)
+                    log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
     for address, pipe in pipes.items():
+        if outs[address]:
+            send_out(address)
         try:
             tally(pipe.drain())
         except RemotingError as err:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from broker.client._blocking import RequestTemplate
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import Message, MessageExt, SendResult, SendStatus, check_message
 from broker.client.producer import Producer, ProducerConfig
@@ -45,12 +46,18 @@ from broker.message import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     decode_offset_msg_id,
+    encode_properties,
 )
-from broker.metadata.validation import DEFAULT_PRODUCER_GROUP
+from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
-from broker.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader, HeaderError
+from broker.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    HeaderError,
+    SendMessageRequestHeader,
+)
 from broker.store.layout import decode_record
 
 log = logging.getLogger(__name__)
@@ -252,3 +259,37 @@ def end_transaction_request(group: str, *, topic: str, broker_name: str, msg_id:
         commit_or_rollback=state.transaction_type, msg_id=msg_id, topic=topic, from_transaction_check=from_check,
         transaction_id=transaction_id, bname=broker_name)
     return create_request(RequestCode.END_TRANSACTION, header.to_ext())
+
+
+def half_properties(group: str, extra: Mapping[str, str]) -> str:
+    """The properties string every half message of ``group`` carries (TRAN_MSG, PGROUP, then ``extra``), for
+    callers that append the per-message ones (UNIQ_KEY, TAGS...) themselves."""
+    return encode_properties({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: group, **extra})
+
+
+def half_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
+    """SEND_MESSAGE_V2 of a half message of ``group`` to ``topic`` on ``broker_name``, as send_message_header fills
+    it, with queueId, sysFlag, bornTimestamp and properties open (in that order)."""
+    header = SendMessageRequestHeader(
+        producer_group=group, topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=0, flag=0, properties="", reconsume_times=0, unit_mode=False,
+        batch=False, bname=broker_name)
+    wire = SendMessageRequestHeader.V2_WIRE
+    ext: dict[str, str | None] = dict(header.to_ext(wire))
+    for name in ("queue_id", "sys_flag", "born_timestamp", "properties"):
+        ext[wire[name]] = None
+    return RequestTemplate(RequestCode.SEND_MESSAGE_V2, ext)
+
+
+def end_transaction_template(group: str, topic: str, broker_name: str,
+                             state: LocalTransactionState) -> RequestTemplate:
+    """END_TRANSACTION ``state`` as end_transaction_request builds it, with tranStateTableOffset, commitLogOffset,
+    msgId and transactionId open (in that order): a producer's own end, answered (invoke it, not oneway)."""
+    marks = {"tran_state_table_offset": -101, "commit_log_offset": -102, "msg_id": "\x00m", "transaction_id": "\x00t"}
+    header = EndTransactionRequestHeader(producer_group=group, commit_or_rollback=state.transaction_type,
+                                         topic=topic, bname=broker_name, **marks)
+    opened = {str(v) for v in marks.values()}
+    ext = {k: (None if v in opened else v) for k, v in header.to_ext().items()}
+    template = RequestTemplate(RequestCode.END_TRANSACTION, ext)
+    assert len(template.open_fields) == 4, template.open_fields
+    return template
