@@ -120,7 +120,8 @@ def main() -> None:
     parser.add_argument("--pull-batch-size", type=int, default=1024, help="the source's pullBatchSize")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--profile", help="py-spy flame graph (svg) of the Spark Python workers during one stream run")
+    parser.add_argument("--profile", help="py-spy of the Spark Python workers during one stream run: a flame graph "
+                        "(.svg) or collapsed stacks (.txt)")
     parser.add_argument("--dir", help="work directory (default: a fresh temporary one, deleted at the end)")
     args = parser.parse_args()
 
@@ -158,7 +159,8 @@ def main() -> None:
                                          .save()))
             profiler = None
             if args.profile and n == 0:
-                profiler = subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", "-o",
+                raw = ["-f", "raw"] if args.profile.endswith(".txt") else []  # collapsed stacks, else a flame graph
+                profiler = subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", *raw, "-o",
                                              args.profile, "--pid", str(os.getpid())],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1)

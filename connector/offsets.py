@@ -27,7 +27,7 @@ from broker.metadata.validation import (
     is_system_topic,
 )
 from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import create_request
+from broker.remoting.command import RemotingCommand, create_request
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ class OffsetOracle:
             except (MQBrokerError, MQClientError, RemotingError) as err:
                 log.warning("consumerGroup %s: could not commit offset %s of %s: %s", group, offset, mq, err)
 
-    def _heartbeat(self, group: str):
+    def _heartbeat(self, group: str) -> RemotingCommand:
         subscriptions = [protocol.build_subscription_data(topic, "*") for topic in self.topics()]
         consumer = protocol.ConsumerData(group, "CONSUME_ACTIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
                                          subscriptions)

@@ -63,9 +63,12 @@ _MAGIC, _QUEUEOFFSET, _PHYSICAL, _SYSFLAG, _BODY_LEN = 1, 5, 6, 7, 14
 
 
 class _Hosts(dict):
-    """Packed host bytes -> "ip:port", remembered: a pull holds one store host and few born hosts."""
+    """Packed host bytes -> "ip:port", remembered: a pull holds one store host and few born hosts. Emptied when
+    it grows past CACHE_LIMIT (born hosts carry the producers' ephemeral ports, and a Python worker lives long)."""
 
     def __missing__(self, packed: bytes) -> str:
+        if len(self) >= CACHE_LIMIT:
+            self.clear()
         text = self[packed] = format_host(packed)
         return text
 
@@ -78,6 +81,7 @@ class _MsgIdPrefixes(dict):
         return text
 
 
+CACHE_LIMIT = 10_000
 _HOSTS = _Hosts()
 _PREFIXES = _MsgIdPrefixes()
 
@@ -179,8 +183,7 @@ class RecordColumns:
             for row, flag in self.inflated.items():
                 sys_flags[row] = flag
         properties = _properties_map(self.props)
-        prefixes = _PREFIXES
-        msg_ids = pa.array([f"{prefixes[h]}{p:016X}" for h, p in zip(store_hosts, phys, strict=True)], pa.string())
+        msg_ids = _offset_msg_ids(store_hosts, phys)
         tags = pc.map_lookup(properties, PROPERTY_TAGS, "last")
         hosts = _HOSTS
         columns = [
@@ -205,6 +208,26 @@ class RecordColumns:
         if tags_filter:
             batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
         return batch
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.int64)  # the 16 hex digits of a commit log offset, high first
+
+
+def _offset_msg_ids(store_hosts: Sequence[bytes], phys: Sequence[int]) -> pa.Array:
+    """offsetMsgId = hex(store host) + hex(commit log offset, 16 digits). A pull's records share one store host:
+    then the ids are built as one uint8 matrix (prefix columns, then the offset's nibbles as digits) that is the
+    string array's value buffer, every id the same width."""
+    n = len(phys)
+    if store_hosts.count(store_hosts[0]) != n:
+        return pa.array([f"{_PREFIXES[h]}{p:016X}" for h, p in zip(store_hosts, phys, strict=True)], pa.string())
+    prefix = np.frombuffer(_PREFIXES[store_hosts[0]].encode(), dtype=np.uint8)
+    width = len(prefix) + 16
+    ids = np.empty((n, width), dtype=np.uint8)
+    ids[:, :len(prefix)] = prefix
+    ids[:, len(prefix):] = _HEX_DIGITS[(np.asarray(phys, dtype=np.int64)[:, None] >> _NIBBLE_SHIFTS) & 0xF]
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids)])
 
 
 def _offsets(lengths: np.ndarray) -> pa.Buffer:

@@ -9,6 +9,7 @@ brokers under one NameServer.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from chispa import assert_df_equality
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import Row
 
-from broker.client import protocol
+from broker.client import BlockingClient, protocol
 from broker.client._blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue
 from broker.errors import ConnectorError, ConnectorOptionError
@@ -68,6 +69,19 @@ def keyed(rows: list[Row]) -> list[tuple[str, int, int]]:
 def expected_rows(results: dict[MessageQueue, list], per_queue: int) -> set[tuple[str, int, int, bytes]]:
     return {(mq.broker_name, mq.queue_id, i, f"{mq.topic}/{mq.broker_name}/{mq.queue_id}/{i}".encode())
             for mq in results for i in range(per_queue)}
+
+
+def read_bodies(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every body of ``topic`` through plan_partitions and read_partition (what a batch query runs), sorted."""
+    opts = SourceOptions.parse(options(cluster, topic), streaming=False)
+    oracle = OffsetOracle(opts)
+    try:
+        queues = oracle.queues()
+        parts = plan_partitions(oracle, opts, oracle.min_offsets(queues), oracle.max_offsets(queues))
+    finally:
+        oracle.close()
+    return sorted(bytes(body) for part in parts for batch in read_partition(part)
+                  for body in batch.column("body").to_pylist())
 
 
 def as_set(rows: list[Row]) -> set[tuple[str, int, int, bytes]]:
@@ -144,6 +158,41 @@ def test_min_partitions_splits_queues(spark, cluster: Cluster, topic_name: str) 
     df = spark.read.format("rmq").options(**options(cluster, topic_name, minPartitions=8)).load()
     assert df.rdd.getNumPartitions() == 8
     assert as_set(df.collect()) == expected_rows({mq: [] for mq in queues}, 40)
+
+
+def test_half_messages_never_and_delayed_messages_once_due(spark, cluster: Cluster, topic_name: str) -> None:
+    """Transactional half messages (open or rolled back) and delayed messages not yet due live in the broker's
+    internal topics: a read of the user topic sees the committed one, and the delayed one only once delivered."""
+    from broker.client import Message
+    from broker.client.transaction import LocalTransactionState, TransactionProducer
+
+    create_topic(cluster.namesrv_addr, topic_name, 1, brokers=2)
+
+    class Listener:
+        def execute_local_transaction(self, msg: Message, arg: LocalTransactionState) -> LocalTransactionState:
+            return arg
+
+        def check_local_transaction(self, msg: Message) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOW
+
+    async def send() -> None:
+        async with TransactionProducer(f"P_{topic_name}"[:100], cluster.namesrv_addr, listener=Listener()) as p:
+            for text, state in (("committed", LocalTransactionState.COMMIT_MESSAGE),
+                                ("rolled back", LocalTransactionState.ROLLBACK_MESSAGE),
+                                ("open", LocalTransactionState.UNKNOW)):
+                await p.send_message_in_transaction(Message(topic_name, text.encode()), arg=state)
+
+    asyncio.run(send())
+    delayed = Message(topic_name, b"delayed")
+    delayed.delay_time_level = 3  # 10 s
+    with BlockingClient(cluster.namesrv_addr) as client:
+        client.send(delayed)
+    assert read_bodies(cluster, topic_name) == [b"committed"]  # the executors' read path, without Spark's start-up
+    with BlockingClient(cluster.namesrv_addr) as client:
+        queues = client.fetch_message_queues(topic_name)
+        wait_until("the delayed message delivered", lambda: sum(map(client.get_max_offset, queues)) == 2, 60)
+    df = spark.read.format("rmq").options(**options(cluster, topic_name)).load()
+    assert sorted(bytes(r.body) for r in df.select("body").collect()) == [b"committed", b"delayed"]
 
 
 # -- streaming ---------------------------------------------------------------------------------------------------------
