@@ -172,7 +172,8 @@ class ReputMessageService:
         return len(requests)
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a lock and notifies: per put, that is not free
+            self._wake.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)

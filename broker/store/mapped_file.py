@@ -298,11 +298,12 @@ class MappedFileQueue:
 class PrefaultService:
     """Keeps the pages just ahead of a MappedFileQueue's write position prefaulted (``MappedFile.prefault``), in a
     thread of its own. The writer calls ``poke`` after each append: a comparison, and a wake-up only when less than
-    half the window is left."""
+    half the window is left. Chunks are large because after each one the thread waits for the GIL again, up to the
+    5 ms switch interval while the writer and dispatch are busy."""
 
     name = "PrefaultService"
 
-    def __init__(self, queue: MappedFileQueue, window: int = 16 << 20, chunk: int = 1 << 20) -> None:
+    def __init__(self, queue: MappedFileQueue, window: int = 32 << 20, chunk: int = 8 << 20) -> None:
         self.queue = queue
         self.window = window
         self.chunk = chunk
