@@ -122,9 +122,13 @@ class IndexFile:
         f._dirty = True
         # Keys land in random slots, so the slot table (20 MB by default) takes a page fault per page while the file
         # is young; fault it in now, in a thread and without the GIL, rather than in the dispatch thread.
-        threading.Thread(target=populate_write, args=(f._address, 0, index_entry_pos(slot_num, 0)),
-                         name="IndexFilePrefault", daemon=True).start()
+        threading.Thread(target=f._prefault_slots, name="IndexFilePrefault", daemon=True).start()
         return f
+
+    def _prefault_slots(self) -> None:
+        with self._life:  # close and destroy wait: the map must not go away under madvise
+            if self._mm is not None:
+                populate_write(self._address, 0, index_entry_pos(self.slot_num, 0))
 
     @classmethod
     def open(cls, path: str, slot_num: int, index_num: int) -> IndexFile:
