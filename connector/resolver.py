@@ -8,8 +8,9 @@ ROLLBACK for losers (and for aborted batch jobs, and streaming batches older tha
 batch is undecided (connector/decisions.py ``DecisionState.resolve``).
 
 One resolver per sinkId and host: it holds an exclusive flock on ``<dir>/<sinkId>.lock`` (dir: ``resolverDir``,
-default ~/.cache/rmq/sink) and writes ``<dir>/<sinkId>.pid`` ("<pid> ready") once it heartbeats. The sink's commit
-starts one, detached (its own session: it outlives the driver), when none holds the lock. It exits after
+default ~/.cache/rmq/sink) and writes ``<dir>/<sinkId>.pid`` ("<pid> ready") once it heartbeats. The sink starts
+one, detached (its own session: it outlives the driver), when none holds the lock and none is starting: a batch job
+when Spark plans it (``start_resolver``, not waiting), else the commit, which waits until it is ready. It exits after
 ``--idle-timeout-s`` without a check or a new decision; that timeout must exceed the broker's check window of an open
 half (immunity + transactionCheckInterval), which the defaults (900 s; 120 s; Apache's 30 s) do.
 
@@ -53,6 +54,7 @@ DEFAULT_DIR = Path.home() / ".cache" / "rmq" / "sink"
 POLL_S = 1.0  # how often the log is read for new decisions
 CHECK_REFRESH_S = 0.2  # at most this often, a check about an undecided batch re-reads the log first
 READY_TIMEOUT_S = 60.0
+STARTING = "0 starting"  # the pid file's text from start_resolver until the resolver says "<pid> ready"
 HEARTBEAT_MS = 5_000
 _STATES = {Resolution.COMMIT: LocalTransactionState.COMMIT_MESSAGE,
            Resolution.ROLLBACK: LocalTransactionState.ROLLBACK_MESSAGE,
@@ -72,21 +74,35 @@ def _paths(directory: Path, sink_id: str) -> tuple[Path, Path, Path]:
 def resolver_pid(directory: Path, sink_id: str) -> int | None:
     """The pid of the live, ready resolver of ``sink_id`` on this host, else None."""
     lock, pid_file, _ = _paths(directory, sink_id)
-    if not lock.exists():
+    if not _lock_held(lock):
         return None
-    with lock.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # held: a resolver lives
-        else:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return None
     try:
         pid_text, _, state = pid_file.read_text().partition(" ")
     except FileNotFoundError:
         return None
     return int(pid_text) if state.strip() == "ready" and pid_text.isdigit() else None
+
+
+def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
+    """Start the resolver of ``opts.sink_id`` on this host, detached, unless one is alive or starting; do not wait.
+    The batch writer calls this when Spark plans the job, so the resolver's start-up (a Python process, a second or
+    two) overlaps the tasks instead of delaying the commit. True when a process was started."""
+    directory = resolver_dir(opts.resolver_dir)
+    lock, pid_file, log_file = _paths(directory, opts.sink_id)
+    if _lock_held(lock) or _starting(pid_file):
+        return False
+    argv = [sys.executable, "-m", "connector.resolver", "--namesrv", opts.namesrv_addr, "--sink-id", opts.sink_id,
+            "--decision-topic", opts.decision_topic, "--idle-timeout-s", str(opts.resolver_idle_timeout_s),
+            "--dir", str(directory)]
+    for topic in topics or ():
+        argv += ["--topic", topic]
+    pid_file.write_text(STARTING)  # the resolver overwrites it with "<pid> ready"
+    with log_file.open("ab") as out:
+        # sh backgrounds the resolver and exits at once: the resolver is re-parented to init (no zombie in a
+        # long-lived Python worker) and, with the new session, outlives the driver's process group.
+        subprocess.run(["/bin/sh", "-c", 'exec "$@" </dev/null &', "sh", *argv], stdout=out, stderr=out,
+                       start_new_session=True, check=True)
+    return True
 
 
 def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
@@ -96,24 +112,38 @@ def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
     if pid is not None:
         return pid
     _, _, log_file = _paths(directory, opts.sink_id)
-    argv = [sys.executable, "-m", "connector.resolver", "--namesrv", opts.namesrv_addr, "--sink-id", opts.sink_id,
-            "--decision-topic", opts.decision_topic, "--idle-timeout-s", str(opts.resolver_idle_timeout_s),
-            "--dir", str(directory)]
-    for topic in topics or ():
-        argv += ["--topic", topic]
-    with log_file.open("ab") as out:
-        # sh backgrounds the resolver and exits at once: the resolver is re-parented to init (no zombie in a
-        # long-lived Python worker) and, with the new session, outlives the driver's process group.
-        subprocess.run(["/bin/sh", "-c", 'exec "$@" </dev/null &', "sh", *argv], stdout=out, stderr=out,
-                       start_new_session=True, check=True)
+    start_resolver(opts, topics)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while (pid := resolver_pid(directory, opts.sink_id)) is None:
         if time.monotonic() > deadline:
             tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
             raise ConnectorError(f"rmq sink {opts.sink_id}: the resolver did not start within {READY_TIMEOUT_S:.0f} s "
                                  f"(log {log_file}):\n{tail}")
-        time.sleep(0.1)
+        time.sleep(0.05)
     return pid
+
+
+def _lock_held(lock: Path) -> bool:
+    """A resolver holds ``lock`` (it lives, ready or not)."""
+    if not lock.exists():
+        return False
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _starting(pid_file: Path) -> bool:
+    """A resolver was started less than READY_TIMEOUT_S ago and has not taken its lock yet (Python start-up)."""
+    try:
+        if pid_file.read_text() != STARTING:
+            return False
+        return time.time() - pid_file.stat().st_mtime < READY_TIMEOUT_S
+    except FileNotFoundError:
+        return False
 
 
 class Resolver:

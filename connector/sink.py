@@ -15,7 +15,8 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
 
    a. make sure the **resolver** of this sink runs on this host (connector/resolver.py: a detached process, one per
       sinkId and host, holding a lock file; it heartbeats as a producer of the sink's group, so the broker sends it
-      the CHECK_TRANSACTION_STATE of the sink's half messages, and answers them from the decision log);
+      the CHECK_TRANSACTION_STATE of the sink's half messages, and answers them from the decision log; a batch job
+      with the topic option starts it when Spark plans the job, so its start-up overlaps the tasks);
    b. read the **decision log** (connector/decisions.py, a topic in the same cluster). If the batch is already
       decided (Spark re-runs a batch after a driver restart), the decided attempt wins: the new attempt's halves are
       rolled back at once, the decided ones are left to the resolver (see 3), and commit returns;
@@ -539,6 +540,11 @@ class RmqBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.schema = schema
         self.batch = f"job-{uuid.uuid4().hex}"
+        if opts.topic is not None and "topic" not in getattr(schema, "names", ()):
+            # the sink id is fresh per job by default: its resolver starts now, while the tasks run (commit waits)
+            from connector.resolver import start_resolver
+
+            start_resolver(opts, [opts.topic])
 
     def write(self, iterator: Iterator[object]) -> TaskCommit:
         return write_task(self.opts, iterator, self.batch)
