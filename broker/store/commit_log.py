@@ -1,9 +1,10 @@
 """CommitLog: the append-only log every message is written to, and the source all indexes are rebuilt from.
 
-Appends are single-writer (one lock, RocketMQ's PutMessageLock). Records are encoded outside the lock; inside it the
-CommitLog only assigns queue offsets, stamps offsets and store time, and copies bytes into the mapped file. A put of
+Appends are single-writer (one lock, RocketMQ's PutMessageLock). Inside it a put's records are packed in one pass
+with their final queue offsets, offsets and store time, then copied into the mapped file at once (``put``). A put of
 several records (a batch) always lands contiguously in one file: when it does not fit, the file is closed with a
-BLANK filler and the put goes to the next file.
+BLANK filler and the put goes to the next file. A PrefaultService keeps the pages ahead of the write position
+mapped, so the copy does not take a page fault per page.
 """
 
 from __future__ import annotations

@@ -142,8 +142,6 @@ _VERSION_BY_MAGIC = {int(v): v for v in MessageVersion}  # a dict lookup; callin
 _SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
 _TWO_INTS = struct.Struct(">ii")
-_LONG = struct.Struct(">q")
-_QUEUE_AND_PHYSICAL = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET: adjacent, stamped together
 MAX_PROPERTIES_LENGTH = 32767  # a signed short
 
 
@@ -223,8 +221,8 @@ def encode_record(
     crc: int | None = None,
 ) -> bytes:
     """A whole record. ``topic`` and ``properties`` come UTF-8 encoded; the host flags in ``sys_flag`` must agree
-    with the lengths of ``born_host``/``store_host``. The offsets and store time may be stamped later with
-    ``stamp_record`` (the append path encodes outside its lock and stamps inside it)."""
+    with the lengths of ``born_host``/``store_host``. (The CommitLog packs whole batches itself with
+    ``record_head``, ``topic_field`` and ``PROPERTIES_LENGTH``: the same fields, fewer calls.)"""
     if len(properties) > MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_LENGTH}")
     version = MessageVersion.for_topic(topic)
@@ -257,14 +255,6 @@ def encode_record(
             properties,
         )
     )
-
-
-def stamp_record(buf: bytearray | memoryview, pos: int, queue_offset: int, commit_log_offset: int,
-                 store_timestamp: int) -> None:
-    """Write the fields the CommitLog assigns at append time into an encoded record at ``buf[pos:]``."""
-    _QUEUE_AND_PHYSICAL.pack_into(buf, pos + QUEUEOFFSET_POS, queue_offset, commit_log_offset)
-    (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
-    _LONG.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
 
 
 def record_size(buf, pos: int = 0) -> int:
@@ -507,10 +497,6 @@ def index_file_size(slot_num: int, index_num: int) -> int:
     return INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
 
 
-def index_slot_pos(slot: int) -> int:
-    return INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE
-
-
 def index_entry_pos(slot_num: int, number: int) -> int:
     return INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + number * INDEX_ENTRY_SIZE
 
@@ -532,7 +518,7 @@ def decode_index_entry(buf, pos: int) -> IndexEntry:
 
 
 def read_index_slot(buf, slot: int) -> int:
-    return INDEX_SLOT.unpack_from(buf, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE)[0]  # index_slot_pos, inlined
+    return INDEX_SLOT.unpack_from(buf, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE)[0]
 
 
 def write_index_slot(buf, slot: int, number: int) -> None:

@@ -63,16 +63,6 @@ def test_record_v2_and_ipv6_lengths():
     assert record.msg_id == (STORE6 + bytes(8)).hex().upper()
 
 
-def test_stamp_record_writes_offsets_and_store_time():
-    for sys_flag, born in ((0, BORN), (SysFlag.BORNHOST_V6, pack_host("fe80::1", 1))):
-        buf = bytearray(b"\0" * 8 + layout.encode_record(topic=b"T", queue_id=1, body=b"x", properties=b"",
-                                                         born_host=born, store_host=STORE, sys_flag=sys_flag))
-        layout.stamp_record(buf, 8, 5, 123456, 777)
-        record = layout.decode_record(buf, 8)
-        assert (record.queue_offset, record.commit_log_offset, record.store_timestamp) == (5, 123456, 777)
-        assert record.born_host == born
-
-
 # Property text: any character UTF-8 can encode except the properties separators.
 _PROP_CHARS = st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",))
 

@@ -306,3 +306,33 @@ def test_prefault_keeps_pages_ahead_of_the_writer_and_bytes_intact(open_store):
     assert results[-1].append.queue_offsets[-1] == 159
     last = decode_record(store.get_message("g", "TopicA", 0, 159, 1).buffers[0])
     assert last.body == msg(7, size=900).body and last.properties["KEYS"] == "key-7"
+
+
+def test_stored_records_are_encode_record_bytes(open_store, store_config):
+    """The batch packer writes exactly what layout.encode_record makes of the same fields: IPv6 born host, a V2
+    topic, a prepared transaction (queue offset 0), the producer's own properties bytes, flags and reconsume."""
+    from broker.message import encode_properties
+    from broker.store.layout import encode_record
+
+    store = open_store(mapped_file_size_commit_log=1 << 16)
+    msgs = [
+        StoreMessage("TopicA", 1, b"plain", {"KEYS": "k", "TAGS": "t"}, flag=3, born_timestamp=11),
+        StoreMessage("TopicA", 1, b"v6", {}, born_timestamp=12, born_host=pack_host("::2", 7), reconsume_times=2),
+        StoreMessage("T" * 200, 0, b"long topic", {"a": "b"}, sys_flag=int(SysFlag.TRANSACTION_PREPARED),
+                     prepared_transaction_offset=99),
+        StoreMessage("TopicA", 1, b"raw props", {"KEYS": "x"}, encoded_properties=b"KEYS\x01x"),
+    ]
+    result = store.put_messages(msgs)
+    assert result.append.queue_offsets == [0, 1, 0, 2]
+    for m, offset, queue_offset in zip(msgs, result.append.record_offsets, result.append.queue_offsets,
+                                       strict=True):
+        props = m.encoded_properties if m.encoded_properties is not None else encode_properties(
+            m.properties).encode()
+        born_v6 = SysFlag.BORNHOST_V6 if len(m.born_host) == 20 else 0
+        want = encode_record(topic=m.topic.encode(), queue_id=m.queue_id, body=m.body, properties=props,
+                             flag=m.flag, sys_flag=m.sys_flag | born_v6, born_timestamp=m.born_timestamp,
+                             born_host=m.born_host, store_host=store.commit_log.store_host,
+                             store_timestamp=result.append.store_timestamp, queue_offset=queue_offset,
+                             commit_log_offset=offset, reconsume_times=m.reconsume_times,
+                             prepared_transaction_offset=m.prepared_transaction_offset)
+        assert store.select_one_message(offset) == want
