@@ -381,7 +381,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin_all = dict(begin)
         for mq in latest.keys() - begin.keys():  # new queues: from their earliest offset
             begin_all[mq] = self.oracle.min_offsets([mq])[mq]
-        end = self._admit(begin_all, latest, limit)
+        end = self._admit(begin_all, {mq: max(offset, begin_all[mq]) for mq, offset in latest.items()}, limit)
         if end != begin_all:
             self._last_batch_at = time.monotonic()
         return to_json(end)
