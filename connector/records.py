@@ -87,10 +87,11 @@ _PREFIXES = _MsgIdPrefixes()
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def no_cyclic_gc() -> Iterator[None]:
     """Decoding allocates a tuple per record and keeps thousands alive until ``to_batch``: the cyclic collector
-    would walk them again and again (it doubled the cost per record in bench/connector_source.py). Nothing made
-    here is cyclic, so reference counting frees it all."""
+    would walk them again and again (it doubled the cost per record in bench/connector_source.py), and turning it
+    back on between pulls starts a collection at once. Nothing made here is cyclic, so reference counting frees it
+    all; ``read_partition`` keeps the collector off while it reads."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -119,7 +120,7 @@ class RecordColumns:
     def add_body(self, body: bytes | memoryview, end_offset: int) -> int:
         """Append the records of one pull body whose queue offset is below ``end_offset``; returns how many. The
         body stays referenced (memoryviews) until ``to_batch``."""
-        with _no_gc():
+        with no_cyclic_gc():
             return self._add_body(memoryview(body), end_offset)
 
     def _add_body(self, buf: memoryview, end_offset: int) -> int:
@@ -169,7 +170,7 @@ class RecordColumns:
         """The collected records as one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is
         one of these (the broker filters by the tag's hash code; a colliding tag is dropped here, as Java's
         PullAPIWrapper does)."""
-        with _no_gc():
+        with no_cyclic_gc():
             return self._to_batch(tags_filter)
 
     def _to_batch(self, tags_filter: Sequence[str]) -> pa.RecordBatch:

@@ -53,7 +53,7 @@ from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClient
 from broker.metadata.validation import DEFAULT_CONSUMER_GROUP
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
-from connector.records import RecordColumns
+from connector.records import RecordColumns, no_cyclic_gc
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -173,13 +173,14 @@ def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
     bodies = _prefetched(_pull_bodies(puller, part), PREFETCH_PULLS)
     columns = RecordColumns(part.topic, part.broker_name)
     try:
-        for body in bodies:
-            columns.add_body(body, part.end)
-            if len(columns) >= BATCH_ROWS:
+        with no_cyclic_gc():
+            for body in bodies:
+                columns.add_body(body, part.end)
+                if len(columns) >= BATCH_ROWS:
+                    yield columns.to_batch(tags_filter)
+                    columns = RecordColumns(part.topic, part.broker_name)
+            if len(columns):
                 yield columns.to_batch(tags_filter)
-                columns = RecordColumns(part.topic, part.broker_name)
-        if len(columns):
-            yield columns.to_batch(tags_filter)
     finally:
         bodies.close()
         puller.close()
