@@ -401,6 +401,26 @@ def test_read_partition_pulls_a_range_in_arrow(cluster: Cluster, topic_name: str
     assert offsets == list(range(10, 290))
 
 
+def test_read_partition_finds_a_moved_broker_through_the_name_server(cluster: Cluster, topic_name: str) -> None:
+    """The partition names the broker address the driver planned with; when nothing answers there any more,
+    read() asks the NameServer where the broker's master is now."""
+    from dataclasses import replace
+
+    from tests.integration.cluster import free_port
+
+    queues = create_topic(cluster.namesrv_addr, topic_name, 1, brokers=2)
+    produce(cluster.namesrv_addr, queues[:1], 5)
+    opts = SourceOptions.parse(options(cluster, topic_name), streaming=False)
+    oracle = OffsetOracle(opts)
+    try:
+        (part,) = plan_partitions(oracle, opts, {queues[0]: 0}, {queues[0]: 5})
+    finally:
+        oracle.close()
+    moved = replace(part, broker_addr=f"127.0.0.1:{free_port()}")
+    offsets = [o for b in read_partition(moved) for o in b.column("queueOffset").to_pylist()]
+    assert offsets == [0, 1, 2, 3, 4]
+
+
 # -- options -----------------------------------------------------------------------------------------------------------
 
 
