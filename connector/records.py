@@ -29,7 +29,7 @@ from broker.message import (
     SysFlag,
     format_host,
 )
-from broker.store.layout import MESSAGE_MAGIC_V1, _fixed_for
+from broker.store.layout import MESSAGE_MAGIC_V1, record_head
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ ARROW_SCHEMA = pa.schema([
 
 _HOST_V6 = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
 _COMPRESSED = int(SysFlag.COMPRESSED)
-_HEAD_V4 = _fixed_for(0)  # both hosts IPv4: nearly every record; other host flags pick their own struct
+_HEAD_V4 = record_head(0)  # both hosts IPv4: nearly every record; other host flags pick their own struct
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
 # Positions in the unpacked fixed part (layout.py's field table).
 _MAGIC, _QUEUEOFFSET, _PHYSICAL, _SYSFLAG, _BODY_LEN = 1, 5, 6, 7, 14
@@ -131,7 +131,7 @@ class RecordColumns:
             rec = head.unpack_from(buf, pos)
             sys_flag = rec[_SYSFLAG]
             if sys_flag & _HOST_V6:
-                fixed = _fixed_for(sys_flag)
+                fixed = record_head(sys_flag)
                 rec = fixed.unpack_from(buf, pos)
                 cur = pos + fixed.size
             else:
