@@ -27,13 +27,12 @@ from jobs import lake
 from jobs.common import (
     Bound,
     JobsConf,
-    check_namesrv,
     format_table,
     job_parser,
     parse_bound,
     range_options,
     run_cli,
-    session_for,
+    run_in_session,
     subscription_options,
     topics_of,
 )
@@ -148,12 +147,7 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[BackfillJob, obj
 def main(argv: list[str] | None = None) -> int:
     conf = JobsConf.load()
     job, args = parse_args(argv, conf)
-    check_namesrv(job.namesrv, job.topics, timeout_ms=conf.namesrv_timeout_ms)
-    spark = session_for("rmq-backfill", args)
-    try:
-        summary = backfill(spark, job)
-    finally:
-        spark.stop()
+    summary = run_in_session("rmq-backfill", args, conf, job.namesrv, job.topics, lambda spark: backfill(spark, job))
     print(summary.render(job), file=sys.stdout)
     return 0
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn, TypeVar
 
 from broker.client._blocking import BlockingRemotingClient
 from broker.client.protocol import get_route_request
@@ -34,6 +34,7 @@ from jobs.spark import REPO
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+T = TypeVar("T")
 JOBS_CONF = REPO / "conf" / "jobs.conf"
 JOBS_CONF_ENV = "RMQ_JOBS_CONF"  # another jobs.conf, e.g. one per environment
 AUTO_CREATE_TOPIC = "TBW102"  # a topic every broker registers, so a route query always has something to say
@@ -138,6 +139,18 @@ def session_for(app_name: str, args: argparse.Namespace) -> SparkSession:
     from jobs.spark import build_session
 
     return build_session(app_name, master=args.master, conf={**JOB_SPARK_CONF, **key_value_pairs(args.conf)})
+
+
+def run_in_session(app_name: str, args: argparse.Namespace, conf: JobsConf, namesrv: str, topics: Iterable[str],
+                   work: Callable[[SparkSession], T]) -> T:
+    """A job's CLI body: the NameServer and topics checked first (fast, before Spark starts), then ``work`` in the
+    job's session, which is stopped however ``work`` ends."""
+    check_namesrv(namesrv, topics, timeout_ms=conf.namesrv_timeout_ms)
+    spark = session_for(app_name, args)
+    try:
+        return work(spark)
+    finally:
+        spark.stop()
 
 
 def topics_of(values: Sequence[str]) -> tuple[str, ...]:

@@ -35,12 +35,11 @@ from jobs import lake
 from jobs.common import (
     Bound,
     JobsConf,
-    check_namesrv,
     format_table,
     job_parser,
     parse_bound,
     run_cli,
-    session_for,
+    run_in_session,
     subscription_options,
     topics_of,
 )
@@ -242,12 +241,7 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[IngestJob, objec
 def main(argv: list[str] | None = None) -> int:
     conf = JobsConf.load()
     job, args = parse_args(argv, conf)
-    check_namesrv(job.namesrv, job.topics, timeout_ms=conf.namesrv_timeout_ms)
-    spark = session_for("rmq-ingest", args)
-    try:
-        summary = run_ingest(spark, job)
-    finally:
-        spark.stop()
+    summary = run_in_session("rmq-ingest", args, conf, job.namesrv, job.topics, lambda spark: run_ingest(spark, job))
     print(summary.render(job))
     return 0
 

@@ -34,13 +34,12 @@ from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_
 from jobs import lake
 from jobs.common import (
     JobsConf,
-    check_namesrv,
     job_parser,
     key_value_arg,
     key_value_pairs,
     parse_bound,
     run_cli,
-    session_for,
+    run_in_session,
 )
 
 if TYPE_CHECKING:
@@ -229,12 +228,7 @@ def _sink_options(pairs: list[str]) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     conf = JobsConf.load()
     job, args = parse_args(argv, conf)
-    check_namesrv(job.namesrv, [job.topic], timeout_ms=conf.namesrv_timeout_ms)
-    spark = session_for("rmq-replay", args)
-    try:
-        summary = replay(spark, job)
-    finally:
-        spark.stop()
+    summary = run_in_session("rmq-replay", args, conf, job.namesrv, [job.topic], lambda spark: replay(spark, job))
     print(summary.render(job))
     return 0
 
