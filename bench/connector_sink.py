@@ -23,27 +23,13 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.apache import start_apache_broker, start_apache_namesrv  # noqa: E402
-from tests.integration import cluster  # noqa: E402
-
-TARGETS = ("ours", "apache")
-
-
-@contextlib.contextmanager
-def running_target(target: str, home: Path) -> Iterator[str]:
-    if target == "apache":
-        with start_apache_namesrv(home / "ns") as namesrv, start_apache_broker(home / "broker", namesrv):
-            yield namesrv.addr
-    else:
-        with cluster.start_namesrv(home / "namesrv") as namesrv, cluster.start_broker(home / "broker", namesrv.addr):
-            yield namesrv.addr
+from bench.targets import TARGETS, running_target  # noqa: E402
 
 
 def timed(action: object) -> float:

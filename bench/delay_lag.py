@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import platform
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere without installing the package
 
+from bench.targets import TARGETS, running_target  # noqa: E402
 from broker.client import (  # noqa: E402
     ClientConfig,
     ConsumeFromWhere,
@@ -64,16 +63,14 @@ from broker.message import decode_offset_msg_id, format_host  # noqa: E402
 from broker.remoting import RequestCode, ResponseCode, create_request  # noqa: E402
 from broker.remoting.headers import ViewMessageRequestHeader  # noqa: E402
 from broker.store.layout import decode_record  # noqa: E402
-from tests.apache import start_apache_broker, start_apache_namesrv  # noqa: E402
-from tests.integration import cluster  # noqa: E402
 
-TARGETS = ("ours", "apache")
 DEFAULT_LEVELS = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
 COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024
 IN_FLIGHT = 32
 QUEUES = 8
 APACHE_BROKER_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-Xms1g", "-Xmx1g")
 PERCENTILES = (50, 90, 99, 100)
+BROKER_CONF = {"mappedFileSizeCommitLog": COMMIT_LOG_FILE_SIZE, "defaultTopicQueueNums": QUEUES}
 
 
 @dataclass(slots=True)
@@ -88,24 +85,6 @@ class Run:
     missing: int = 0
     duplicates: int = 0
     send_retries: int = 0
-
-
-@contextlib.contextmanager
-def running_target(target: str, home: Path) -> Iterator[str]:
-    """A NameServer and a broker of ``target``; yields the NameServer address."""
-    home.mkdir(parents=True, exist_ok=True)
-    conf = {"mappedFileSizeCommitLog": COMMIT_LOG_FILE_SIZE, "defaultTopicQueueNums": QUEUES}
-    if target == "apache":
-        # On a loaded machine Apache's broker refuses sends waiting over 200 ms for its send threads
-        # (TIMEOUT_CLEAN_QUEUE); let them wait, so the sends finish well within the delay.
-        with start_apache_namesrv(home / "namesrv") as namesrv, start_apache_broker(
-                home / "broker", namesrv, home / "store", jvm_args=APACHE_BROKER_JVM_ARGS,
-                waitTimeMillsInSendQueue=5000, **conf):
-            yield namesrv.addr
-        return
-    with cluster.start_namesrv(home / "namesrv") as namesrv, cluster.start_broker(
-            home / "broker", namesrv.addr, **conf):
-        yield namesrv.addr
 
 
 def client_config(namesrv_addr: str, name: str) -> ClientConfig:
@@ -240,7 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="delay-lag-") as work:
         for rep in range(args.repeat):
             for target in args.targets:
-                with running_target(target, Path(work) / f"{target}-{rep}") as namesrv_addr:
+                # On a loaded machine Apache's broker refuses sends waiting over 200 ms for its send threads
+                # (TIMEOUT_CLEAN_QUEUE); let them wait, so the sends finish well within the delay.
+                with running_target(target, Path(work) / f"{target}-{rep}", BROKER_CONF,
+                                    apache_conf={"waitTimeMillsInSendQueue": 5000},
+                                    apache_jvm_args=APACHE_BROKER_JVM_ARGS) as namesrv_addr:
                     run = asyncio.run(measure(target, namesrv_addr, args.count, args.level))
                 print(f"# {target}: sent in {run.send_s:.2f} s, {len(run.broker_lag):,} delivered", flush=True)
                 runs.append(run)

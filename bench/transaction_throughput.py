@@ -16,28 +16,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere without installing the package
 
+from bench.targets import TARGETS, running_target  # noqa: E402
 from broker.client import (  # noqa: E402
     LocalTransactionState,
     Message,
     Producer,
     TransactionProducer,
 )
-from tests.apache import start_apache_broker, start_apache_namesrv  # noqa: E402
-from tests.integration import cluster  # noqa: E402
 
-TARGETS = ("ours", "apache")
 TOPIC = "BenchTx"
 
 
@@ -47,17 +43,6 @@ class CommitAtOnce:
 
     def check_local_transaction(self, msg: object) -> LocalTransactionState:
         return LocalTransactionState.COMMIT_MESSAGE
-
-
-@contextlib.contextmanager
-def running_target(target: str, home: Path) -> Iterator[str]:
-    """The NameServer address of a fresh one-broker cluster of ``target``."""
-    if target == "apache":
-        with start_apache_namesrv(home / "ns") as namesrv, start_apache_broker(home / "broker", namesrv):
-            yield namesrv.addr
-    else:
-        with cluster.start_namesrv(home / "namesrv") as namesrv, cluster.start_broker(home / "broker", namesrv.addr):
-            yield namesrv.addr
 
 
 async def send_for(producer: Producer, send, seconds: float, concurrency: int, size: int) -> int:
