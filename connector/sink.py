@@ -63,6 +63,7 @@ from pyspark.sql.types import StructType
 from broker.client import protocol
 from broker.client._blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.message import MessageQueue, compress_body, create_uniq_id
+from broker.client.route import MASTER_ID
 from broker.client.transaction import (
     LocalTransactionState,
     end_transaction_template,
@@ -487,21 +488,45 @@ def _decision_fault(opts: SinkOptions, batch: str) -> None:
 
 
 def abort_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str, *, record: bool) -> None:
-    """Step 4 of the module docstring."""
+    """Step 4 of the module docstring. The abort of a batch job is recorded even when no task returned a commit
+    message (all failed or were cancelled): their half messages exist all the same, and the resolver rolls them
+    back on the broker's check only once the log says the job was aborted."""
     commits = [m for m in messages if isinstance(m, TaskCommit) and m.sink_id == opts.sink_id]
-    if not commits:
+    if not commits and not record:
         return
     with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
                         producer_group=opts.producer_group) as client:
         if record:
             from connector.resolver import ensure_resolver
 
+            topics = sorted({t for c in commits for t in c.topics} | ({opts.topic} if opts.topic else set()))
+            brokers = _brokers(commits) or _master_brokers(client, topics)
             decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
-            decisions.ensure_topic(_brokers(commits))
-            ensure_resolver(opts, sorted({t for c in commits for t in c.topics}))
-            decisions.append([{"kind": "aborted", "batch": batch}])
-        counts = end_transactions(client, opts, commits, LocalTransactionState.ROLLBACK_MESSAGE)
-        log.warning("rmq sink %s: batch %s aborted; %d half messages rolled back", opts.sink_id, batch, counts.ended)
+            if brokers:
+                decisions.ensure_topic(brokers)
+            if decisions.queues():
+                ensure_resolver(opts, topics)
+                decisions.append([{"kind": "aborted", "batch": batch}])
+            else:
+                log.warning("rmq sink %s: batch %s aborted before any task reported where it wrote; its half "
+                            "messages end when the broker stops checking them", opts.sink_id, batch)
+        if commits:
+            counts = end_transactions(client, opts, commits, LocalTransactionState.ROLLBACK_MESSAGE)
+            log.warning("rmq sink %s: batch %s aborted; %d half messages rolled back", opts.sink_id, batch,
+                        counts.ended)
+
+
+def _master_brokers(client: BlockingClient, topics: Sequence[str]) -> dict[str, str]:
+    """{brokerName: master address} of the brokers that hold ``topics`` (those without a route are skipped)."""
+    brokers: dict[str, str] = {}
+    for topic in topics:
+        try:
+            route = client.get_route(topic)
+        except (MQClientError, RemotingError):
+            continue
+        brokers.update({b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
+                        if MASTER_ID in b.broker_addrs})
+    return brokers
 
 
 # -- the Spark writers -----------------------------------------------------------------------------------------------

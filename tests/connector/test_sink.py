@@ -52,10 +52,12 @@ def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Pa
     assert Counter(m.body for m in seen).most_common(1)[0][1] == 1
 
 
-def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolver_dir: Path,
-                                            topic_name: str) -> None:
-    """A task fails (local[2] does not retry): the job aborts; the other task's halves are rolled back by abort(),
-    the failed task's by the check (the job is recorded aborted); no row ever becomes visible."""
+@pytest.mark.parametrize(("partitions", "failing"), [(2, 1), (1, 0)], ids=["one-of-two-fails", "every-task-fails"])
+def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolver_dir: Path, topic_name: str,
+                                            partitions: int, failing: int) -> None:
+    """A task fails (local[2] does not retry): the job aborts; the other task's halves (if any) are rolled back by
+    abort(), the failed task's by the check (the job is recorded aborted, also when no task reported anything);
+    no row ever becomes visible."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
@@ -63,10 +65,10 @@ def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolv
     from tests.connector.test_sink_recovery import resolver_answers
 
     sink_id = "abort_" + topic_name[-40:].replace("-", "_")
-    df = spark.range(20).selectExpr("cast(id as string) as body").repartition(2)
+    df = spark.range(20).selectExpr("cast(id as string) as body").repartition(partitions)
     options = sink_options(sink_cluster, resolver_dir, topic=topic_name, sinkId=sink_id,
                            checkImmunitySeconds=SINK_CHECK_IMMUNITY_S,
-                           faultInjection='{"failTask": {"partition": 1, "afterRows": 3}}')
+                           faultInjection=f'{{"failTask": {{"partition": {failing}, "afterRows": 3}}}}')
     with pytest.raises((PySparkException, Py4JJavaError), match="injected task failure"):
         df.write.format("rmq").options(**options).mode("append").save()
     wait_until("the failed task's halves rolled back by the check",
