@@ -144,34 +144,11 @@ def running_target(target: str, home: Path, settings: Settings) -> Iterator[Runn
         ) as broker:
             yield Running(target, namesrv.addr, broker.popen.pid)
         return
-    with cluster.start_namesrv(home / "namesrv") as namesrv, start_our_broker(
-        home / "broker", namesrv.addr, event_loop="asyncio" if target == "ours-asyncio" else "uvloop",
+    with cluster.start_namesrv(home / "namesrv") as namesrv, cluster.start_broker(
+        home / "broker", namesrv.addr, env={"RMQ_EVENT_LOOP": "asyncio" if target == "ours-asyncio" else "uvloop"},
         mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
     ) as broker:
         yield Running(target, namesrv.addr, broker.popen.pid)
-
-
-def start_our_broker(home: Path, namesrv_addr: str, *, event_loop: str = "uvloop",
-                     **conf: object) -> cluster.ServerProcess:
-    """``python -m broker`` on ``event_loop`` (RMQ_EVENT_LOOP), ready once the NameServer routes TBW102 to it."""
-    home.mkdir(parents=True, exist_ok=True)
-    port = cluster.free_broker_port()
-    full = cluster.broker_conf(port, namesrv_addr, home / "store", **conf)
-    conf_path = home / "broker.conf"
-    conf_path.write_text(cluster._properties(full))
-    console_path = home / "broker.console.log"
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "RMQ_EVENT_LOOP": event_loop, "PYTHONPATH": path}
-    with console_path.open("wb") as console:
-        popen = subprocess.Popen([sys.executable, *OUR_BROKER, "-c", str(conf_path)], cwd=home, env=env,
-                                 stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    proc = cluster.ServerProcess("broker", popen, port, home, full, console_path)
-    try:
-        cluster._await_ready(proc, lambda: cluster._registered(namesrv_addr, proc.addr), cluster.BOOT_TIMEOUT_S)
-    except BaseException:
-        proc.kill()
-        raise
-    return proc
 
 
 def cpu_seconds(pid: int) -> float:

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,14 +133,16 @@ class ServerProcess:
         self.close()
 
 
-def _spawn(role: str, module: str, home: Path, port: int, conf: dict[str, object]) -> ServerProcess:
+def _spawn(role: str, module: str, home: Path, port: int, conf: dict[str, object],
+           env: Mapping[str, str] | None = None) -> ServerProcess:
     home.mkdir(parents=True, exist_ok=True)
     conf_path = home / f"{role}.conf"
     conf_path.write_text(_properties(conf))
     console_path = home / f"{role}.console.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, **(env or {}), "PYTHONPATH": path}
     with console_path.open("wb") as console:
-        popen = subprocess.Popen([sys.executable, "-m", module, "-c", str(conf_path)], cwd=home, env=env,
+        popen = subprocess.Popen([sys.executable, "-m", module, "-c", str(conf_path)], cwd=home, env=full_env,
                                  stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return ServerProcess(role, popen, port, home, conf, console_path)
 
@@ -234,15 +236,16 @@ def broker_conf(port: int, namesrv_addr: str, store_dir: Path, **conf: object) -
 
 
 def start_broker(home: Path, namesrv_addr: str, *, store_dir: Path | None = None, timeout: float = BOOT_TIMEOUT_S,
-                 **conf: object) -> ServerProcess:
+                 env: Mapping[str, str] | None = None, **conf: object) -> ServerProcess:
     """``python -m broker`` on a free port, registered with ``namesrv_addr`` ("a;b": every one of them); ready when
-    each NameServer's route of TBW102 names it. ``conf`` adds or overrides broker.conf keys (``brokerName=...``)."""
+    each NameServer's route of TBW102 names it. ``conf`` adds or overrides broker.conf keys (``brokerName=...``);
+    ``env`` adds environment variables (``RMQ_EVENT_LOOP``)."""
     namesrvs = [a for a in namesrv_addr.split(";") if a]
 
     def start_once() -> ServerProcess:
         port = free_broker_port()
         store = Path(store_dir) if store_dir is not None else Path(home) / "store"
-        proc = _spawn("broker", "broker", Path(home), port, broker_conf(port, namesrv_addr, store, **conf))
+        proc = _spawn("broker", "broker", Path(home), port, broker_conf(port, namesrv_addr, store, **conf), env)
         try:
             _await_ready(proc, lambda: all(_registered(ns, proc.addr) for ns in namesrvs), timeout)
         except BaseException:
