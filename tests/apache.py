@@ -46,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from broker.local_cluster import free_port  # noqa: F401  (re-exported: interop tests import it from here)
 from tests.javatools import (
     JavaToolError,
     cache_dir,
@@ -211,12 +212,6 @@ def _port_free(port: int) -> bool:
             except OSError:
                 return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def free_broker_port() -> int:
