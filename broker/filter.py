@@ -113,6 +113,7 @@ class SqlMessageFilter:
     """
 
     __slots__ = ("selector",)
+    match_all = False
 
     def __init__(self, selector: CompiledSelector) -> None:
         self.selector = selector

@@ -1,10 +1,11 @@
-"""Stored records of a PULL_MESSAGE body to Arrow, in bulk: the source's ``read()`` yields these RecordBatches.
+"""Stored records of PULL_MESSAGE bodies to Arrow, in bulk: the source's ``read()`` yields these RecordBatches.
 
 Why not ``decode_messages``: a MessageExt per record, a properties dict per record and then Row tuples cost about
-ten times what Spark spends on the same row from Parquet. Here each record costs one ``struct.unpack_from`` of its
-fixed part (the layout is ``broker/store/layout.py``'s) and a few list appends; everything else is columnar:
-bodies and properties strings are joined into one buffer each and wrapped as Arrow arrays without copying again,
-the properties are split into a map column by Arrow kernels, and TAGS / KEYS / UNIQ_KEY are map lookups.
+ten times what Spark spends on the same row from Parquet. Here the only Python loop is the walk from record to
+record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of all records are then gathered into one numpy
+array of ``layout.record_head_dtype``, and bodies and properties are cut out of the pull body by Arrow's ``take``
+(see ``_slices``). The properties are split into a map column by Arrow kernels, TAGS / KEYS / UNIQ_KEY are map
+lookups. Records with IPv6 hosts or compressed bodies (rare) take a per-record path with the same output.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import struct
 import zlib
 from collections.abc import Iterator, Sequence
 
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.client.message import COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB_TYPE
+from broker.errors import CorruptRecord
 from broker.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
@@ -29,7 +32,7 @@ from broker.message import (
     SysFlag,
     format_host,
 )
-from broker.store.layout import MESSAGE_MAGIC_V1, record_head
+from broker.store.layout import FIXED_SIZE_V4, MESSAGE_MAGIC_V1, record_head, record_head_dtype
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,9 @@ ARROW_SCHEMA = pa.schema([
 _HOST_V6 = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)
 _COMPRESSED = int(SysFlag.COMPRESSED)
 _HEAD_V4 = record_head(0)  # both hosts IPv4: nearly every record; other host flags pick their own struct
+_HEAD_V4_DTYPE = record_head_dtype(0)
+_HEAD_V4_COLUMNS = np.arange(FIXED_SIZE_V4)
+_SIZE = struct.Struct(">i")
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
 # Positions in the unpacked fixed part (layout.py's field table).
 _MAGIC, _QUEUEOFFSET, _PHYSICAL, _SYSFLAG, _BODY_LEN = 1, 5, 6, 7, 14
@@ -88,10 +94,10 @@ _PREFIXES = _MsgIdPrefixes()
 
 @contextlib.contextmanager
 def no_cyclic_gc() -> Iterator[None]:
-    """Decoding allocates a tuple per record and keeps thousands alive until ``to_batch``: the cyclic collector
-    would walk them again and again (it doubled the cost per record in bench/connector_source.py), and turning it
-    back on between pulls starts a collection at once. Nothing made here is cyclic, so reference counting frees it
-    all; ``read_partition`` keeps the collector off while it reads."""
+    """Decoding allocates objects per record (more on the per-record path) and keeps them alive until the batch is
+    built: the cyclic collector would walk them again and again (it doubled the cost per record in
+    bench/connector_source.py), and turning it back on between pulls starts a collection at once. Nothing made here
+    is cyclic, so reference counting frees it all; ``read_partition`` keeps the collector off while it reads."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -101,128 +107,200 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-class RecordColumns:
-    """Records collected from pull bodies; ``to_batch`` turns them into one RecordBatch. Per record: the unpacked
-    fixed part (one tuple), a view of its body and one of its properties."""
-
-    __slots__ = ("topic", "broker_name", "heads", "bodies", "props", "inflated")
-
-    def __init__(self, topic: str, broker_name: str) -> None:
-        self.topic, self.broker_name = topic, broker_name
-        self.heads: list[tuple] = []
-        self.bodies: list[memoryview | bytes] = []
-        self.props: list[memoryview] = []
-        self.inflated: dict[int, int] = {}  # row -> sysFlag without COMPRESSED, for bodies inflated here
-
-    def __len__(self) -> int:
-        return len(self.heads)
-
-    def add_body(self, body: bytes | memoryview, end_offset: int) -> int:
-        """Append the records of one pull body whose queue offset is below ``end_offset``; returns how many. The
-        body stays referenced (memoryviews) until ``to_batch``."""
-        with no_cyclic_gc():
-            return self._add_body(memoryview(body), end_offset)
-
-    def _add_body(self, buf: memoryview, end_offset: int) -> int:
-        pos, size_all, added = 0, len(buf), 0
-        head, head_size = _HEAD_V4, _HEAD_V4.size
-        append_head, append_body, append_props = self.heads.append, self.bodies.append, self.props.append
-        while pos < size_all:
-            rec = head.unpack_from(buf, pos)
-            sys_flag = rec[_SYSFLAG]
-            if sys_flag & _HOST_V6:
-                fixed = record_head(sys_flag)
-                rec = fixed.unpack_from(buf, pos)
-                cur = pos + fixed.size
-            else:
-                cur = pos + head_size
-            if rec[_QUEUEOFFSET] >= end_offset:
-                break
-            body_len = rec[_BODY_LEN]
-            if sys_flag & _COMPRESSED:
-                append_body(self._inflate(buf[cur:cur + body_len], sys_flag, rec[_PHYSICAL]))
-            else:
-                append_body(buf[cur:cur + body_len])
-            cur += body_len
-            if rec[_MAGIC] == MESSAGE_MAGIC_V1:
-                cur += 1 + buf[cur]
-            else:
-                cur += 2 + ((buf[cur] << 8) | buf[cur + 1])
-            append_props(buf[cur + 2:cur + 2 + ((buf[cur] << 8) | buf[cur + 1])])
-            append_head(rec)
-            pos += rec[0]
-            added += 1
-        return added
-
-    def _inflate(self, body: memoryview, sys_flag: int, phys: int) -> bytes | memoryview:
-        """As the client's MessageDecoder: ZLIB bodies are inflated and lose the flag; others stay as stored."""
-        if sys_flag & COMPRESSION_TYPE_MASK not in _ZLIB_TYPES:
-            return body
-        try:
-            inflated = zlib.decompress(body)
-        except zlib.error as err:
-            log.warning("record at commit log offset %s is flagged compressed but does not inflate: %s", phys, err)
-            return body
-        self.inflated[len(self.heads)] = sys_flag & ~_COMPRESSED
-        return inflated
-
-    def to_batch(self, tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
-        """The collected records as one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is
-        one of these (the broker filters by the tag's hash code; a colliding tag is dropped here, as Java's
-        PullAPIWrapper does)."""
-        with no_cyclic_gc():
-            return self._to_batch(tags_filter)
-
-    def _to_batch(self, tags_filter: Sequence[str]) -> pa.RecordBatch:
-        n = len(self.heads)
-        if n == 0:
+def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
+                   tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
+    """The records of ``body`` (one or more pull bodies, joined) whose queue offset is below ``end_offset``, as
+    one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is one of these (the broker filters
+    by the tag's hash code; a colliding tag is dropped here, as Java's PullAPIWrapper does)."""
+    with no_cyclic_gc():
+        starts = _record_starts(body)
+        if not len(starts):
             return empty_batch()
-        (_, _, _, queue_ids, _, queue_offsets, phys, sys_flags, born_ts, born_hosts, store_ts, store_hosts,
-         reconsume, _, _) = zip(*self.heads, strict=True)
-        if self.inflated:
-            sys_flags = list(sys_flags)
-            for row, flag in self.inflated.items():
-                sys_flags[row] = flag
-        properties = _properties_map(self.props)
-        msg_ids = _offset_msg_ids(store_hosts, phys)
-        tags = pc.map_lookup(properties, PROPERTY_TAGS, "last")
-        hosts = _HOSTS
-        columns = [
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.broker_name] * n, pa.string()),
-            pa.array(queue_ids, pa.int32()),
-            pa.array(queue_offsets, pa.int64()),
-            pc.coalesce(pc.map_lookup(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last"), msg_ids),
-            msg_ids,
-            pc.map_lookup(properties, PROPERTY_KEYS, "last"),
-            tags,
-            _binary(self.bodies),
-            properties,
-            _timestamps(born_ts),
-            _timestamps(store_ts),
-            pa.array([hosts[h] for h in born_hosts], pa.string()),
-            pa.array([hosts[h] for h in store_hosts], pa.string()),
-            pa.array(reconsume, pa.int32()),
-            pa.array(sys_flags, pa.int32()),
-        ]
-        batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-        if tags_filter:
-            batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
-        return batch
+        data = np.frombuffer(body, dtype=np.uint8)
+        heads = data[starts[:, None] + _HEAD_V4_COLUMNS].view(_HEAD_V4_DTYPE)[:, 0]
+        if (heads["SYSFLAG"] & (_HOST_V6 | _COMPRESSED)).any():
+            return _decode_one_by_one(body, topic, broker_name, end_offset, tags_filter)
+        count = int(np.searchsorted(heads["QUEUEOFFSET"], end_offset))  # queue offsets rise within a body
+        if count < len(starts):
+            starts, heads = starts[:count], heads[:count]
+        body_starts = starts + FIXED_SIZE_V4
+        body_lengths = heads["BODY length"].astype(np.int64)
+        topic_at = body_starts + body_lengths
+        v1 = heads["MAGICCODE"] == MESSAGE_MAGIC_V1
+        topic_lengths = np.where(v1, data[topic_at], (data[topic_at].astype(np.int64) << 8) | data[topic_at + 1])
+        props_at = topic_at + np.where(v1, 1, 2) + topic_lengths
+        props_lengths = (data[props_at].astype(np.int64) << 8) | data[props_at + 1]
+        buffer = pa.py_buffer(body)
+        store_hosts = _packed_hosts(heads["STOREHOSTADDRESS"])
+        columns = {name: heads[field] for name, field in _NUMERIC_FIELDS}
+        return _batch(topic, broker_name, columns, _host_strings(_packed_hosts(heads["BORNHOST"])),
+                      _host_strings(store_hosts), _offset_msg_ids_bulk(store_hosts, heads["PHYSICALOFFSET"]),
+                      _slices(buffer, body_starts, body_lengths, pa.binary()),
+                      _slices(buffer, props_at + 2, props_lengths, pa.string()), tags_filter)
+
+
+# ARROW_SCHEMA's numeric columns and the record fields they come from.
+_NUMERIC_FIELDS = (("queueId", "QUEUEID"), ("queueOffset", "QUEUEOFFSET"), ("phys", "PHYSICALOFFSET"),
+                   ("sysFlag", "SYSFLAG"), ("bornTimestamp", "BORNTIMESTAMP"), ("storeTimestamp", "STORETIMESTAMP"),
+                   ("reconsumeTimes", "RECONSUMETIMES"))
+
+
+def _record_starts(body: bytes) -> np.ndarray:
+    """Where each record of ``body`` starts: the one walk that cannot be done in bulk (each TOTALSIZE says where
+    the next record is)."""
+    starts: list[int] = []
+    append, unpack, pos, end = starts.append, _SIZE.unpack_from, 0, len(body)
+    while pos < end:
+        append(pos)
+        (size,) = unpack(body, pos)
+        if size < FIXED_SIZE_V4 or pos + size > end:
+            raise CorruptRecord(pos, f"a pull body of {end} bytes holds a record of {size} bytes here")
+        pos += size
+    return np.array(starts, dtype=np.int64)
+
+
+def _slices(buffer: pa.Buffer | None, starts: np.ndarray, lengths: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """``buffer[start:start + length]`` for each pair, as one compact array: ``buffer`` is read as an array whose
+    even elements are the slices and odd ones the gaps between them, and ``take`` of the even ones copies the
+    slices out in C."""
+    n = len(starts)
+    if n == 0 or buffer is None:
+        return pa.array([""] * n, type_)  # no slices, or every one empty (a values buffer of no bytes)
+    offsets = np.empty(2 * n + 1, dtype=np.int32)
+    offsets[0:2 * n:2] = starts
+    offsets[1:2 * n:2] = starts + lengths
+    offsets[2 * n] = offsets[2 * n - 1]
+    interleaved = pa.Array.from_buffers(type_, 2 * n, [None, pa.py_buffer(offsets), buffer])
+    return interleaved.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+
+
+def _packed_hosts(field: np.ndarray) -> np.ndarray:
+    """IPv4 hosts (ip 4 + port 4) as one big-endian uint64 each: numpy's S8 would drop trailing zero bytes."""
+    return np.ascontiguousarray(field).view(">u8")
+
+
+def _host_strings(hosts: np.ndarray) -> pa.Array:
+    """"ip:port" per record: formatted once per distinct host (a pull holds one store host and few born hosts)."""
+    distinct, rows = np.unique(hosts, return_inverse=True)
+    texts = [_HOSTS[int(h).to_bytes(8, "big")] for h in distinct]
+    return pa.array(texts, pa.string()).take(pa.array(rows.astype(np.int32)))
+
+
+def _offset_msg_ids_bulk(store_hosts: np.ndarray, phys: np.ndarray) -> pa.Array:
+    if (store_hosts == store_hosts[0]).all():
+        return _offset_msg_ids_one_host(int(store_hosts[0]).to_bytes(8, "big"), phys)
+    return pa.array([f"{_PREFIXES[int(h).to_bytes(8, 'big')]}{int(p):016X}" for h, p in zip(store_hosts, phys,
+                                                                                            strict=True)],
+                    pa.string())
+
+
+def _batch(topic: str, broker_name: str, columns: dict[str, np.ndarray], born_hosts: pa.Array, store_hosts: pa.Array,
+           msg_ids: pa.Array, bodies: pa.Array, raw_properties: pa.Array, tags_filter: Sequence[str]
+           ) -> pa.RecordBatch:
+    """One RecordBatch of ARROW_SCHEMA from the decoded columns (both decoding paths end here)."""
+    n = len(bodies)
+    raw_properties.validate(full=True)  # the broker stores what producers sent: reject bytes that are not UTF-8 here
+    properties = _properties_map(raw_properties)
+    tags = pc.map_lookup(properties, PROPERTY_TAGS, "last")
+    arrays = [
+        pa.array([topic] * n, pa.string()),
+        pa.array([broker_name] * n, pa.string()),
+        pa.array(np.asarray(columns["queueId"], dtype=np.int32), pa.int32()),
+        pa.array(np.asarray(columns["queueOffset"], dtype=np.int64), pa.int64()),
+        pc.coalesce(pc.map_lookup(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last"), msg_ids),
+        msg_ids,
+        pc.map_lookup(properties, PROPERTY_KEYS, "last"),
+        tags,
+        bodies,
+        properties,
+        _timestamps(columns["bornTimestamp"]),
+        _timestamps(columns["storeTimestamp"]),
+        born_hosts,
+        store_hosts,
+        pa.array(np.asarray(columns["reconsumeTimes"], dtype=np.int32), pa.int32()),
+        pa.array(np.asarray(columns["sysFlag"], dtype=np.int32), pa.int32()),
+    ]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    if tags_filter:
+        batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
+    return batch
+
+
+# -- the per-record path: IPv6 hosts and compressed bodies ------------------------------------------------------------
+
+
+def _decode_one_by_one(body: bytes, topic: str, broker_name: str, end_offset: int,
+                       tags_filter: Sequence[str]) -> pa.RecordBatch:
+    buf = memoryview(body)
+    pos, size_all = 0, len(buf)
+    heads: list[tuple] = []
+    bodies: list[memoryview | bytes] = []
+    props: list[memoryview] = []
+    while pos < size_all:
+        fixed = _HEAD_V4
+        rec = list(fixed.unpack_from(buf, pos))
+        if rec[_SYSFLAG] & _HOST_V6:
+            fixed = record_head(rec[_SYSFLAG])
+            rec = list(fixed.unpack_from(buf, pos))
+        if rec[_QUEUEOFFSET] >= end_offset:
+            break
+        cur = pos + fixed.size
+        body_len = rec[_BODY_LEN]
+        sys_flag = rec[_SYSFLAG]
+        if sys_flag & _COMPRESSED:
+            inflated = _inflate(buf[cur:cur + body_len], sys_flag, rec[_PHYSICAL])
+            if inflated is not None:
+                bodies.append(inflated)
+                rec[_SYSFLAG] = sys_flag & ~_COMPRESSED
+            else:
+                bodies.append(buf[cur:cur + body_len])
+        else:
+            bodies.append(buf[cur:cur + body_len])
+        cur += body_len
+        if rec[_MAGIC] == MESSAGE_MAGIC_V1:
+            cur += 1 + buf[cur]
+        else:
+            cur += 2 + ((buf[cur] << 8) | buf[cur + 1])
+        props.append(buf[cur + 2:cur + 2 + ((buf[cur] << 8) | buf[cur + 1])])
+        heads.append(rec)
+        pos += rec[0]
+    if not heads:
+        return empty_batch()
+    fields = dict(zip(_FIELD_NAMES, zip(*heads, strict=True), strict=True))
+    columns = {name: np.asarray(fields[field], dtype=np.int64) for name, field in _NUMERIC_FIELDS}
+    born = [_HOSTS[h] for h in fields["BORNHOST"]]
+    store = fields["STOREHOSTADDRESS"]
+    msg_ids = pa.array([f"{_PREFIXES[h]}{p:016X}" for h, p in zip(store, fields["PHYSICALOFFSET"], strict=True)],
+                       pa.string())
+    return _batch(topic, broker_name, columns, pa.array(born, pa.string()),
+                  pa.array([_HOSTS[h] for h in store], pa.string()), msg_ids, _joined(bodies, pa.binary()),
+                  _joined(props, pa.string()), tags_filter)
+
+
+_FIELD_NAMES = _HEAD_V4_DTYPE.names
+
+
+def _inflate(body: memoryview, sys_flag: int, phys: int) -> bytes | None:
+    """As the client's MessageDecoder: ZLIB bodies are inflated (and lose the flag); None leaves it as stored."""
+    if sys_flag & COMPRESSION_TYPE_MASK not in _ZLIB_TYPES:
+        return None
+    try:
+        return zlib.decompress(body)
+    except zlib.error as err:
+        log.warning("record at commit log offset %s is flagged compressed but does not inflate: %s", phys, err)
+        return None
 
 
 _HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.int64)  # the 16 hex digits of a commit log offset, high first
 
 
-def _offset_msg_ids(store_hosts: Sequence[bytes], phys: Sequence[int]) -> pa.Array:
-    """offsetMsgId = hex(store host) + hex(commit log offset, 16 digits). A pull's records share one store host:
-    then the ids are built as one uint8 matrix (prefix columns, then the offset's nibbles as digits) that is the
-    string array's value buffer, every id the same width."""
+def _offset_msg_ids_one_host(store_host: bytes, phys: np.ndarray) -> pa.Array:
+    """offsetMsgId = hex(store host) + hex(commit log offset, 16 digits), for records of one store host (a pull's
+    records share one): one uint8 matrix (prefix columns, then the offset's nibbles as digits) that is the string
+    array's value buffer, every id the same width."""
     n = len(phys)
-    if store_hosts.count(store_hosts[0]) != n:
-        return pa.array([f"{_PREFIXES[h]}{p:016X}" for h, p in zip(store_hosts, phys, strict=True)], pa.string())
-    prefix = np.frombuffer(_PREFIXES[store_hosts[0]].encode(), dtype=np.uint8)
+    prefix = np.frombuffer(_PREFIXES[store_host].encode(), dtype=np.uint8)
     width = len(prefix) + 16
     ids = np.empty((n, width), dtype=np.uint8)
     ids[:, :len(prefix)] = prefix
@@ -231,45 +309,53 @@ def _offset_msg_ids(store_hosts: Sequence[bytes], phys: Sequence[int]) -> pa.Arr
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids)])
 
 
-def _offsets(lengths: np.ndarray) -> pa.Buffer:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.py_buffer(offsets)
-
-
-def _binary(parts: list[memoryview | bytes]) -> pa.Array:
+def _joined(parts: list[memoryview | bytes], type_: pa.DataType) -> pa.Array:
     """One copy: the parts joined into the values buffer, their lengths as the offsets."""
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    return pa.Array.from_buffers(pa.binary(), len(parts), [None, _offsets(lengths), pa.py_buffer(b"".join(parts))])
+    offsets = np.zeros(len(parts) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(type_, len(parts), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))])
 
 
-def _strings(parts: list[memoryview | bytes]) -> pa.Array:
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    array = pa.Array.from_buffers(pa.string(), len(parts), [None, _offsets(lengths), pa.py_buffer(b"".join(parts))])
-    array.validate(full=True)  # the broker stores what producers sent: reject bytes that are not UTF-8 here
-    return array
-
-
-def _timestamps(millis: Sequence[int]) -> pa.Array:
+def _timestamps(millis: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(millis, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC"))
 
 
-def _properties_map(raw: list[memoryview]) -> pa.MapArray:
+def _properties_map(raw: pa.Array) -> pa.MapArray:
     """"k\\x01v\\x02k\\x01v\\x02" per row to map<string,string>, with decode_properties' rules: an entry splits at
-    its first \\x01 and is kept only when key and value are both non-empty."""
+    its first \\x01 and is kept only when key and value are both non-empty.
+
+    In bulk over the rows' joined bytes: the entries end at each \\x02 and at each row's end (merged in order, a
+    row's end before a \\x02 that starts the next row), the first \\x01 of an entry is a binary search, and the
+    keys and values are cut out with ``_slices``."""
     n = len(raw)
-    items = pc.split_pattern(_strings(raw), PROPERTY_SEPARATOR)
-    parents = pc.list_parent_indices(items)
-    pairs = pc.split_pattern(pc.list_flatten(items), NAME_VALUE_SEPARATOR, max_splits=1)
-    keep = pc.equal(pc.list_value_length(pairs), 2)
-    pairs, parents = pairs.filter(keep), parents.filter(keep)
-    keys, values = pc.list_element(pairs, 0), pc.list_element(pairs, 1)
-    keep = pc.and_(pc.greater(pc.utf8_length(keys), 0), pc.greater(pc.utf8_length(values), 0))
-    keys, values, parents = keys.filter(keep), values.filter(keep), parents.filter(keep)
-    counts = np.bincount(parents.to_numpy(zero_copy_only=False), minlength=n) if n else np.zeros(0, np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys, values)
+    _, offsets_buffer, data_buffer = raw.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=raw.offset * 4).astype(np.int64)
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    first, last = int(offsets[0]), int(offsets[-1])
+    chunk = data[first:last]
+    separators = np.flatnonzero(chunk == _ENTRY_SEPARATOR) + first
+    name_ends = np.flatnonzero(chunk == _NAME_VALUE_SEPARATOR) + first
+    at = np.searchsorted(separators, offsets[1:], side="left")
+    ends = np.insert(separators, at, offsets[1:])
+    row_end = np.insert(np.zeros(len(separators), dtype=bool), at, True)
+    starts = np.empty_like(ends)
+    starts[:1] = first
+    starts[1:] = ends[:-1] + ~row_end[:-1]  # after a \x02, or where the next row begins
+    rows = np.cumsum(row_end) - row_end
+    found = np.searchsorted(name_ends, starts)
+    split = name_ends[np.minimum(found, max(len(name_ends) - 1, 0))] if len(name_ends) else starts
+    keep = (found < len(name_ends)) & (split > starts) & (split + 1 < ends)
+    starts, split, ends, rows = starts[keep], split[keep], ends[keep], rows[keep]
+    keys = _slices(data_buffer, starts, split - starts, pa.string())
+    values = _slices(data_buffer, split + 1, ends - split - 1, pa.string())
+    map_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=map_offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
+
+
+_ENTRY_SEPARATOR = ord(PROPERTY_SEPARATOR)
+_NAME_VALUE_SEPARATOR = ord(NAME_VALUE_SEPARATOR)
 
 
 def empty_batch() -> pa.RecordBatch:

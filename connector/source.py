@@ -19,12 +19,9 @@ from there instead of resolving "latest" again and skipping what arrived in betw
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -51,12 +48,12 @@ from broker.client._blocking import BlockingRemotingClient, get_route
 from broker.client.message import MessageQueue, PullResult, PullStatus
 from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
 from broker.metadata.validation import DEFAULT_CONSUMER_GROUP
+from broker.remoting.command import RemotingCommand
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
-from connector.records import RecordColumns, no_cyclic_gc
+from connector.records import decode_records
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Every column nullable, as the Kafka source's: Spark checks the Arrow batches against this, field by field.
 SOURCE_SCHEMA = StructType([
@@ -78,8 +75,7 @@ SOURCE_SCHEMA = StructType([
     StructField("sysFlag", IntegerType()),
 ])
 
-BATCH_ROWS = 4096  # rows per RecordBatch handed to Spark: a few pulls' worth (bigger ones decode slower per row)
-PREFETCH_PULLS = 2  # pull bodies fetched ahead of the decoding
+BATCH_BYTES = 1 << 20  # pull bodies decoded into one RecordBatch for Spark: one big pull, or a few small ones
 NO_NEW_MSG_RETRIES = 20  # a queue answering "nothing" below an end it reported: wait this many times 50 ms
 
 
@@ -131,11 +127,21 @@ class _Puller:
     def close(self) -> None:
         self.remote.close()
 
-    def pull(self, offset: int, max_nums: int) -> PullResult:
+    def send(self, offset: int, max_nums: int) -> RemotingCommand:
+        """Send the pull of ``max_nums`` messages from ``offset``; ``result`` waits for its answer."""
         request = protocol.pull_message_request(self.part.group, self.part.mq, offset, max_nums,
                                                 subscription=self.subscription)
         try:
-            response = self.remote.invoke(request, self.part.pull_timeout_ms)
+            self.remote.send(request, self.part.pull_timeout_ms)
+        except RemotingError as err:
+            if not self._relocate(err):
+                raise
+            self.remote.send(request, self.part.pull_timeout_ms)
+        return request
+
+    def result(self, request: RemotingCommand) -> PullResult:
+        try:
+            response = self.remote.receive(request, self.part.pull_timeout_ms)
         except RemotingError as err:
             if not self._relocate(err):
                 raise
@@ -143,6 +149,7 @@ class _Puller:
         try:
             return protocol.parse_pull_response(response, self.addr)
         except MQBrokerError as err:
+            offset = request.ext_fields.get("queueOffset")
             raise ConnectorError(f"pulling {self.part.describe()} at offset {offset} from {self.addr} failed: "
                                  f"{err}") from err
 
@@ -164,42 +171,46 @@ class _Puller:
 
 
 def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_ROWS.
-
-    The pulls run one step ahead in a thread of their own (``_prefetched``): the broker prepares the next pull
-    while this thread decodes the last one."""
+    """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_BYTES."""
     puller = _Puller(part)
     tags_filter = tuple(puller.subscription.tags_set)
-    bodies = _prefetched(_pull_bodies(puller, part), PREFETCH_PULLS)
-    columns = RecordColumns(part.topic, part.broker_name)
+    pending: list[bytes] = []
+    size = 0
     try:
-        with no_cyclic_gc():
-            for body in bodies:
-                columns.add_body(body, part.end)
-                if len(columns) >= BATCH_ROWS:
-                    yield columns.to_batch(tags_filter)
-                    columns = RecordColumns(part.topic, part.broker_name)
-            if len(columns):
-                yield columns.to_batch(tags_filter)
+        for body in _pull_bodies(puller, part):
+            pending.append(body)
+            size += len(body)
+            if size >= BATCH_BYTES:
+                yield decode_records(b"".join(pending), part.topic, part.broker_name, part.end, tags_filter)
+                pending, size = [], 0
+        if pending:
+            yield decode_records(b"".join(pending), part.topic, part.broker_name, part.end, tags_filter)
     finally:
-        bodies.close()
         puller.close()
 
 
 def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
-    """The bodies of the pulls covering ``[part.start, part.end)``. ``nextBeginOffset`` drives the loop: with a
-    filter a pull may return fewer messages than offsets (or none, NO_MATCHED_MSG) and still move on. A requested
-    offset below the queue's min offset is data loss (retention removed it): DataLossError, or a logged skip with
-    failOnDataLoss=false."""
+    """The bodies of the pulls covering ``[part.start, part.end)``. The next pull is sent before a body is handed
+    out, so the broker reads while this process decodes (one connection, no thread: a prefetching thread cost more
+    CPU in GIL hand-offs than it saved). ``nextBeginOffset`` drives the loop: with a filter a pull may return fewer
+    messages than offsets (or none, NO_MATCHED_MSG) and still move on. A requested offset below the queue's min
+    offset is data loss (retention removed it): DataLossError, or a logged skip with failOnDataLoss=false."""
+
+    def send(offset: int) -> RemotingCommand | None:
+        return puller.send(offset, min(part.pull_batch_size, part.end - offset)) if offset < part.end else None
+
     offset, idle = part.start, 0
-    while offset < part.end:
-        result = puller.pull(offset, min(part.pull_batch_size, part.end - offset))
+    request = send(offset)
+    while request is not None:
+        result = puller.result(request)
         if offset < result.min_offset:
             offset = _lost(part, offset, result.min_offset)
-            continue
-        if result.status is PullStatus.FOUND:
-            yield result.body
+            request = send(offset)
+        elif result.status is PullStatus.FOUND:
+            offset = max(result.next_begin_offset, offset)
+            request = send(offset)
             idle = 0
+            yield result.body
         elif result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
             idle += 1
             if idle > NO_NEW_MSG_RETRIES:
@@ -207,55 +218,10 @@ def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
                                      f"this batch is {part.end} (broker {puller.addr}: {result.status.value}, "
                                      f"max offset {result.max_offset})")
             time.sleep(0.05)
-            continue
-        offset = max(result.next_begin_offset, offset)
-
-
-class _Raised:
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-_END = object()
-
-
-def _prefetched(source: Iterator[T], depth: int) -> Generator[T, None, None]:
-    """``source`` run in a daemon thread, at most ``depth`` items ahead; its exception is raised here. Closing
-    the generator stops the thread after the item it is on."""
-    ahead: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                ahead.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        try:
-            for item in source:
-                if not put(item):
-                    return
-            put(_END)
-        except BaseException as err:  # handed to the reading thread, which raises it
-            put(_Raised(err))
-
-    thread = threading.Thread(target=run, name="rmq-pull", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ahead.get()
-            if item is _END:
-                return
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-    finally:
-        stop.set()
-        thread.join(5)
+            request = send(offset)
+        else:
+            offset = result.next_begin_offset
+            request = send(offset)
 
 
 def _lost(part: QueueRange, offset: int, min_offset: int) -> int:

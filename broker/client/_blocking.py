@@ -86,6 +86,8 @@ class BlockingRemotingClient:
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder(max_frame_length)
         self._lock = threading.Lock()
+        self._awaited: set[int] = set()  # opaques sent by ``send`` whose responses ``receive`` has not taken yet
+        self._early: dict[int, RemotingCommand] = {}  # their responses read while waiting for another one
 
     @property
     def connected(self) -> bool:
@@ -105,6 +107,8 @@ class BlockingRemotingClient:
                 raise RemotingConnectError(self.address, str(err) or type(err).__name__) from err
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock, self._decoder = sock, FrameDecoder(self.max_frame_length)
+            self._awaited.clear()  # their responses went with the old connection
+            self._early.clear()
         return self._sock
 
     @staticmethod
@@ -142,11 +146,47 @@ class BlockingRemotingClient:
         with self._lock:
             sock = self._ensure_connected()
             self._send(sock, command.encode(request), deadline, request, timeout_ms)
-            while True:
-                for response in self._read(sock, deadline, request, timeout_ms):
-                    if response.opaque == request.opaque:
-                        return response
-                    log.debug("dropping response opaque %s from %s: its call is over", response.opaque, self.address)
+            return self._receive(sock, request, deadline, timeout_ms)
+
+    def send(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
+        """The first half of ``invoke``: the caller works while the peer answers, then takes the response with
+        ``receive`` (the source sends its next pull before decoding the last one)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            sock = self._ensure_connected()
+            self._send(sock, command.encode(request), deadline, request, timeout_ms)
+            self._awaited.add(request.opaque)
+
+    def receive(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
+        """The response to a request given to ``send``."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            try:
+                early = self._early.pop(request.opaque, None)
+                if early is not None:
+                    return early
+                if self._sock is None or request.opaque not in self._awaited:
+                    raise ConnectionClosed(CloseReason.CONNECTION_BROKEN,
+                                           f"{self.address}: the connection that sent request {request.opaque} "
+                                           "is gone")
+                return self._receive(self._sock, request, deadline, timeout_ms)
+            finally:
+                self._awaited.discard(request.opaque)
+
+    def _receive(self, sock: socket.socket, request: RemotingCommand, deadline: float,
+                 timeout_ms: float) -> RemotingCommand:
+        while True:
+            found = None
+            for response in self._read(sock, deadline, request, timeout_ms):
+                if response.opaque == request.opaque and found is None:
+                    found = response
+                elif response.opaque in self._awaited:
+                    self._early[response.opaque] = response
+                else:
+                    log.debug("dropping response opaque %s from %s: its call is over", response.opaque,
+                              self.address)
+            if found is not None:
+                return found
 
     def invoke_oneway(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         deadline = time.monotonic() + timeout_ms / 1000

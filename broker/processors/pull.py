@@ -160,9 +160,9 @@ class PullMessageProcessor:
             self._suspend(conn, request, header, subscription, message_filter)
             return None
         header_ext = self._response_header(result, topic_config, group_config).to_ext()
-        body = b""
+        body: bytes | tuple[bytes, ...] = b""
         if code == ResponseCode.SUCCESS:
-            body = result.body()
+            body = result.buffers[0] if len(result.buffers) == 1 else tuple(result.buffers)  # framed without a join
             self.controller.stats.record_get(result.message_count)
         return create_response(request, code, result.status.name, ext_fields=header_ext, body=body)
 

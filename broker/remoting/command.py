@@ -38,7 +38,7 @@ from typing import Any, NoReturn
 
 from broker.errors import LocalProtocolError, MalformedCommand
 from broker.remoting.codes import LanguageCode, SerializeType
-from broker.remoting.frame import Frame, encode_frame
+from broker.remoting.frame import Buffer, Frame, encode_frame_parts
 
 
 def _json_dumps(obj: Any) -> bytes:
@@ -108,7 +108,8 @@ class RemotingCommand:
     flag: int = 0
     remark: str | None = None
     ext_fields: Mapping[str, str] = field(default_factory=dict)
-    body: bytes = b""
+    # A tuple body is sent as its parts back to back (``encode_parts``); what ``decode`` makes is always bytes.
+    body: bytes | tuple[bytes, ...] = b""
     serialize_type: SerializeType = SerializeType.JSON
 
     @property
@@ -156,7 +157,7 @@ def create_response(
     remark: str | None = None,
     *,
     ext_fields: Mapping[str, str] | None = None,
-    body: bytes = b"",
+    body: bytes | tuple[bytes, ...] = b"",
     version: int = REMOTING_VERSION,
 ) -> RemotingCommand:
     """The response to ``request``: its opaque, the response flag, and its serialize type, so a peer that speaks
@@ -187,11 +188,17 @@ def create_response(
 
 def encode(cmd: RemotingCommand) -> bytes:
     """The whole frame for ``cmd``, in its ``serialize_type``. Raises LocalProtocolError naming the bad field."""
+    return b"".join(encode_parts(cmd))
+
+
+def encode_parts(cmd: RemotingCommand) -> list[Buffer]:
+    """``encode`` as buffers to send back to back, the body's parts not copied."""
     if cmd.serialize_type == SerializeType.ROCKETMQ:
         header = _encode_rocketmq_header(cmd)
     else:
         header = _encode_json_header(cmd)
-    return encode_frame(cmd.serialize_type, header, cmd.body)
+    body = cmd.body
+    return encode_frame_parts(cmd.serialize_type, header, body if type(body) is tuple else (body,))
 
 
 def _check_ext_fields(ext_fields: Mapping[str, str]) -> None:

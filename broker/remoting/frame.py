@@ -19,6 +19,7 @@ field passes, one byte more does not).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.errors import LocalProtocolError, MalformedFrame
@@ -37,6 +38,7 @@ SERIALIZE_TYPE_SHIFT = 24
 HEADER_LENGTH_MASK = (1 << SERIALIZE_TYPE_SHIFT) - 1  # 0xFFFFFF: the largest header
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength, default 16777216
 _SERIALIZE_TYPES = {member.value: member for member in SerializeType}
+Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +57,17 @@ def header_marker(serialize_type: SerializeType, header_length: int) -> int:
 
 def encode_frame(serialize_type: SerializeType, header: bytes, body: bytes = b"") -> bytes:
     """A whole frame, length field included. Raises LocalProtocolError if the header exceeds 24 bits of length."""
+    return b"".join(encode_frame_parts(serialize_type, header, (body,)))
+
+
+def encode_frame_parts(serialize_type: SerializeType, header: bytes, body_parts: Sequence[Buffer]) -> list[Buffer]:
+    """The frame as buffers to send back to back: the prefix with the header, then the body's parts as they are
+    (a pull response's megabyte of records is not copied once more to be framed)."""
     if len(header) > HEADER_LENGTH_MASK:
         raise LocalProtocolError(f"header of {len(header)} bytes exceeds the 24-bit header length field")
-    prefix = FRAME_PREFIX.pack(MARKER_SIZE + len(header) + len(body), header_marker(serialize_type, len(header)))
-    return b"".join((prefix, header, body))
+    body_length = sum(map(len, body_parts))
+    prefix = FRAME_PREFIX.pack(MARKER_SIZE + len(header) + body_length, header_marker(serialize_type, len(header)))
+    return [prefix + header, *body_parts]
 
 
 class FrameDecoder:
@@ -142,4 +151,5 @@ class FrameDecoder:
         header_start = pos + PREFIX_SIZE
         body_start = header_start + (marker & HEADER_LENGTH_MASK)
         serialize_type = _SERIALIZE_TYPES[(marker >> SERIALIZE_TYPE_SHIFT) & 0xFF]
-        return Frame(serialize_type, bytes(buffer[header_start:body_start]), bytes(buffer[body_start:frame_end]))
+        with memoryview(buffer) as view:  # one copy per field (slicing the bytearray itself would make two)
+            return Frame(serialize_type, bytes(view[header_start:body_start]), bytes(view[body_start:frame_end]))

@@ -316,11 +316,15 @@ class ConsumeQueue:
     def iter_units(self, start_offset: int, max_count: int) -> list[CqUnit]:
         """Up to ``max_count`` contiguous units from ``start_offset``, across files; [] when ``start_offset`` is
         outside [min_offset, max_offset). Blank units are returned as they are (see ``is_blank``)."""
+        return list(iter_cq_units(self.read_units(start_offset, max_count)))
+
+    def read_units(self, start_offset: int, max_count: int) -> bytes:
+        """The raw bytes of the units ``iter_units`` returns (CQ_UNIT_DTYPE reads them in bulk)."""
         if max_count <= 0 or start_offset < self.min_offset:
-            return []
+            return b""
         pos = cq_pos(start_offset)
         end = cq_pos(min(start_offset + max_count, self.max_offset))
-        units: list[CqUnit] = []
+        parts: list[bytes] = []
         while pos < end:
             mf = self._file_at(pos)
             if mf is None:
@@ -330,12 +334,11 @@ class ConsumeQueue:
             if stop <= rel:
                 break
             try:
-                data = mf.buffer[rel:stop].tobytes()
+                parts.append(mf.buffer[rel:stop].tobytes())
             except ValueError:  # the file was deleted under us
                 break
-            units.extend(iter_cq_units(data))
             pos = mf.file_from_offset + stop
-        return units
+        return b"".join(parts)
 
     def offset_for_timestamp(self, timestamp: int, store_time_at: Callable[[int, int], int | None]) -> int:
         """The first queue offset whose record was stored at or after ``timestamp`` (RocketMQ 5

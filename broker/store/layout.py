@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import NamedTuple, NewType
 
+import numpy as np
+
 from broker.errors import CorruptRecord
 from broker.message import SysFlag, decode_properties, encode_properties, offset_msg_id
 
@@ -131,6 +133,26 @@ _FIXED = {
     for store_v6 in (0, _STOREHOST_V6)
 }
 FIXED_SIZE_V4 = _FIXED[0].size  # 88: the 84-byte header plus the body length
+
+
+def _fixed_dtype(born_len: int, store_len: int) -> np.dtype:
+    types = {"i": ">i4", "q": ">i8"}
+    fields = [(name, types[code] if code else f"S{born_len if name == 'BORNHOST' else store_len}")
+              for code, name in _RECORD_FIXED_FIELDS]
+    return np.dtype(fields)
+
+
+# The same fixed part as numpy record dtypes (fields named as in the table, hosts as raw bytes): readers of many
+# records gather all their heads at once (connector/records.py).
+_FIXED_DTYPE = {flags: _fixed_dtype(20 if flags & _BORNHOST_V6 else 8, 20 if flags & _STOREHOST_V6 else 8)
+                for flags in _FIXED}
+assert all(_FIXED_DTYPE[flags].itemsize == _FIXED[flags].size for flags in _FIXED)
+
+
+def record_head_dtype(sys_flag: int) -> np.dtype:
+    """``record_head(sys_flag)`` as a numpy dtype."""
+    return _FIXED_DTYPE[sys_flag & _HOST_V6_MASK]
+
 _DISPATCH_HEAD = {
     born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8, _DISPATCH_FIELDS)
     for born_v6 in (0, _BORNHOST_V6)
@@ -408,6 +430,9 @@ CQ_UNIT = struct.Struct(
     "q"  # tagsCode
 )
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
+# The same unit for numpy: the pull path reads a whole span of units at once.
+CQ_UNIT_DTYPE = np.dtype([("commit_log_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 CQ_UNITS_PER_FILE = 300_000
 
 

@@ -15,13 +15,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Protocol
+
+import numpy as np
 
 from broker.message import pack_host
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
-from broker.store.consume_queue import ConsumeQueue, ConsumeQueueStore, is_blank
+from broker.store.consume_queue import BLANK_UNIT, ConsumeQueue, ConsumeQueueStore, is_blank
 from broker.store.dispatch import BuildConsumeQueue, BuildIndex, CommitLogDispatcher, ReputMessageService
 from broker.store.flush import (
     CleanCommitLogService,
@@ -31,7 +34,7 @@ from broker.store.flush import (
     disk_usage_percent,
 )
 from broker.store.index_file import IndexService
-from broker.store.layout import CQ_UNIT_SIZE, MessageRecord
+from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, MessageRecord
 from broker.store.recovery import recover
 from broker.store.results import (
     GetMessageResult,
@@ -55,6 +58,10 @@ class MessageFilter(Protocol):
     def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
 
     def is_matched_by_commit_log(self, record: bytes) -> bool: ...
+
+    @property
+    def match_all(self) -> bool:
+        """Every message matches: the pull may skip both checks."""
 
 
 class MessageStore:
@@ -206,6 +213,9 @@ class MessageStore:
 
     def _collect(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
                  message_filter: MessageFilter | None, result: GetMessageResult) -> None:
+        if (message_filter is None or message_filter.match_all) and self._collect_spans(cq, offset, max_msg_nums,
+                                                                                          max_size, result):
+            return
         scan = max(MAX_FILTER_UNITS, max_msg_nums)
         total = 0
         skip_below = -1  # after a removed record: skip units until the next CommitLog file
@@ -230,6 +240,43 @@ class MessageStore:
             result.queue_offsets.append(index)
             result.status = GetMessageStatus.FOUND
             total += len(data)
+
+    def _collect_spans(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
+                       result: GetMessageResult) -> bool:
+        """The unfiltered pull in bulk: the units read as one array, and each run of records that lie back to back
+        in one CommitLog file copied as one buffer (a producer's batch is such a run). False, with ``result``
+        untouched, when a unit is blank or a record is gone: the unit-by-unit path knows what to do then."""
+        config = self.config
+        units = np.frombuffer(cq.read_units(offset, max(1, min(max_msg_nums,
+                                                                config.max_transfer_count_on_message_in_memory))),
+                              CQ_UNIT_DTYPE)
+        if not len(units):
+            return False
+        phys = units["commit_log_offset"].astype(np.int64)
+        sizes = units["size"].astype(np.int64)
+        if phys[0] < self.commit_log.min_offset or (sizes == BLANK_UNIT.size).any():
+            return False
+        byte_cap = min(max_size, config.max_transfer_bytes_on_message_in_memory)
+        count = max(1, int(np.searchsorted(np.cumsum(sizes), byte_cap, side="right")))
+        phys, sizes = phys[:count], sizes[:count]
+        file_size = config.mapped_file_size_commit_log
+        breaks = np.flatnonzero((phys[1:] != phys[:-1] + sizes[:-1])
+                                | (phys[1:] // file_size != phys[:-1] // file_size)) + 1
+        bounds = [0, *breaks.tolist(), count]
+        buffers = []
+        for first, end in pairwise(bounds):
+            data = self.commit_log.read(int(phys[first]), int(phys[end - 1] + sizes[end - 1] - phys[first]))
+            if data is None:
+                if first == 0:
+                    return False
+                count = first
+                break
+            buffers.append(data)
+        result.buffers = buffers
+        result.queue_offsets = list(range(offset, offset + count))
+        result.next_begin_offset = offset + count
+        result.status = GetMessageStatus.FOUND
+        return True
 
     def _batch_full(self, size: int, max_msg_nums: int, max_size: int, total: int, count: int) -> bool:
         return (count >= max_msg_nums or total + size > max_size

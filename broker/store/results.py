@@ -6,6 +6,7 @@ codes, tests and clients read them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -80,7 +81,10 @@ class GetMessageStatus(Enum):
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """Raw records, exactly the bytes a PULL_MESSAGE response body carries, and where to pull next."""
+    """Raw records, exactly the bytes a PULL_MESSAGE response body carries, and where to pull next.
+
+    ``buffers`` hold whole records, one or more each (records that lie back to back in the CommitLog are read as
+    one buffer); ``queue_offsets`` has one entry per record."""
 
     status: GetMessageStatus
     next_begin_offset: int
@@ -91,7 +95,16 @@ class GetMessageResult:
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return len(self.queue_offsets)
+
+    def records(self) -> Iterator[bytes]:
+        """Each record on its own, in queue order."""
+        for buffer in self.buffers:
+            pos = 0
+            while pos < len(buffer):
+                size = int.from_bytes(buffer[pos:pos + 4], "big")
+                yield buffer[pos:pos + size] if size != len(buffer) else buffer
+                pos += size
 
     @property
     def buffer_total_size(self) -> int:

@@ -169,7 +169,7 @@ class TransactionalMessageService:
         store = self.controller.store
         while True:
             result = store.get_message(TRANS_GROUP, topic, HALF_QUEUE_ID, offset, REBUILD_BATCH)
-            for queue_offset, data in zip(result.queue_offsets, result.buffers, strict=True):
+            for queue_offset, data in zip(result.queue_offsets, result.records(), strict=True):
                 yield queue_offset, decode_record(data, body=body)
             if result.status not in (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE,
                                      GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.OFFSET_TOO_SMALL):

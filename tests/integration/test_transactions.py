@@ -119,7 +119,7 @@ class Cluster:
             offset = self.store.min_offset_in_queue(topic, queue_id)
             while offset < self.store.max_offset_in_queue(topic, queue_id):
                 result = self.store.get_message("test", topic, queue_id, offset, 64)
-                found += [decode_record(data) for data in result.buffers]
+                found += [decode_record(data) for data in result.records()]
                 offset = result.next_begin_offset
         return found
 

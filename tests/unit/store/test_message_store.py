@@ -94,6 +94,8 @@ def test_get_message_statuses(open_store):
 
 
 class TagFilter:
+    match_all = False
+
     def __init__(self, tag: str) -> None:
         self.code = tags_code(tag)
 
@@ -265,7 +267,7 @@ def test_batch_that_does_not_fit_rolls_the_file_once(open_store, store_config):
     assert second.append.wrote_offset == store_config.mapped_file_size_commit_log
     wait_dispatched(store)
     got = store.get_message("g", "TopicA", 0, 0, 32)
-    assert [decode_record(b).commit_log_offset for b in got.buffers] == (first.append.record_offsets
+    assert [decode_record(b).commit_log_offset for b in got.records()] == (first.append.record_offsets
                                                                          + second.append.record_offsets)
 
 
@@ -336,3 +338,36 @@ def test_stored_records_are_encode_record_bytes(open_store, store_config):
                              commit_log_offset=offset, reconsume_times=m.reconsume_times,
                              prepared_transaction_offset=m.prepared_transaction_offset)
         assert store.select_one_message(offset) == want
+
+
+class MatchEverything:
+    """Passes every message, but not as ``match_all``: the pull goes unit by unit, the reference for the bulk path."""
+
+    match_all = False
+
+    def is_matched_by_consume_queue(self, code: int) -> bool:
+        return True
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool:
+        return True
+
+
+def test_bulk_pull_equals_the_unit_by_unit_pull(open_store):
+    """Batches to two queues, interleaved, over 4 KiB files: runs of back-to-back records are cut at other queues'
+    records and at file ends, and the count and byte limits cut them like the unit-by-unit path does."""
+    store = open_store()
+    for i in range(30):
+        assert store.put_messages([msg(i * 8 + j, queue_id=i % 2, size=90 + 40 * j) for j in range(1 + i % 5)]).ok
+    wait_dispatched(store)
+    for queue_id in (0, 1):
+        max_offset = store.max_offset_in_queue("TopicA", queue_id)
+        for offset in range(max_offset):
+            for max_nums, max_size in ((1, 10_000), (7, 10_000), (32, 700), (32, 100), (64, 10**6)):
+                bulk = store.get_message("g", "TopicA", queue_id, offset, max_nums, max_total_size=max_size)
+                one_by_one = store.get_message("g", "TopicA", queue_id, offset, max_nums, max_total_size=max_size,
+                                               message_filter=MatchEverything())
+                assert (bulk.status, bulk.next_begin_offset, bulk.queue_offsets) == (
+                    one_by_one.status, one_by_one.next_begin_offset, one_by_one.queue_offsets)
+                assert list(bulk.records()) == list(one_by_one.records()) and bulk.body() == one_by_one.body()
+        whole = store.get_message("g", "TopicA", queue_id, 0, 64)
+        assert len(whole.buffers) < whole.message_count  # batches came back as runs, not record by record
