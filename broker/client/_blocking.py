@@ -207,15 +207,52 @@ class BlockingRemotingClient:
             self._drop()
             raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: {err}") from err
 
-    def _read(self, sock: socket.socket, deadline: float, request: RemotingCommand,
-              timeout_ms: float) -> list[RemotingCommand]:
-        """The responses of the next chunk of bytes; answers server requests on the way."""
+    def _read_frame_rest(self, sock: socket.socket, missing: int, deadline: float, request: RemotingCommand,
+                         timeout_ms: float) -> bytearray:
+        """The decoder's partial frame and its ``missing`` bytes, read into one buffer; on a timeout the bytes read
+        so far go back to the decoder, so the stream stays in step for the next call."""
+        head = self._decoder.drain()
+        data = bytearray(len(head) + missing)
+        data[:len(head)] = head
+        received = len(head)
+        view = memoryview(data)
+        try:
+            while received < len(data):
+                sock.settimeout(self._remaining(deadline, request, timeout_ms))
+                got = sock.recv_into(view[received:])
+                if not got:
+                    view.release()
+                    self._drop()
+                    raise ConnectionClosed(CloseReason.PEER_CLOSED, f"{self.address} (in the middle of a frame)")
+                received += got
+        except TimeoutError:
+            view.release()
+            del data[received:]
+            self._decoder.feed(data)
+            raise
+        view.release()
+        del data[received:]
+        return data
+
+    @staticmethod
+    def _remaining(deadline: float, request: RemotingCommand, timeout_ms: float) -> float:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise request_timeout(request, self.address, timeout_ms)
+            raise TimeoutError
+        return remaining
+
+    def _read(self, sock: socket.socket, deadline: float, request: RemotingCommand,
+              timeout_ms: float) -> list[RemotingCommand]:
+        """The responses of the next chunk of bytes; answers server requests on the way. The rest of a frame bigger
+        than READ_CHUNK (a pull response) is read straight into one buffer of its size, which the decoder cuts
+        without collecting it first."""
         try:
-            sock.settimeout(remaining)
-            data = sock.recv(READ_CHUNK)
+            missing = self._decoder.missing()
+            if missing > READ_CHUNK:
+                data = self._read_frame_rest(sock, missing, deadline, request, timeout_ms)
+            else:
+                sock.settimeout(self._remaining(deadline, request, timeout_ms))
+                data = sock.recv(READ_CHUNK)
         except TimeoutError:
             raise request_timeout(request, self.address, timeout_ms) from None
         except OSError as err:

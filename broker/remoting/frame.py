@@ -96,32 +96,55 @@ class FrameDecoder:
         """Bytes received that do not yet make a whole frame."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[Frame]:
-        """Add ``data`` and return every frame it completes, in order.
+    def feed(self, data: Buffer) -> list[Frame]:
+        """Add ``data`` and return every frame it completes, in order. Frames are cut out of ``data`` itself when
+        nothing is buffered; only an incomplete tail is kept.
 
         Raises MalformedFrame (with the frames completed before the bad one in ``.frames``)."""
         if self._error is not None:
             raise self._error
-        buffer = self._buffer
-        buffer += data
+        if self._buffer:
+            self._buffer += data
+            source: Buffer = self._buffer
+        else:
+            source = data
         frames: list[Frame] = []
         pos = 0
         try:
             while True:
-                frame_end = self._next_frame_end(buffer, pos)
+                frame_end = self._next_frame_end(source, pos)
                 if frame_end < 0:
                     break
-                frames.append(self._cut(buffer, pos, frame_end))
+                frames.append(self._cut(source, pos, frame_end))
                 pos = frame_end
         except MalformedFrame as err:
             err.frames = frames
             self._error = err
             raise
         finally:
-            del buffer[:pos]  # O(1) for a bytearray's head
+            if source is self._buffer:
+                del self._buffer[:pos]  # O(1) for a bytearray's head
+            elif pos < len(source):
+                self._buffer += memoryview(source)[pos:]
         return frames
 
-    def _next_frame_end(self, buffer: bytearray, pos: int) -> int:
+    def missing(self) -> int:
+        """Bytes still to come before the frame begun in the buffer is whole; 0 when none is begun, or its length
+        field is not all here or not a legal length (``feed`` says what is wrong with it)."""
+        buffer = self._buffer
+        if len(buffer) < LENGTH_FIELD_SIZE:
+            return 0
+        (length,) = LENGTH_FIELD.unpack_from(buffer, 0)
+        if length < MARKER_SIZE or length + LENGTH_FIELD_SIZE > self.max_frame_length:
+            return 0
+        return max(0, LENGTH_FIELD_SIZE + length - len(buffer))
+
+    def drain(self) -> bytearray:
+        """Take the buffered bytes out (the caller completes the frame and feeds it back whole)."""
+        data, self._buffer = self._buffer, bytearray()
+        return data
+
+    def _next_frame_end(self, buffer: Buffer, pos: int) -> int:
         """Where the frame at ``pos`` ends, or -1 when it is not all here; validates as soon as bytes allow."""
         available = len(buffer) - pos
         if available < LENGTH_FIELD_SIZE:
@@ -146,7 +169,7 @@ class FrameDecoder:
         return frame_end if frame_end <= len(buffer) else -1
 
     @staticmethod
-    def _cut(buffer: bytearray, pos: int, frame_end: int) -> Frame:
+    def _cut(buffer: Buffer, pos: int, frame_end: int) -> Frame:
         (_, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
         header_start = pos + PREFIX_SIZE
         body_start = header_start + (marker & HEADER_LENGTH_MASK)

@@ -92,6 +92,60 @@ def test_invoke_and_timeout_then_the_late_answer_is_dropped() -> None:
     server.close()
 
 
+def test_a_big_frame_that_stalls_halfway_times_out_and_the_stream_stays_in_step() -> None:
+    """A response bigger than the read chunk is read into one buffer: a timeout in its middle hands the bytes read
+    so far back to the decoder, so the rest still completes it for the next call."""
+    big = bytes(range(256)) * 4096  # 1 MiB body
+    release = threading.Event()
+
+    def script(conn: socket.socket, request: RemotingCommand) -> None:
+        frame = command.encode(create_response(request, ResponseCode.SUCCESS, body=big))
+        if request.ext_fields.get("topic") == "stall":
+            conn.sendall(frame[:600_000])
+            release.wait(5)
+            conn.sendall(frame[600_000:])
+        else:
+            conn.sendall(frame)
+
+    server = ScriptedServer(script)
+    with BlockingRemotingClient(server.addr) as client:
+        stalled = get_route_request("stall")
+        client.send(stalled, 1000)
+        with pytest.raises(RequestTimeout):
+            client.receive(stalled, 300)
+        release.set()
+        assert client.invoke(get_route_request("after"), 2000).body == big  # the stalled frame, then this one
+        assert server.accepted == 1
+    server.close()
+
+
+def test_send_then_receive_keeps_responses_that_arrive_early() -> None:
+    server = ScriptedServer(lambda conn, request: reply(conn, request, remark=request.ext_fields.get("topic"),
+                                                        body=b"x" * 300_000))
+    with BlockingRemotingClient(server.addr) as client:
+        first, second = get_route_request("first"), get_route_request("second")
+        client.send(first, 1000)
+        client.send(second, 1000)
+        time.sleep(0.2)  # both answers are in the socket
+        assert client.receive(second, 1000).remark == "second"  # read past the first one, which is kept
+        assert client.receive(first, 1000).remark == "first"
+        with pytest.raises(ConnectionClosed):
+            client.receive(first, 1000)  # taken already: nothing is awaited under that opaque
+    server.close()
+
+
+def test_a_peer_closing_in_the_middle_of_a_big_frame_is_connection_closed() -> None:
+    def script(conn: socket.socket, request: RemotingCommand) -> None:
+        frame = command.encode(create_response(request, ResponseCode.SUCCESS, body=b"y" * 1_000_000))
+        conn.sendall(frame[:500_000])
+        conn.shutdown(socket.SHUT_RDWR)
+
+    server = ScriptedServer(script)
+    with BlockingRemotingClient(server.addr) as client, pytest.raises(ConnectionClosed):
+        client.invoke(get_route_request("t"), 2000)
+    server.close()
+
+
 def test_reconnects_after_the_server_closed_the_connection() -> None:
     def script(conn: socket.socket, request: RemotingCommand) -> None:
         reply(conn, request)

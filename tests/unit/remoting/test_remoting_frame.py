@@ -118,3 +118,19 @@ def test_max_frame_length_must_hold_a_prefix_and_fit_an_int() -> None:
 def test_header_longer_than_24_bits_cannot_be_encoded() -> None:
     with pytest.raises(LocalProtocolError, match="24-bit"):
         encode_frame(SerializeType.JSON, bytes(1 << 24))
+
+
+def test_missing_counts_what_the_begun_frame_lacks_and_drain_hands_it_over() -> None:
+    frame = encode_frame(SerializeType.JSON, b'{"code":0}', b"z" * 1000)
+    decoder = FrameDecoder()
+    assert decoder.missing() == 0
+    assert decoder.feed(frame[:3]) == [] and decoder.missing() == 0  # the length field is not all here
+    assert decoder.feed(frame[3:100]) == [] and decoder.missing() == len(frame) - 100
+    head = decoder.drain()
+    assert head == frame[:100] and decoder.buffered == 0 and decoder.missing() == 0
+    (whole,) = decoder.feed(bytearray(head + frame[100:]))  # completed by the caller, cut from its own buffer
+    assert whole.body == b"z" * 1000
+    broken = FrameDecoder()
+    with pytest.raises(MalformedFrame):
+        broken.feed(struct.pack(">i", -5))
+    assert broken.missing() == 0  # not a legal length: nothing to wait for
