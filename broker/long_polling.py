@@ -2,9 +2,10 @@
 passes, then run once more and are answered (Java's PullRequestHoldService, ManyPullRequest, PullRequest and
 NotifyMessageArrivingListener).
 
-Arrivals are reported by the store's dispatch thread (``ReputMessageService.arrival_listeners``). That thread only
-records them and, once per burst, hops to the event loop; everything else runs on the loop, so the table of held
-requests needs no lock. A held request wakes when:
+Arrivals are reported once per dispatch step (``MessageStore.dispatch.arrival_listeners``), on the dispatch thread or
+on the thread that reads the dispatch process's reports. That thread only records them and, once per burst, hops to
+the event loop; everything else runs on the loop, so the table of held requests needs no lock. A held request wakes
+when:
 
 - a message with a newer queue offset arrives for its topic@queue and passes its filter's tagsCode check;
 - its suspend time is over (a timer per request, so the answer is on time, not up to 5 s late as in Java);
@@ -27,7 +28,7 @@ from broker.remoting.connection import RemotingConnection
 
 if TYPE_CHECKING:
     from broker.client_manager import SubscriptionData
-    from broker.store.dispatch import DispatchRequest
+    from broker.store.dispatch import Arrivals
     from broker.store.message_store import MessageFilter, MessageStore
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class PullRequestHoldService:
 
     Examples:
         >>> hold = PullRequestHoldService(store, processor.execute_request_when_wakeup, loop)  # doctest: +SKIP
-        >>> store.reput.arrival_listeners.append(hold.on_message_arriving)  # doctest: +SKIP
+        >>> store.dispatch.arrival_listeners.append(hold.on_message_arriving)  # doctest: +SKIP
     """
 
     def __init__(self, store: MessageStore, wakeup: Wakeup, loop: asyncio.AbstractEventLoop) -> None:
@@ -69,7 +70,7 @@ class PullRequestHoldService:
         self._wakeup = wakeup
         self._loop = loop
         self._table: dict[QueueKey, list[PullRequest]] = {}
-        self._arrivals: list[tuple[QueueKey, int, int]] = []  # filled by the dispatch thread
+        self._arrivals: list[tuple[QueueKey, int, list[int]]] = []  # filled by the dispatch thread
         self._arrival_lock = threading.Lock()
         self._drain_scheduled = False
 
@@ -90,32 +91,35 @@ class PullRequestHoldService:
 
     # -- arrivals -----------------------------------------------------------------------------------------------------
 
-    def on_message_arriving(self, dispatch: DispatchRequest) -> None:
-        """A ReputMessageService arrival listener: runs on the dispatch thread, so it only records the arrival."""
-        key = (dispatch.topic, dispatch.queue_id)
-        if key not in self._table:  # nobody waits on this queue (a dict lookup is atomic under the GIL)
+    def on_message_arriving(self, arrivals: Arrivals) -> None:
+        """An arrival listener of the store's dispatch (``MessageStore.dispatch``): runs on the thread that
+        dispatched or, with dispatch in its own process, on the thread that reads its reports, so it only records
+        the arrivals and hops to the loop."""
+        waited = [(key, max_offset, codes) for key, (max_offset, codes) in arrivals.items()
+                  if key in self._table]  # a dict lookup is atomic under the GIL
+        if not waited:
             return
         with self._arrival_lock:
-            self._arrivals.append((key, dispatch.consume_queue_offset + 1, dispatch.tags_code))
+            self._arrivals.extend(waited)
             if self._drain_scheduled:
                 return
             self._drain_scheduled = True
         try:
             self._loop.call_soon_threadsafe(self._drain_arrivals)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
-            log.debug("message arrived on %s after the event loop closed", key)
+            log.debug("messages arrived on %s after the event loop closed", [key for key, _, _ in waited])
 
     def _drain_arrivals(self) -> None:
         with self._arrival_lock:
             arrivals, self._arrivals = self._arrivals, []
             self._drain_scheduled = False
         grouped: dict[QueueKey, tuple[int, list[int]]] = {}
-        for key, max_offset, tags_code in arrivals:
+        for key, max_offset, tags_codes in arrivals:
             known = grouped.get(key)
             if known is None:
-                grouped[key] = (max_offset, [tags_code])
+                grouped[key] = (max_offset, list(tags_codes))
             else:
-                known[1].append(tags_code)
+                known[1].extend(tags_codes)
                 grouped[key] = (max(known[0], max_offset), known[1])
         for (topic, queue_id), (max_offset, codes) in grouped.items():
             self.notify_message_arriving(topic, queue_id, max_offset, codes)

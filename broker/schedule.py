@@ -107,6 +107,26 @@ def delay_time_level(properties: dict[str, str]) -> int:
         return 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeliverTimeTagsCode:
+    """The ConsumeQueue tagsCode (CommitLog.checkMessageAndReturnSize): for a scheduled record its deliver timestamp,
+    else the tag's hash. A value named by its import path, not a bound method: dispatch may run in its own process
+    (dispatchMode=PROCESS), which receives the hook pickled."""
+
+    delay_level_table: dict[int, int]  # level -> delay in milliseconds
+
+    def compute_deliver_timestamp(self, delay_level: int, store_timestamp: int) -> int:
+        millis = self.delay_level_table.get(delay_level)
+        return store_timestamp + (millis if millis is not None else 1000)
+
+    def __call__(self, record: TaggedRecord) -> int:
+        if record.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in record.properties:
+            level = min(delay_time_level(record.properties), len(self.delay_level_table))
+            if level > 0:
+                return self.compute_deliver_timestamp(level, record.store_timestamp)
+        return default_tags_code(record)
+
+
 class ScheduleMessageService:
     """Parks delayed messages (``handle_schedule_message``) and delivers them when due (one asyncio task per level).
 
@@ -120,6 +140,7 @@ class ScheduleMessageService:
         self.store = store
         self.put_messages = put_messages
         self.delay_level_table = {level: millis for level, millis in enumerate(delay_levels, start=1)}
+        self.tags_code_of = DeliverTimeTagsCode(self.delay_level_table)  # the store's dispatch hook
         self.path = delay_offset_path(store_path_root_dir)
         self.flush_interval_s = flush_delay_offset_interval_ms / 1000
         self.offset_table: dict[int, int] = {}  # level -> next ConsumeQueue offset to deliver
@@ -158,17 +179,7 @@ class ScheduleMessageService:
                                    properties=java_ordered(props))
 
     def compute_deliver_timestamp(self, delay_level: int, store_timestamp: int) -> int:
-        millis = self.delay_level_table.get(delay_level)
-        return store_timestamp + (millis if millis is not None else 1000)
-
-    def tags_code_of(self, record: TaggedRecord) -> int:
-        """The ConsumeQueue tagsCode (CommitLog.checkMessageAndReturnSize): for a scheduled record its deliver
-        timestamp, else the tag's hash. Runs on the dispatch thread."""
-        if record.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in record.properties:
-            level = min(delay_time_level(record.properties), self.max_delay_level)
-            if level > 0:
-                return self.compute_deliver_timestamp(level, record.store_timestamp)
-        return default_tags_code(record)
+        return self.tags_code_of.compute_deliver_timestamp(delay_level, store_timestamp)
 
     # -- delivery ---------------------------------------------------------------------------------------------------
 

@@ -228,7 +228,7 @@ class AdminBrokerProcessor:
         millisecond). Java's committed=true max offset counts dispatched messages only; so does this."""
         target = self.store.commit_log.max_offset
         for _ in range(DISPATCH_WAIT_POLLS):
-            if self.store.reput.reput_from_offset >= target:
+            if self.store.dispatch.reput_from_offset >= target:
                 return
             await asyncio.sleep(0.001)
 

@@ -21,6 +21,15 @@ class FlushDiskType(StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+class DispatchMode(StrEnum):
+    """Where dispatch (CommitLog -> ConsumeQueue + IndexFile) runs once the store is open. PROCESS (the default, the
+    broker's): a child process, so that it does not share the broker's GIL with appends and requests. THREAD: a
+    thread of the broker process, for embedding the store where a child process is unwelcome."""
+
+    PROCESS = "PROCESS"
+    THREAD = "THREAD"
+
+
 @dataclass(frozen=True, slots=True)
 class MessageStoreConfig:
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
@@ -47,6 +56,7 @@ class MessageStoreConfig:
     check_crc_on_recover: bool = True
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
+    dispatch_mode: DispatchMode = DispatchMode.PROCESS  # not a RocketMQ key: Java needs no second process
 
     @property
     def commit_log_dir(self) -> str:

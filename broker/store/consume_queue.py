@@ -24,6 +24,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from broker.errors import ConfigError, IllegalName
 from broker.store.layout import (
@@ -43,6 +44,15 @@ log = logging.getLogger(__name__)
 BLANK_UNIT = CqUnit(0, 0x7FFFFFFF, 0)  # Java fillPreBlank: putLong(0), putInt(Integer.MAX_VALUE), putLong(0)
 _BLANK_BYTES = encode_cq_unit(*BLANK_UNIT)
 NO_PHYSIC_OFFSET = -1  # max_physic_offset of a queue without units (Java's initial maxPhysicOffset)
+
+
+class QueueState(NamedTuple):
+    """What a reader in another process needs of a ConsumeQueue its writer changed (``ConsumeQueue.follow``)."""
+
+    first_file_offset: int  # byte offset of the first file: files below it were deleted
+    min_pos: int  # byte position of the first unit that points into the CommitLog
+    max_pos: int  # byte position after the last unit
+    max_physic_offset: int
 
 
 def is_blank(unit: CqUnit) -> bool:
@@ -139,6 +149,16 @@ class ConsumeQueue:
         first = self._mfq.files[0]
         blanks = _blank_prefix_units(first.buffer[:first.wrote_position].tobytes())
         return first.file_from_offset + cq_pos(blanks)
+
+    def state(self) -> QueueState:
+        return QueueState(self._mfq.min_offset, self._min_pos, self._mfq.max_offset, self._max_physic_offset)
+
+    def follow(self, state: QueueState) -> None:
+        """Take ``state`` from the queue's writer in another process (the dispatch process): map what it wrote,
+        forget what it deleted. Also how that writer starts from the state its parent recovered."""
+        self._mfq.follow(state.first_file_offset, state.max_pos)
+        self._min_pos = state.min_pos
+        self._max_physic_offset = state.max_physic_offset
 
     def flush(self) -> None:
         self._mfq.flush()
@@ -417,6 +437,20 @@ class ConsumeQueueStore:
     def topics(self) -> list[str]:
         with self._lock:
             return list(self._table)
+
+    def states(self) -> dict[tuple[str, int], QueueState]:
+        return {(cq.topic, cq.queue_id): cq.state() for cq in self.queues()}
+
+    def follow(self, states: dict[tuple[str, int], QueueState]) -> None:
+        for (topic, queue_id), state in states.items():
+            self.find_or_create(topic, queue_id).follow(state)
+
+    def forget_topic(self, topic: str) -> None:
+        """Unmap the topic's queues, whose files another process deleted (``delete_topic`` there)."""
+        with self._lock:
+            queues = self._table.pop(topic, {})
+        for cq in queues.values():
+            cq.close()
 
     def truncate_dirty(self, commit_log_end: int) -> None:
         for cq in self.queues():

@@ -24,10 +24,10 @@ from broker.message import (
     split_keys,
     tags_code,
 )
-from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_file import IndexService
 from broker.store.layout import dispatch_fields
+from broker.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +66,61 @@ def default_tags_code(record: TaggedRecord) -> int:
 TagsCodeHook = Callable[[TaggedRecord], int]
 
 
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Half and rolled-back transaction records never enter a ConsumeQueue."""
+    tx = sys_flag & TRANSACTION_MASK
+    return tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE
+
+
+QueueKey = tuple[str, int]  # (topic, queueId)
+# What a dispatch step added, per queue: the queue's new max offset and the tagsCodes of the new units, in order.
+Arrivals = dict[QueueKey, tuple[int, list[int]]]
+
+
+def arrivals_of(requests: list[DispatchRequest]) -> Arrivals:
+    codes: dict[QueueKey, list[int]] = {}
+    ends: dict[QueueKey, int] = {}
+    for r in requests:
+        if enters_consume_queue(r.sys_flag):
+            key = (r.topic, r.queue_id)
+            queue_codes = codes.get(key)
+            if queue_codes is None:
+                codes[key] = [r.tags_code]
+            else:
+                queue_codes.append(r.tags_code)
+            ends[key] = r.consume_queue_offset + 1
+    return {key: (ends[key], queue_codes) for key, queue_codes in codes.items()}
+
+
 class CommitLogDispatcher(Protocol):
+    """Builds one kind of derived data from the CommitLog, and drops what of it is no longer wanted."""
+
     def dispatch(self, requests: list[DispatchRequest]) -> None:
         """Build derived data for ``requests``: consecutive CommitLog records, in order."""
+
+    def delete_expired(self, min_commit_log_offset: int) -> None:
+        """Drop what points only below ``min_commit_log_offset`` (retention deleted those CommitLog files)."""
+
+    def delete_topics(self, topics: set[str]) -> None:
+        """Drop what belongs to ``topics`` alone."""
 
 
 class BuildConsumeQueue:
     def __init__(self, consume_queues: ConsumeQueueStore) -> None:
         self.consume_queues = consume_queues
 
+    def delete_expired(self, min_commit_log_offset: int) -> None:
+        self.consume_queues.delete_expired(min_commit_log_offset)
+
+    def delete_topics(self, topics: set[str]) -> None:
+        for topic in topics:
+            self.consume_queues.delete_topic(topic)
+
     def dispatch(self, requests: list[DispatchRequest]) -> None:
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         for r in requests:
-            tx = r.sys_flag & TRANSACTION_MASK
-            if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
-                continue  # half and rolled-back transaction records never enter a ConsumeQueue
+            if not enters_consume_queue(r.sys_flag):
+                continue
             unit = (r.consume_queue_offset, r.commit_log_offset, r.msg_size, r.tags_code)
             queue_units = units.get((r.topic, r.queue_id))
             if queue_units is None:
@@ -98,14 +138,49 @@ class BuildIndex:
     def dispatch(self, requests: list[DispatchRequest]) -> None:
         self.index_service.build_index_batch(requests)
 
+    def delete_expired(self, min_commit_log_offset: int) -> None:
+        self.index_service.delete_expired(min_commit_log_offset)
 
-ArrivalListener = Callable[[DispatchRequest], None]
+    def delete_topics(self, topics: set[str]) -> None:
+        """Index entries of other topics share the files; queries check the topic, so they stay until expired."""
+
+
+# Hears of every dispatch step once its units are readable (long polling); runs on the dispatching thread.
+ArrivalListener = Callable[[Arrivals], None]
+
+
+class DispatchService(Protocol):
+    """Dispatch once the store is open, as the store's other parts see it: ReputMessageService in a thread, or
+    ``dispatch_process.DispatchProcess`` for a child process."""
+
+    arrival_listeners: list[ArrivalListener]
+    reput_from_offset: int  # everything below it is in the ConsumeQueues and the index
+    last_store_timestamp: int  # of the last record dispatched
+
+    @property
+    def behind(self) -> int: ...
+
+    def wakeup(self) -> None:
+        """Records were appended."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None:
+        """Dispatch everything written (``behind`` is then 0, unless that failed), then stop."""
+
+    def delete_expired(self, min_commit_log_offset: int) -> None: ...
+
+    def delete_topics(self, topics: set[str]) -> None: ...
 
 
 class ReputMessageService:
-    """Dispatches every CommitLog record from ``reput_from_offset`` on, in a thread of its own once started."""
+    """Dispatches every CommitLog record from ``reput_from_offset`` on: in a thread of its own once started
+    (dispatchMode=THREAD), or run by the dispatch process (``dispatch_process``, dispatchMode=PROCESS). Either way
+    the broker process runs it at start, to rebuild what recovery found missing.
 
-    def __init__(self, commit_log: CommitLog, dispatchers: list[CommitLogDispatcher],
+    ``commit_log`` is the CommitLog's MappedFileQueue: dispatch reads only the bytes below its max offset."""
+
+    def __init__(self, commit_log: MappedFileQueue, dispatchers: list[CommitLogDispatcher],
                  tags_code_of: TagsCodeHook = default_tags_code) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
@@ -140,7 +215,7 @@ class ReputMessageService:
     def dispatch_batch(self, end: int) -> int | None:
         """Dispatch up to DISPATCH_BATCH records from ``reput_from_offset``, not past ``end`` nor the end of its
         file; the number dispatched, None when there is no file at ``reput_from_offset``."""
-        mf = self.commit_log.queue.find(self.reput_from_offset)
+        mf = self.commit_log.find(self.reput_from_offset)
         if mf is None:
             return None
         pos = self.reput_from_offset - mf.file_from_offset
@@ -166,10 +241,19 @@ class ReputMessageService:
                 dispatcher.dispatch(requests)
             self.last_store_timestamp = requests[-1].store_timestamp
         self.reput_from_offset = mf.file_from_offset + pos
-        for listener in self.arrival_listeners:  # after the units are readable
-            for request in requests:
-                listener(request)
+        if self.arrival_listeners:
+            arrivals = arrivals_of(requests)
+            for listener in self.arrival_listeners:  # after the units are readable
+                listener(arrivals)
         return len(requests)
+
+    def delete_expired(self, min_commit_log_offset: int) -> None:
+        for dispatcher in self.dispatchers:
+            dispatcher.delete_expired(min_commit_log_offset)
+
+    def delete_topics(self, topics: set[str]) -> None:
+        for dispatcher in self.dispatchers:
+            dispatcher.delete_topics(topics)
 
     def wakeup(self) -> None:
         if not self._wake.is_set():  # set() takes a lock and notifies: per put, that is not free
@@ -179,7 +263,7 @@ class ReputMessageService:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:

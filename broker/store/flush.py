@@ -14,7 +14,7 @@ from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore
-from broker.store.dispatch import ReputMessageService
+from broker.store.dispatch import DispatchService
 from broker.store.index_file import IndexService
 from broker.store.mapped_file import PAGE_SIZE
 
@@ -111,15 +111,15 @@ class FlushConsumeQueueService(_Service):
     name = "FlushConsumeQueueService"
 
     def __init__(self, config: MessageStoreConfig, consume_queues: ConsumeQueueStore, index: IndexService | None,
-                 reput: ReputMessageService, checkpoint: StoreCheckpoint) -> None:
+                 dispatch: DispatchService, checkpoint: StoreCheckpoint) -> None:
         super().__init__(config.flush_interval_consume_queue / 1000)
         self.consume_queues = consume_queues
         self.index = index
-        self.reput = reput
+        self.dispatch = dispatch
         self.checkpoint = checkpoint
 
     def run_once(self) -> None:
-        store_ts = self.reput.last_store_timestamp
+        store_ts = self.dispatch.last_store_timestamp  # taken first: the files hold at least that much
         self.consume_queues.flush_all()
         updates = {"logics_msg_timestamp": store_ts} if store_ts else {}
         if self.index is not None:
@@ -144,16 +144,13 @@ class CleanCommitLogService(_Service):
     name = "CleanCommitLogService"
     DELETE_FILES_BATCH_MAX = 10
 
-    def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, consume_queues: ConsumeQueueStore,
-                 index: IndexService | None, reput: ReputMessageService,
+    def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, dispatch: DispatchService,
                  disk_usage: Callable[[str], float] = disk_usage_percent,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__(config.clean_resource_interval / 1000)
         self.config = config
         self.commit_log = commit_log
-        self.consume_queues = consume_queues
-        self.index = index
-        self.reput = reput
+        self.dispatch = dispatch
         self.disk_usage = disk_usage
         self.clock = clock
         self.disk_full = False  # writes are refused while True
@@ -183,7 +180,7 @@ class CleanCommitLogService(_Service):
         candidates = queue.files[:-1] if clean_at_once else queue.expired_head(reserved_ms, self.clock())
         deleted = 0
         for mf in candidates[: self.DELETE_FILES_BATCH_MAX]:
-            if mf.file_from_offset + mf.file_size > self.reput.reput_from_offset:
+            if mf.file_from_offset + mf.file_size > self.dispatch.reput_from_offset:
                 break  # never delete what has not been dispatched
             queue.delete_first()
             deleted += 1
@@ -191,8 +188,6 @@ class CleanCommitLogService(_Service):
         return deleted
 
     def clean_derived(self) -> None:
-        """CleanConsumeQueueService: ConsumeQueue and index files that only point below the CommitLog minimum."""
-        min_offset = self.commit_log.min_offset
-        self.consume_queues.delete_expired(min_offset)
-        if self.index is not None:
-            self.index.delete_expired(min_offset)
+        """CleanConsumeQueueService: ConsumeQueue and index files that only point below the CommitLog minimum,
+        deleted by their writer, the dispatch thread's or process's."""
+        self.dispatch.delete_expired(self.commit_log.min_offset)

@@ -100,13 +100,24 @@ class IndexFile:
         # Guards the mapping's lifetime against readers and the flusher; the writer never needs it (see module doc).
         self._life = threading.Lock()
         self._dirty = False
+        self.index_count = 0
+        self.load_header()
+
+    def load_header(self) -> None:
+        """The attributes from the header bytes: at open, and where another process writes the file (the dispatch
+        process) after each of its steps. The entries and slots a header counts are written before it."""
+        if self._mm is None:
+            return
         header = decode_index_header(self._mm)
+        count = max(header.index_count, 1)  # IndexHeader.load: indexCount <= 0 -> 1
         self.begin_timestamp = header.begin_timestamp
         self.end_timestamp = header.end_timestamp
         self.begin_phy_offset = header.begin_phy_offset
         self.end_phy_offset = header.end_phy_offset
         self.hash_slot_count = header.hash_slot_count
-        self.index_count = max(header.index_count, 1)  # IndexHeader.load: indexCount <= 0 -> 1
+        if count != self.index_count:
+            self._dirty = self.index_count > 0  # not at open: a follower flushes what the writer added
+            self.index_count = count
 
     @classmethod
     def create(cls, path: str, slot_num: int, index_num: int, end_phy_offset: int = 0,
@@ -291,11 +302,15 @@ class IndexFile:
             mm.flush()
             mm.close()
 
-    def destroy(self) -> None:
+    def release(self) -> None:
+        """Unmap without writing anything: the file belongs to another process, which deleted it."""
         with self._life:
             mm, self._mm = self._mm, None
             if mm is not None:
                 mm.close()
+
+    def destroy(self) -> None:
+        self.release()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -465,6 +480,35 @@ class IndexService:
         with self._lock:
             self._files = self._files + [f]
         return f
+
+    # -- another process writes ----------------------------------------------------------------------------------
+
+    @property
+    def indexed_through(self) -> int:
+        return self._indexed_through
+
+    def follow(self, names: list[str] | None, indexed_through: int) -> None:
+        """Take the view of the index's writer in another process (the dispatch process): its files by name, when
+        they changed (None: they did not), and how far it indexed. The newest file's header is read again."""
+        if names is not None:
+            with self._lock:
+                known = {f.file_name: f for f in self._files}
+                files = []
+                for name in names:
+                    f = known.pop(name, None)
+                    if f is None:
+                        try:
+                            f = IndexFile.open(os.path.join(self.index_dir, name), self.slot_num, self.index_num)
+                        except FileNotFoundError:
+                            continue  # deleted again since the report
+                    files.append(f)
+                self._files = files
+            for f in known.values():
+                f.release()
+        for f in self._files:
+            if not f.is_write_full:  # a full file never changes again
+                f.load_header()
+        self._indexed_through = indexed_through
 
     # -- reading ------------------------------------------------------------------------------------------------
 

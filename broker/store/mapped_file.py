@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from enum import Enum
 
 from broker.store.layout import offset_file_name
 
@@ -72,23 +73,37 @@ def populate_write(address: int, start: int, end: int) -> bool:
     return True
 
 
+class MapMode(Enum):
+    """How a MappedFile maps its file: the writer creates it; a process that follows another's writes
+    (``MappedFileQueue.follow``) opens what exists, to flush it (OPEN) or only to read it (READ)."""
+
+    CREATE = "create"
+    OPEN = "open"
+    READ = "read"
+
+
 class MappedFile:
     """One file of a MappedFileQueue, mapped whole. ``wrote_position`` is how far it holds data;
     ``flushed_position`` how far that data has been forced to disk."""
 
-    def __init__(self, path: str, file_size: int) -> None:
+    def __init__(self, path: str, file_size: int, mode: MapMode = MapMode.CREATE) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = {MapMode.CREATE: os.O_RDWR | os.O_CREAT, MapMode.OPEN: os.O_RDWR, MapMode.READ: os.O_RDONLY}[mode]
+        fd = os.open(path, flags, 0o644)
         try:
             if os.fstat(fd).st_size != file_size:
+                if mode is not MapMode.CREATE:
+                    raise OSError(f"{path} is {os.fstat(fd).st_size} bytes, not {file_size}")
                 os.ftruncate(fd, file_size)
-            self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            prot = mmap.PROT_READ if mode is MapMode.READ else mmap.PROT_READ | mmap.PROT_WRITE
+            self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, prot)
         finally:
             os.close(fd)
         self.buffer = memoryview(self._mm)
-        self._address = map_address(self._mm)  # for msync/madvise without the GIL
+        # for msync/madvise without the GIL; a read-only map is never flushed nor prefaulted
+        self._address = map_address(self._mm) if mode is not MapMode.READ else 0
         self.wrote_position = 0
         self.flushed_position = 0
         self.prefaulted_position = 0  # pages below it are mapped writable already (see ``prefault``)
@@ -174,9 +189,10 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one log in offset order, as RocketMQ's MappedFileQueue."""
 
-    def __init__(self, directory: str, file_size: int) -> None:
+    def __init__(self, directory: str, file_size: int, mode: MapMode = MapMode.CREATE) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.mode = mode  # READ: the files are only read here (``follow``); the writer is another process
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -248,6 +264,29 @@ class MappedFileQueue:
             mf.wrote_position = mf.flushed_position = start_offset - offset
         self.files.append(mf)
         return mf
+
+    def follow(self, start: int, end: int) -> None:
+        """Take the writer's view, for a queue written by another process: files wholly below ``start`` are gone
+        (deleted, or no longer needed), data ends at ``end``. Files are mapped as the data reaches them; a file
+        missing meanwhile (deleted by the writer since it reported ``end``) ends the view until the next report.
+        The list is replaced, not changed in place, so readers in other threads see one or the other."""
+        size = self.file_size
+        # Files past the one holding ``end`` are not (yet) the writer's: a writer that died may have left one.
+        files = [mf for mf in self.files if mf.file_from_offset + size > start and mf.file_from_offset <= end]
+        for mf in self.files:
+            if not (mf.file_from_offset + size > start and mf.file_from_offset <= end):
+                mf.close()
+        offset = files[-1].file_from_offset + size if files else start - start % size
+        mode = MapMode.READ if self.mode is MapMode.READ else MapMode.OPEN  # never create what the writer deleted
+        while offset < end:
+            try:
+                files.append(MappedFile(os.path.join(self.directory, offset_file_name(offset)), size, mode))
+            except FileNotFoundError:
+                break
+            offset += size
+        for mf in files:
+            mf.wrote_position = min(max(end - mf.file_from_offset, 0), size)
+        self.files = files
 
     def flush(self) -> int:
         """Flush every file with unflushed data; returns the flushed offset."""

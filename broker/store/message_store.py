@@ -23,9 +23,16 @@ import numpy as np
 from broker.message import pack_host
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
-from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.config import DispatchMode, FlushDiskType, MessageStoreConfig
 from broker.store.consume_queue import BLANK_UNIT, ConsumeQueue, ConsumeQueueStore, is_blank
-from broker.store.dispatch import BuildConsumeQueue, BuildIndex, CommitLogDispatcher, ReputMessageService
+from broker.store.dispatch import (
+    BuildConsumeQueue,
+    BuildIndex,
+    CommitLogDispatcher,
+    DispatchService,
+    ReputMessageService,
+)
+from broker.store.dispatch_process import DispatchProcess
 from broker.store.flush import (
     CleanCommitLogService,
     FlushConsumeQueueService,
@@ -76,7 +83,13 @@ class MessageStore:
         dispatchers: list[CommitLogDispatcher] = [BuildConsumeQueue(self.consume_queues)]
         if self.index is not None:
             dispatchers.append(BuildIndex(self.index))
-        self.reput = ReputMessageService(self.commit_log, dispatchers)
+        # The dispatch code. It runs here at start (what recovery found missing); after that in a thread
+        # (dispatchMode=THREAD) or in the dispatch process (PROCESS), whose reports the views here follow.
+        self.reput = ReputMessageService(self.commit_log.queue, dispatchers)
+        self.dispatch: DispatchService = (
+            self.reput if config.dispatch_mode is DispatchMode.THREAD
+            else DispatchProcess(config, self.commit_log.queue, self.consume_queues, self.index, self.reput,
+                                 self._index_checkpoint))
         self._disk_usage = disk_usage
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
@@ -117,22 +130,26 @@ class MessageStore:
             self.group_commit = GroupCommitService(self.commit_log, self.checkpoint)  # runs in the putting thread
         else:
             self._services.append(FlushRealTimeService(self.config, self.commit_log, self.checkpoint))
-        self.cleaner = CleanCommitLogService(self.config, self.commit_log, self.consume_queues, self.index,
-                                             self.reput, self._disk_usage)
-        self._services += [self.reput,
-                           FlushConsumeQueueService(self.config, self.consume_queues, self.index, self.reput,
+        self.cleaner = CleanCommitLogService(self.config, self.commit_log, self.dispatch, self._disk_usage)
+        self._services += [self.dispatch,
+                           FlushConsumeQueueService(self.config, self.consume_queues, self.index, self.dispatch,
                                                     self.checkpoint),
                            self.cleaner]
         for service in self._services:
             service.start()
 
+    def _index_checkpoint(self) -> int:
+        return self.checkpoint.value.index_msg_timestamp if self.checkpoint is not None else 0
+
     def shutdown(self) -> None:
-        """Stop services, dispatch and flush everything, write the checkpoint and remove the abort file."""
+        """Stop services, dispatch and flush everything, write the checkpoint and remove the abort file (kept when
+        dispatch could not finish: the next start then rebuilds as after a crash)."""
         if not self.running:
             return
         self.running = False
         for service in reversed(self._services):
             service.stop()
+        dispatched = self.dispatch.behind == 0
         self.flush()
         assert self.checkpoint is not None
         self.checkpoint.close()
@@ -140,14 +157,17 @@ class MessageStore:
         self.consume_queues.close()
         if self.index is not None:
             self.index.close()
-        os.remove(self.config.abort_path)
+        if dispatched:
+            os.remove(self.config.abort_path)
+        else:
+            log.error("dispatch did not reach the CommitLog end; the next start recovers as after a crash")
 
     def flush(self) -> None:
         """Force CommitLog, ConsumeQueues, index and checkpoint to disk now."""
         assert self.checkpoint is not None
         self.commit_log.queue.flush()
         self.consume_queues.flush_all()
-        ts = self.reput.last_store_timestamp
+        ts = self.dispatch.last_store_timestamp
         updates = {"physic_msg_timestamp": ts, "logics_msg_timestamp": ts} if ts else {}
         if self.index is not None:
             # Only a full index file may be named, as in FlushConsumeQueueService: the open one is destroyed after
@@ -173,7 +193,7 @@ class MessageStore:
             appended = self.commit_log.put(msgs)
         except EncodeError as err:
             return PutMessageResult(err.status, reason=str(err))
-        self.reput.wakeup()
+        self.dispatch.wakeup()
         status = PutMessageStatus.PUT_OK
         if self.group_commit is not None and not self.group_commit.wait_flushed(
                 appended.wrote_offset + appended.wrote_bytes, self.config.sync_flush_timeout / 1000):
@@ -347,10 +367,9 @@ class MessageStore:
 
     @property
     def dispatch_behind_bytes(self) -> int:
-        return self.reput.behind
+        return self.dispatch.behind
 
     def delete_topics(self, topics: set[str]) -> None:
-        for topic in topics:
-            self.consume_queues.delete_topic(topic)
+        self.dispatch.delete_topics(topics)
         self.commit_log.queue_offsets = {k: v for k, v in self.commit_log.queue_offsets.items()
                                          if k[0] not in topics}

@@ -31,7 +31,6 @@ from broker.processors.pull import pull_response_code
 from broker.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, SerializeType, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from broker.store.config import MessageStoreConfig
-from broker.store.dispatch import DispatchRequest
 from broker.store.layout import BatchMessage, MessageRecord, decode_batch_body, encode_batch_body, iter_records
 from broker.store.results import GetMessageStatus
 
@@ -575,8 +574,8 @@ def test_hold_service_wakes_on_a_matching_arrival_from_another_thread():
 
         def arrive(offset: int, tag: str, queue_id: int = 0) -> None:
             store.max_offsets["T", queue_id] = offset + 1
-            dispatch = DispatchRequest("T", queue_id, 0, 100, tags_code(tag), 0, offset, [], None, 0, {})
-            threading.Thread(target=hold.on_message_arriving, args=(dispatch,)).start()
+            arrivals = {("T", queue_id): (offset + 1, [tags_code(tag)])}
+            threading.Thread(target=hold.on_message_arriving, args=(arrivals,)).start()
 
         arrive(1, "TagB")  # not for this filter
         arrive(0, "TagA", queue_id=1)  # another queue

@@ -6,13 +6,15 @@ import dataclasses
 
 import pytest
 
-from broker.store.config import MessageStoreConfig
+from broker.store.config import DispatchMode, MessageStoreConfig
 from broker.store.message_store import MessageStore
 
 
-@pytest.fixture
-def store_config(tmp_path) -> MessageStoreConfig:
+@pytest.fixture(params=list(DispatchMode), ids=lambda mode: mode.value.lower())
+def store_config(tmp_path, request) -> MessageStoreConfig:
+    """Every store test runs with dispatch in the dispatch process (the broker's) and in a thread."""
     return MessageStoreConfig(
+        dispatch_mode=request.param,
         store_path_root_dir=str(tmp_path / "store"),
         mapped_file_size_commit_log=4096,
         mapped_file_size_consume_queue=10 * 20,

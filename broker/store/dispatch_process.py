@@ -1,0 +1,425 @@
+"""Dispatch in a child process (dispatchMode=PROCESS): the broker keeps its GIL for appends and requests.
+
+Rule 1: the conversation between the broker process and its dispatch process is defined here and nowhere else.
+
+ConsumeQueue and IndexFile are derived from the CommitLog, so the child runs the same ReputMessageService,
+BuildConsumeQueue and BuildIndex as a dispatch thread would, on its own maps of the same files: the CommitLog mapped
+read-only, the ConsumeQueue and IndexFile files read-write. The broker process keeps maps of those files for its
+readers (pull, offsets, query by key) and only follows what the child reports::
+
+    broker process                                            dispatch process
+    put -> CommitLog end, in a shared 8-byte cell  ------->  follows the CommitLog up to the end, dispatches a step
+    reader thread: ConsumeQueue/IndexFile views,  <-------  Step: reput offset, store time, touched queues' states,
+      reput offset, arrival listeners                        index file names, tagsCodes per queue (long polling)
+    retention, topic deletion, stop               ------->  DeleteExpired / DeleteTopics / Stop, each answered by
+                                                  <-------  Done once its effects were reported
+
+- Start: recovery and the re-dispatch it asks for run in the broker process (``MessageStore.start``); the child then
+  starts from the recovered state (``ChildStart``). The tagsCode hook is sent pickled, so it must be importable.
+- The flush of ConsumeQueue and IndexFile, and the checkpoint, stay in the broker process: ``msync`` of a shared file
+  map writes back pages dirtied through any process's map, and the checkpoint needs only the reported store time.
+- The child dies with the broker (``PR_SET_PDEATHSIG``, SIGKILL). If it dies alone, the reader thread says so at
+  ERROR level and starts another from the last reported state. The index file it was writing may hold entries its
+  header does not count yet, so the index is reloaded as after a crash and rebuilt from where that drops it.
+- Memory ordering: the record bytes are copied into the map before the cell is stored, and x86-64 keeps stores in
+  order; the child reads the cell before the bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+
+import broker
+from broker.errors import StoreError
+from broker.store.config import MessageStoreConfig
+from broker.store.consume_queue import ConsumeQueueStore, QueueState
+from broker.store.dispatch import (
+    ArrivalListener,
+    Arrivals,
+    BuildConsumeQueue,
+    BuildIndex,
+    CommitLogDispatcher,
+    ReputMessageService,
+    TagsCodeHook,
+)
+from broker.store.index_file import IndexService
+from broker.store.mapped_file import MapMode, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.001  # the child looks for new records this often when idle (Java's ReputMessageService: 1 ms)
+CALL_TIMEOUT_S = 60.0  # a command the child does not answer in this time is logged and given up
+RESTART_PAUSE_S = 1.0  # between a dead child and the next one
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Not ``-m`` this module: then its classes would be pickled as __main__'s, which the broker cannot load.
+_CHILD_MAIN = "import sys; from broker.store.dispatch_process import main; sys.exit(main(sys.argv[1:]))"
+
+
+# -- the messages -------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ChildStart:
+    """The first message to a child: where dispatch stands after recovery (or after the previous child)."""
+
+    config: MessageStoreConfig
+    tags_code_of: TagsCodeHook
+    reput_from_offset: int
+    last_store_timestamp: int
+    queues: dict[tuple[str, int], QueueState]
+    indexed_through: int
+    log_level: int
+
+
+@dataclass(slots=True)
+class Step:
+    """What one dispatch step (or command) changed, once its units and index entries are written."""
+
+    reput_from_offset: int
+    last_store_timestamp: int
+    queues: dict[tuple[str, int], QueueState]
+    arrivals: Arrivals
+    index_files: list[str] | None  # None: the same as in the previous Step
+    indexed_through: int
+
+
+@dataclass(slots=True)
+class DeleteExpired:
+    min_commit_log_offset: int
+
+
+@dataclass(slots=True)
+class DeleteTopics:
+    topics: set[str]
+
+
+@dataclass(slots=True)
+class Stop:
+    commit_log_end: int  # dispatch up to here, then exit
+
+
+@dataclass(slots=True)
+class Done:
+    """The answer to a command, after the Step that carries its effects."""
+
+    command: DeleteExpired | DeleteTopics | Stop
+
+
+# -- the broker side ------------------------------------------------------------------------------------------------
+
+
+class DispatchProcess:
+    """The dispatch service of the broker process when dispatch runs in a child (the same interface as
+    ReputMessageService run in a thread: ``reput_from_offset``, ``behind``, ``wakeup``, ``arrival_listeners``...).
+
+    A reader thread owns the child: it starts it (so that PR_SET_PDEATHSIG, which follows the creating thread, lasts
+    as long as the store), applies its reports to the broker's ConsumeQueue and IndexFile views, and starts another
+    child when one dies."""
+
+    def __init__(self, config: MessageStoreConfig, commit_log: MappedFileQueue, consume_queues: ConsumeQueueStore,
+                 index: IndexService | None, reput: ReputMessageService,
+                 index_checkpoint: Callable[[], int]) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index = index
+        self.reput = reput  # the code the child runs; here its tagsCode hook and where recovery left it
+        self.index_checkpoint = index_checkpoint  # the checkpoint's indexMsgTimestamp, for a restart
+        self.arrival_listeners: list[ArrivalListener] = []
+        self.reput_from_offset = 0
+        self.last_store_timestamp = 0
+        self.restarts = 0
+        self._end_fd = os.memfd_create("rmq-commitlog-end")
+        os.ftruncate(self._end_fd, mmap.PAGESIZE)
+        self._end_map = mmap.mmap(self._end_fd, mmap.PAGESIZE)
+        self._end = ctypes.c_int64.from_buffer(self._end_map)
+        self._end_lock = threading.Lock()
+        self._send_lock = threading.Lock()  # guards the connection's sending side
+        self._call_lock = threading.Lock()  # one command in flight at a time
+        self._replies: queue.Queue[Done | None] = queue.Queue()  # None: the child died
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def behind(self) -> int:
+        return self.commit_log.max_offset - self.reput_from_offset
+
+    def wakeup(self) -> None:
+        """Publish the CommitLog end (after each put). Under a lock: a put of another thread may read a newer end
+        and store it first, and the cell must never go back."""
+        with self._end_lock:
+            end = self.commit_log.max_offset
+            if end > self._end.value:
+                self._end.value = end
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.reput_from_offset = self.reput.reput_from_offset
+        self.last_store_timestamp = self.reput.last_store_timestamp
+        self._end.value = self.commit_log.max_offset
+        self._thread = threading.Thread(target=self._run, name="DispatchProcessReader", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            raise StoreError(f"cannot start the dispatch process: {self._start_error}") from self._start_error
+
+    def stop(self) -> None:
+        """Let the child dispatch everything written, then exit."""
+        self._stopping = True
+        self.wakeup()
+        self._call(Stop(self.commit_log.max_offset))
+        if self._proc is not None:
+            try:
+                self._proc.wait(CALL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.error("dispatch process %d did not exit; killing it", self._proc.pid)
+                self._proc.kill()
+                self._proc.wait()
+        if self._thread is not None:
+            self._thread.join()
+        del self._end  # the map cannot close while ctypes holds it
+        self._end_map.close()
+        os.close(self._end_fd)
+
+    def delete_expired(self, min_commit_log_offset: int) -> None:
+        self._call(DeleteExpired(min_commit_log_offset))
+
+    def delete_topics(self, topics: set[str]) -> None:
+        self._call(DeleteTopics(topics))
+
+    def _call(self, command: DeleteExpired | DeleteTopics | Stop) -> bool:
+        """Send ``command`` and wait for its Done; False (logged) when the child did not answer."""
+        with self._call_lock:
+            while not self._replies.empty():  # a death notice nobody waited for
+                self._replies.get_nowait()
+            try:
+                with self._send_lock:
+                    if self._conn is None:
+                        raise OSError("no dispatch process")
+                    self._conn.send(command)
+                if self._replies.get(timeout=CALL_TIMEOUT_S) is not None:
+                    return True
+                err: BaseException = EOFError("the dispatch process died")
+            except (OSError, queue.Empty) as raised:
+                err = raised
+            log.error("dispatch process did not answer %s: %r", command, err)
+            return False
+
+    # -- the reader thread --------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._spawn()
+        except BaseException as err:  # reported by start()
+            self._start_error = err
+            return
+        finally:
+            self._started.set()
+        while True:
+            try:
+                assert self._conn is not None
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                if self._stopping:
+                    return
+                self._restart()
+                continue
+            if isinstance(message, Step):
+                self._apply(message)
+                continue
+            if isinstance(message.command, DeleteTopics):
+                for topic in message.command.topics:
+                    self.consume_queues.forget_topic(topic)
+            self._replies.put(message)
+            if isinstance(message.command, Stop):
+                return
+
+    def _apply(self, step: Step) -> None:
+        self.consume_queues.follow(step.queues)
+        if self.index is not None:
+            self.index.follow(step.index_files, step.indexed_through)
+        self.last_store_timestamp = step.last_store_timestamp
+        self.reput_from_offset = step.reput_from_offset
+        for listener in self.arrival_listeners:
+            try:
+                listener(step.arrivals)
+            except Exception:
+                log.exception("arrival listener %r failed", listener)
+
+    def _spawn(self) -> None:
+        parent_end, child_end = Pipe()
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(broker.__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root,
+                                                                         os.environ.get("PYTHONPATH")])))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_MAIN, str(child_end.fileno()), str(self._end_fd), str(os.getpid())],
+            pass_fds=(child_end.fileno(), self._end_fd), env=env)
+        child_end.close()
+        self._conn = parent_end
+        start = ChildStart(self.config, self.reput.tags_code_of, self.reput_from_offset, self.last_store_timestamp,
+                           self.consume_queues.states(),
+                           self.index.indexed_through if self.index is not None else -1,
+                           logging.getLogger("broker").getEffectiveLevel())
+        with self._send_lock:
+            parent_end.send(start)
+        self._apply(parent_end.recv())  # the child's first Step: it has loaded everything and dispatches now
+        log.info("dispatch process %d started at CommitLog offset %d", self._proc.pid, self.reput_from_offset)
+
+    def _restart(self) -> None:
+        """The child died on its own: say so loudly, rebuild what it may have left half written, start another."""
+        assert self._proc is not None
+        status = self._proc.wait()
+        self.restarts += 1
+        self._replies.put(None)  # a command in flight gets no answer
+        log.error("dispatch process %d exited with status %s at CommitLog offset %d; ConsumeQueues and the index "
+                  "stop growing until another one runs: starting one (restart %d)", self._proc.pid, status,
+                  self.reput_from_offset, self.restarts)
+        if self.index is not None:
+            self.index.follow([], -1)  # let go of every file, then load them as after a crash
+            self.index.load(False, self.index_checkpoint())
+            self.reput_from_offset = max(min(self.reput_from_offset, self.index.truncate(self.reput_from_offset)),
+                                         self.commit_log.min_offset)
+        while not self._stopping:
+            time.sleep(RESTART_PAUSE_S)
+            try:
+                self._spawn()
+                return
+            except (OSError, EOFError):
+                log.exception("cannot start another dispatch process; trying again")
+
+
+# -- the child side -------------------------------------------------------------------------------------------------
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the thread that started it ends (the broker died): PR_SET_PDEATHSIG. If the broker
+    died before this call, the parent is already someone else."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class DispatchChild:
+    """The child's state: its view of the CommitLog and the derived files it writes."""
+
+    def __init__(self, conn: Connection, start: ChildStart, end: ctypes.c_int64) -> None:
+        config = start.config
+        self.conn = conn
+        self.end = end
+        self.commit_log = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, MapMode.READ)
+        self.consume_queues = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
+        self.consume_queues.load()
+        self.consume_queues.follow(start.queues)
+        self.index = (IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+                      if config.message_index_enable else None)
+        dispatchers: list[CommitLogDispatcher] = [BuildConsumeQueue(self.consume_queues)]
+        if self.index is not None:
+            self.index.load(True, 0)
+            self.index.follow(None, start.indexed_through)
+            dispatchers.append(BuildIndex(self.index))
+        self.reput = ReputMessageService(self.commit_log, dispatchers, start.tags_code_of)
+        self.reput.reput_from_offset = start.reput_from_offset
+        self.reput.last_store_timestamp = start.last_store_timestamp
+        self.reput.arrival_listeners.append(self.report)
+        self._index_files: list[str] = []
+
+    def report(self, arrivals: Arrivals, queues: dict[tuple[str, int], QueueState] | None = None) -> None:
+        """Send a Step: the arrival listener of the child's ReputMessageService, and after each command."""
+        if queues is None:
+            queues = {}
+            for topic, queue_id in arrivals:
+                cq = self.consume_queues.get(topic, queue_id)
+                if cq is not None:
+                    queues[topic, queue_id] = cq.state()
+        names = None
+        indexed_through = -1
+        if self.index is not None:
+            indexed_through = self.index.indexed_through
+            current = [f.file_name for f in self.index.files]
+            if current != self._index_files:
+                names = self._index_files = current
+        self.conn.send(Step(self.reput.reput_from_offset, self.reput.last_store_timestamp, queues, arrivals, names,
+                            indexed_through))
+
+    def follow_commit_log(self) -> None:
+        end = self.end.value
+        if end != self.commit_log.max_offset or not self.commit_log.files:
+            self.commit_log.follow(self.reput.reput_from_offset, end)
+
+    def serve(self) -> None:
+        """Dispatch what the broker writes, and answer its commands, until told to stop."""
+        while True:
+            self.follow_commit_log()
+            try:
+                dispatched = self.reput.do_reput()
+            except Exception:  # as the dispatch thread: a bug must not stop all future dispatching silently
+                log.exception("dispatch failed at offset %d", self.reput.reput_from_offset)
+                dispatched = 0
+                time.sleep(1)
+            if self.conn.poll(0 if dispatched else IDLE_POLL_S):
+                if self.command(self.conn.recv()):
+                    return
+
+    def command(self, command: DeleteExpired | DeleteTopics | Stop) -> bool:
+        """Carry out ``command``, report, answer; True when the child should exit."""
+        if isinstance(command, Stop):
+            while self.reput.reput_from_offset < command.commit_log_end:
+                before = self.reput.reput_from_offset
+                self.follow_commit_log()
+                self.reput.do_reput()
+                if self.reput.reput_from_offset == before:
+                    log.error("dispatch stops at %d, before the CommitLog end %d", before, command.commit_log_end)
+                    break
+            self.report({})
+            if self.index is not None:
+                self.index.close()
+            self.consume_queues.close()
+        elif isinstance(command, DeleteExpired):
+            self.commit_log.follow(self.reput.reput_from_offset, self.end.value)  # unmap what retention deleted
+            self.reput.delete_expired(command.min_commit_log_offset)
+            self.report({}, self.consume_queues.states())
+        else:
+            self.reput.delete_topics(command.topics)
+            self.report({})
+        self.conn.send(Done(command))
+        return isinstance(command, Stop)
+
+
+def main(argv: list[str]) -> int:
+    conn_fd, end_fd, parent_pid = (int(arg) for arg in argv)
+    _die_with_parent(parent_pid)
+    conn = Connection(conn_fd)
+    start: ChildStart = conn.recv()
+    logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s: %(message)s")
+    end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
+    child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
+    try:
+        child.report({})  # ready
+        child.serve()
+    except (EOFError, BrokenPipeError):  # the broker closed its end: it is going away
+        return 0
+    return 0
