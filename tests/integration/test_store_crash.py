@@ -236,6 +236,55 @@ def test_acked_messages_survive_sigkill(tmp_path):
         store.shutdown()
 
 
+# -- the dispatch process -------------------------------------------------------------------------------------------
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started, from every thread (/proc/PID/task/TID/children)."""
+    pids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    return pids
+
+
+def is_running(pid: int) -> bool:
+    """False once ``pid`` has exited, also while it waits, as a zombie, for whoever adopted it to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_writer_killed_with_sigkill_leaves_no_dispatch_process(tmp_path):
+    """The dispatch process dies with the process whose store it serves (PR_SET_PDEATHSIG): a broker killed and
+    started again on the same files never meets an old dispatch process still writing them."""
+    store_dir, acks_path, writer_log = tmp_path / "store", tmp_path / "acks", tmp_path / "writer.log"
+    proc = spawn_writer(store_dir, acks_path, 0, 0, writer_log)
+    wait_line(proc, STARTING_LINE, writer_log)
+    wait_line(proc, READY_LINE, writer_log)
+    (dispatch_pid,) = child_pids(proc.pid)
+    assert is_running(dispatch_pid)
+    time.sleep(0.3)  # writing and dispatching
+    # Stopped, it cannot notice that its pipe to the broker closed (as when busy); SIGKILL ends it all the same.
+    os.kill(dispatch_pid, signal.SIGSTOP)
+    try:
+        kill_writer(proc, writer_log)
+        deadline = time.monotonic() + 10
+        while is_running(dispatch_pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not is_running(dispatch_pid), f"dispatch process {dispatch_pid} outlived its broker"
+    finally:
+        if is_running(dispatch_pid):
+            os.kill(dispatch_pid, signal.SIGKILL)
+    store = open_store(store_dir)  # and what was acknowledged is all there
+    try:
+        check_store(store, read_acks(str(acks_path)))
+    finally:
+        store.shutdown()
+
+
 # -- a tail garbled on purpose ----------------------------------------------------------------------------------------
 
 
