@@ -61,6 +61,7 @@ from broker.store.mapped_file import MapMode, MappedFileQueue
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.001  # the child looks for new records this often when idle (Java's ReputMessageService: 1 ms)
+REPORT_INTERVAL_S = 0.002  # while behind, the child reports at most this often (once caught up, at once)
 CALL_TIMEOUT_S = 60.0  # a command the child does not answer in this time is logged and given up
 RESTART_PAUSE_S = 1.0  # between a dead child and the next one
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -344,17 +345,29 @@ class DispatchChild:
         self.reput = ReputMessageService(self.commit_log, dispatchers, start.tags_code_of)
         self.reput.reput_from_offset = start.reput_from_offset
         self.reput.last_store_timestamp = start.last_store_timestamp
-        self.reput.arrival_listeners.append(self.report)
+        self.reput.arrival_listeners.append(self.on_step)
         self._index_files: list[str] = []
+        self._arrivals: Arrivals = {}  # of the steps not reported yet
+        self._reported_at = 0.0
 
-    def report(self, arrivals: Arrivals, queues: dict[tuple[str, int], QueueState] | None = None) -> None:
-        """Send a Step: the arrival listener of the child's ReputMessageService, and after each command."""
-        if queues is None:
-            queues = {}
-            for topic, queue_id in arrivals:
-                cq = self.consume_queues.get(topic, queue_id)
-                if cq is not None:
-                    queues[topic, queue_id] = cq.state()
+    def on_step(self, arrivals: Arrivals) -> None:
+        """The arrival listener of the child's ReputMessageService: collect, report at most every REPORT_INTERVAL_S
+        while behind (each report costs the broker's GIL a little); ``serve`` reports the rest once caught up."""
+        pending = self._arrivals
+        for key, (max_offset, codes) in arrivals.items():
+            known = pending.get(key)
+            pending[key] = (max_offset, codes) if known is None else (max_offset, known[1] + codes)
+        if time.monotonic() - self._reported_at >= REPORT_INTERVAL_S:
+            self.report()
+
+    def report(self, queues: dict[tuple[str, int], QueueState] | None = None) -> None:
+        """Send a Step with what changed since the last one (``queues``: these queue states besides)."""
+        arrivals, self._arrivals = self._arrivals, {}
+        queues = dict(queues or {})
+        for topic, queue_id in arrivals:
+            cq = self.consume_queues.get(topic, queue_id)
+            if cq is not None:
+                queues[topic, queue_id] = cq.state()
         names = None
         indexed_through = -1
         if self.index is not None:
@@ -364,6 +377,7 @@ class DispatchChild:
                 names = self._index_files = current
         self.conn.send(Step(self.reput.reput_from_offset, self.reput.last_store_timestamp, queues, arrivals, names,
                             indexed_through))
+        self._reported_at = time.monotonic()
 
     def follow_commit_log(self) -> None:
         end = self.end.value
@@ -375,7 +389,10 @@ class DispatchChild:
         while True:
             self.follow_commit_log()
             try:
+                before = self.reput.reput_from_offset
                 dispatched = self.reput.do_reput()
+                if self.reput.reput_from_offset != before:
+                    self.report()  # caught up with what the broker had written
             except Exception:  # as the dispatch thread: a bug must not stop all future dispatching silently
                 log.exception("dispatch failed at offset %d", self.reput.reput_from_offset)
                 dispatched = 0
@@ -394,17 +411,17 @@ class DispatchChild:
                 if self.reput.reput_from_offset == before:
                     log.error("dispatch stops at %d, before the CommitLog end %d", before, command.commit_log_end)
                     break
-            self.report({})
+            self.report()
             if self.index is not None:
                 self.index.close()
             self.consume_queues.close()
         elif isinstance(command, DeleteExpired):
             self.commit_log.follow(self.reput.reput_from_offset, self.end.value)  # unmap what retention deleted
             self.reput.delete_expired(command.min_commit_log_offset)
-            self.report({}, self.consume_queues.states())
+            self.report(self.consume_queues.states())
         else:
             self.reput.delete_topics(command.topics)
-            self.report({})
+            self.report()
         self.conn.send(Done(command))
         return isinstance(command, Stop)
 
@@ -418,7 +435,7 @@ def main(argv: list[str]) -> int:
     end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
     child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
     try:
-        child.report({})  # ready
+        child.report()  # ready
         child.serve()
     except (EOFError, BrokenPipeError):  # the broker closed its end: it is going away
         return 0
