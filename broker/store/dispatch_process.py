@@ -143,10 +143,9 @@ class DispatchProcess:
         self.reput_from_offset = 0
         self.last_store_timestamp = 0
         self.restarts = 0
-        self._end_fd = os.memfd_create("rmq-commitlog-end")
-        os.ftruncate(self._end_fd, mmap.PAGESIZE)
-        self._end_map = mmap.mmap(self._end_fd, mmap.PAGESIZE)
-        self._end = ctypes.c_int64.from_buffer(self._end_map)
+        self._end_fd = -1  # the shared cell holding the CommitLog end, made at start
+        self._end_map: mmap.mmap | None = None
+        self._end = ctypes.c_int64()  # until then, a cell of our own
         self._end_lock = threading.Lock()
         self._send_lock = threading.Lock()  # guards the connection's sending side
         self._call_lock = threading.Lock()  # one command in flight at a time
@@ -179,6 +178,10 @@ class DispatchProcess:
     def start(self) -> None:
         self.reput_from_offset = self.reput.reput_from_offset
         self.last_store_timestamp = self.reput.last_store_timestamp
+        self._end_fd = os.memfd_create("rmq-commitlog-end")
+        os.ftruncate(self._end_fd, mmap.PAGESIZE)
+        self._end_map = mmap.mmap(self._end_fd, mmap.PAGESIZE)
+        self._end = ctypes.c_int64.from_buffer(self._end_map)
         self._end.value = self.commit_log.max_offset
         self._thread = threading.Thread(target=self._run, name="DispatchProcessReader", daemon=True)
         self._thread.start()
@@ -200,9 +203,10 @@ class DispatchProcess:
                 self._proc.wait()
         if self._thread is not None:
             self._thread.join()
-        del self._end  # the map cannot close while ctypes holds it
-        self._end_map.close()
-        os.close(self._end_fd)
+        self._end = ctypes.c_int64(self._end.value)  # the map cannot close while ctypes holds it
+        if self._end_map is not None:
+            self._end_map.close()
+            os.close(self._end_fd)
 
     def delete_expired(self, min_commit_log_offset: int) -> None:
         self._call(DeleteExpired(min_commit_log_offset))
@@ -248,7 +252,11 @@ class DispatchProcess:
                 self._restart()
                 continue
             if isinstance(message, Step):
-                self._apply(message)
+                try:
+                    self._apply(message)
+                except Exception:  # never stop following silently: the next Step may apply
+                    log.exception("cannot follow the dispatch process's step to offset %d",
+                                  message.reput_from_offset)
                 continue
             if isinstance(message.command, DeleteTopics):
                 for topic in message.command.topics:
@@ -302,6 +310,8 @@ class DispatchProcess:
             self.index.load(False, self.index_checkpoint())
             self.reput_from_offset = max(min(self.reput_from_offset, self.index.truncate(self.reput_from_offset)),
                                          self.commit_log.min_offset)
+        if self._conn is not None:
+            self._conn.close()
         while not self._stopping:
             time.sleep(RESTART_PAUSE_S)
             try:
@@ -431,7 +441,8 @@ def main(argv: list[str]) -> int:
     _die_with_parent(parent_pid)
     conn = Connection(conn_fd)
     start: ChildStart = conn.recv()
-    logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s: %(message)s")
+    # stderr, as the broker's (broker/__main__.py); "dispatch" tells the two processes' lines apart
+    logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s - %(message)s")
     end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
     child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
     try:
