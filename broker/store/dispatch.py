@@ -263,7 +263,7 @@ class ReputMessageService:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
         self._thread.start()
 
-    def stop(self) -> bool:
+    def stop(self) -> None:
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:

@@ -489,7 +489,8 @@ class IndexService:
 
     def follow(self, names: list[str] | None, indexed_through: int) -> None:
         """Take the view of the index's writer in another process (the dispatch process): its files by name, when
-        they changed (None: they did not), and how far it indexed. The newest file's header is read again."""
+        they changed (None: they did not), and how far it indexed. The headers of the files not full yet are read
+        again."""
         if names is not None:
             with self._lock:
                 known = {f.file_name: f for f in self._files}

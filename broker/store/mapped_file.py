@@ -15,6 +15,7 @@ import threading
 import time
 from enum import Enum
 
+from broker.errors import StoreError
 from broker.store.layout import offset_file_name
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class MappedFile:
         try:
             if os.fstat(fd).st_size != file_size:
                 if mode is not MapMode.CREATE:
-                    raise OSError(f"{path} is {os.fstat(fd).st_size} bytes, not {file_size}")
+                    raise StoreError(f"{path} is {os.fstat(fd).st_size} bytes, not {file_size}")
                 os.ftruncate(fd, file_size)
             prot = mmap.PROT_READ if mode is MapMode.READ else mmap.PROT_READ | mmap.PROT_WRITE
             self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, prot)
