@@ -251,6 +251,11 @@ class DispatchProcess:
                     return
                 self._restart()
                 continue
+            except Exception:  # a report that cannot be read: the conversation is lost, start over
+                log.exception("cannot read a report of dispatch process %s; killing it", self.pid)
+                assert self._proc is not None
+                self._proc.kill()  # the next recv ends in EOF, and another one starts
+                continue
             if isinstance(message, Step):
                 try:
                     self._apply(message)
