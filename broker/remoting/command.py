@@ -109,7 +109,7 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: Mapping[str, str] = field(default_factory=dict)
     # A tuple body is sent as its parts back to back (``encode_parts``); what ``decode`` makes is always bytes.
-    body: bytes | tuple[bytes, ...] = b""
+    body: bytes | tuple[Buffer, ...] = b""
     serialize_type: SerializeType = SerializeType.JSON
 
     @property
@@ -157,7 +157,7 @@ def create_response(
     remark: str | None = None,
     *,
     ext_fields: Mapping[str, str] | None = None,
-    body: bytes | tuple[bytes, ...] = b"",
+    body: bytes | tuple[Buffer, ...] = b"",
     version: int = REMOTING_VERSION,
 ) -> RemotingCommand:
     """The response to ``request``: its opaque, the response flag, and its serialize type, so a peer that speaks

@@ -207,6 +207,20 @@ class CommitLog:
             return None
         return bytes(mf.buffer[pos:pos + size])
 
+    def read_view(self, offset: int, size: int) -> memoryview | None:
+        """``read`` without the copy: a view into the mapped file, for bytes that go straight to a socket (a file
+        closed by retention meanwhile stays mapped until its last view is gone, see ``MappedFile.close``)."""
+        mf = self.queue.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + size > mf.wrote_position:
+            return None
+        try:
+            return mf.buffer[pos:pos + size]
+        except ValueError:  # closed between find and here
+            return None
+
     def read_record(self, offset: int, *, body: bool = True) -> MessageRecord | None:
         """The message stored at ``offset`` (lookup by physical offset, as VIEW_MESSAGE_BY_ID needs)."""
         mf = self.queue.find(offset)

@@ -264,8 +264,9 @@ class MessageStore:
     def _collect_spans(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
                        result: GetMessageResult) -> bool:
         """The unfiltered pull in bulk: the units read as one array, and each run of records that lie back to back
-        in one CommitLog file copied as one buffer (a producer's batch is such a run). False, with ``result``
-        untouched, when a unit is blank or a record is gone: the unit-by-unit path knows what to do then."""
+        in one CommitLog file taken as one view of the mapped file, not copied (a producer's batch is such a run).
+        False, with ``result`` untouched, when a unit is blank or a record is gone: the unit-by-unit path knows what
+        to do then."""
         config = self.config
         units = np.frombuffer(cq.read_units(offset, max(1, min(max_msg_nums,
                                                                 config.max_transfer_count_on_message_in_memory))),
@@ -285,7 +286,7 @@ class MessageStore:
         bounds = [0, *breaks.tolist(), count]
         buffers = []
         for first, end in pairwise(bounds):
-            data = self.commit_log.read(int(phys[first]), int(phys[end - 1] + sizes[end - 1] - phys[first]))
+            data = self.commit_log.read_view(int(phys[first]), int(phys[end - 1] + sizes[end - 1] - phys[first]))
             if data is None:
                 if first == 0:
                     return False

@@ -84,13 +84,13 @@ class GetMessageResult:
     """Raw records, exactly the bytes a PULL_MESSAGE response body carries, and where to pull next.
 
     ``buffers`` hold whole records, one or more each (records that lie back to back in the CommitLog are read as
-    one buffer); ``queue_offsets`` has one entry per record."""
+    one buffer, a view of the mapped file: copy what is kept); ``queue_offsets`` has one entry per record."""
 
     status: GetMessageStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    buffers: list[bytes] = field(default_factory=list)
+    buffers: list[bytes | memoryview] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
 
     @property
@@ -98,12 +98,12 @@ class GetMessageResult:
         return len(self.queue_offsets)
 
     def records(self) -> Iterator[bytes]:
-        """Each record on its own, in queue order."""
+        """Each record on its own (a copy), in queue order."""
         for buffer in self.buffers:
             pos = 0
             while pos < len(buffer):
                 size = int.from_bytes(buffer[pos:pos + 4], "big")
-                yield buffer[pos:pos + size] if size != len(buffer) else buffer
+                yield bytes(buffer[pos:pos + size])
                 pos += size
 
     @property
