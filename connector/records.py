@@ -97,7 +97,7 @@ def no_cyclic_gc() -> Iterator[None]:
     """Decoding allocates objects per record (more on the per-record path) and keeps them alive until the batch is
     built: the cyclic collector would walk them again and again (it doubled the cost per record in
     bench/connector_source.py), and turning it back on between pulls starts a collection at once. Nothing made here
-    is cyclic, so reference counting frees it all; ``read_partition`` keeps the collector off while it reads."""
+    is cyclic, so reference counting frees it all; ``decode_records`` keeps the collector off while it decodes."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -121,6 +121,8 @@ def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
         if (heads["SYSFLAG"] & (_HOST_V6 | _COMPRESSED)).any():
             return _decode_one_by_one(body, topic, broker_name, end_offset, tags_filter)
         count = int(np.searchsorted(heads["QUEUEOFFSET"], end_offset))  # queue offsets rise within a body
+        if count == 0:
+            return empty_batch()
         if count < len(starts):
             starts, heads = starts[:count], heads[:count]
         body_starts = starts + FIXED_SIZE_V4
@@ -140,8 +142,8 @@ def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
 
 
 # ARROW_SCHEMA's numeric columns and the record fields they come from.
-_NUMERIC_FIELDS = (("queueId", "QUEUEID"), ("queueOffset", "QUEUEOFFSET"), ("phys", "PHYSICALOFFSET"),
-                   ("sysFlag", "SYSFLAG"), ("bornTimestamp", "BORNTIMESTAMP"), ("storeTimestamp", "STORETIMESTAMP"),
+_NUMERIC_FIELDS = (("queueId", "QUEUEID"), ("queueOffset", "QUEUEOFFSET"), ("sysFlag", "SYSFLAG"),
+                   ("bornTimestamp", "BORNTIMESTAMP"), ("storeTimestamp", "STORETIMESTAMP"),
                    ("reconsumeTimes", "RECONSUMETIMES"))
 
 

@@ -80,6 +80,7 @@ def test_records_at_or_past_the_end_offset_and_other_tags_are_left_out():
     records = [record(i) for i in range(10)]  # queue offsets 100..109, tags tag0..tag2
     body = b"".join(records)
     assert decode_records(body, "T", "b", 105).column("queueOffset").to_pylist() == [100, 101, 102, 103, 104]
+    assert decode_records(body, "T", "b", 100).num_rows == 0
     kept = decode_records(body, "T", "b", 10**9, ("tag1",))
     assert kept.column("queueOffset").to_pylist() == [101, 104, 107]
     assert decode_records(b"", "T", "b", 10**9).num_rows == 0
