@@ -115,7 +115,7 @@ class EndTransactionProcessor:
         """The half record at ``commit_log_offset`` (getHalfMessageByOffset), None when there is none."""
         if commit_log_offset < 0:
             return None
-        record = self.controller.store.lookup_message(commit_log_offset)
+        record = self.controller.transactional_message_service.half_record(commit_log_offset)
         if record is None or record.topic != bridge.HALF_TOPIC:
             return None
         return record

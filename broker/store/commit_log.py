@@ -29,6 +29,7 @@ from broker.store.layout import (
     MAX_PROPERTIES_LENGTH,
     PROPERTIES_LENGTH,
     MessageRecord,
+    MessageVersion,
     RecordCheck,
     RecordKind,
     check_record,
@@ -76,6 +77,12 @@ class EncodeError(Exception):
     def __init__(self, status: PutMessageStatus, reason: str) -> None:
         super().__init__(reason)
         self.status = status
+
+
+def _stored_sys_flag(msg: StoreMessage, store_v6: int) -> int:
+    """The SYSFLAG a record is written with: the message's, its host bits set by the hosts' lengths."""
+    sys_flag = (int(msg.sys_flag) & ~_HOST_V6_MASK) | store_v6
+    return sys_flag | _BORNHOST_V6 if len(msg.born_host) == 20 else sys_flag
 
 
 class CommitLog:
@@ -160,9 +167,7 @@ class CommitLog:
             if field is None:
                 field = topic_fields[topic] = topic_field(topic.encode())
             magic, topic_bytes = field
-            sys_flag = (int(msg.sys_flag) & ~_HOST_V6_MASK) | store_v6
-            if len(msg.born_host) == 20:
-                sys_flag |= _BORNHOST_V6
+            sys_flag = _stored_sys_flag(msg, store_v6)
             head = record_head(sys_flag) if sys_flag & _HOST_V6_MASK else head_v4
             size = head.size + body_len + len(topic_bytes) + PROPERTIES_LENGTH.size + props_len
             if size > record_limit:
@@ -187,6 +192,20 @@ class CommitLog:
             record_offsets.append(pos)
             pos += size
         return parts, queue_offsets, record_offsets, pending, pos - base
+
+    def stored_record(self, msg: StoreMessage, append: AppendMessageResult, index: int = 0) -> MessageRecord:
+        """What ``read_record`` returns for ``msgs[index]`` of the put that ``append`` describes, made from the message
+        instead of read back and decoded: for callers that keep what they just wrote (the open half messages, which
+        END_TRANSACTION ends). ``record.properties`` is ``msg.properties`` itself, so it says what was stored only
+        when every key and value is a non-empty string (``decode_properties`` drops the others)."""
+        offsets = append.record_offsets
+        offset = offsets[index]
+        end = offsets[index + 1] if index + 1 < len(offsets) else append.wrote_offset + append.wrote_bytes
+        return MessageRecord(end - offset, MessageVersion.for_topic(msg.topic.encode()), crc32(msg.body) & 0x7FFFFFFF,
+                             msg.queue_id, msg.flag, append.queue_offsets[index], offset,
+                             _stored_sys_flag(msg, self._store_v6), msg.born_timestamp, msg.born_host,
+                             append.store_timestamp, self.store_host,
+                             msg.reconsume_times, msg.prepared_transaction_offset, msg.body, msg.topic, msg.properties)
 
     def _roll(self, mf: MappedFile) -> MappedFile:
         """Close ``mf`` with a BLANK filler and start the next file."""

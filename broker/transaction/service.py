@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 REBUILD_BATCH = 256  # records read per get_message while rebuilding
 END_BATCH_MAX = 256  # ends stored in one put at most
+HALF_RECORDS_BYTES = 64 * 1024 * 1024  # what the records of open half messages kept for END_TRANSACTION may hold
+RECORD_OVERHEAD = 2048  # Python's memory for one kept record beyond its stored bytes (its objects and properties)
 
 
 def now_ms() -> int:
@@ -112,9 +114,45 @@ class QueueProgress:
         return self.offset != start
 
 
+class HalfRecords:
+    """The records of recently stored half messages by commit log offset, as ``lookup_message`` would return them:
+    END_TRANSACTION comes right after its half message under a pipelining producer (the sink), and reading it back
+    and decoding it (with its CRC) was a fifth of the broker's time per end. Bounded by ``max_bytes`` (stored size
+    plus RECORD_OVERHEAD per record): the oldest go first; a record that is not here is read from the store."""
+
+    def __init__(self, max_bytes: int = HALF_RECORDS_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._records: dict[int, MessageRecord] = {}  # oldest first
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, commit_log_offset: int) -> MessageRecord | None:
+        return self._records.get(commit_log_offset)
+
+    def add(self, record: MessageRecord) -> None:
+        records = self._records
+        self.discard(record.commit_log_offset)
+        records[record.commit_log_offset] = record
+        self.bytes += record.store_size + RECORD_OVERHEAD
+        while self.bytes > self.max_bytes and records:
+            self.discard(next(iter(records)))
+
+    def discard(self, commit_log_offset: int) -> None:
+        record = self._records.pop(commit_log_offset, None)
+        if record is not None:
+            self.bytes -= record.store_size + RECORD_OVERHEAD
+
+    def clear(self) -> None:
+        self._records.clear()
+        self.bytes = 0
+
+
 class TransactionalMessageService:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
+        self.half_records = HalfRecords()
         self.open: dict[str, HalfMessage] = {}  # by transaction id
         self.half = QueueProgress(0)
         self.op = QueueProgress(0)
@@ -134,6 +172,7 @@ class TransactionalMessageService:
         from the op consume offset on ends, one (the newest) per transaction id."""
         self.open.clear()
         self._op_refs.clear()
+        self.half_records.clear()
         self.half = QueueProgress(self._consume_offset(HALF_TOPIC))
         self.op = QueueProgress(self._consume_offset(OP_TOPIC))
         self._committed = {HALF_TOPIC: self.half.offset, OP_TOPIC: self.op.offset}
@@ -216,9 +255,19 @@ class TransactionalMessageService:
                             props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS))
         previous = self.open.get(entry.transaction_id)
         self.open[entry.transaction_id] = entry
+        values = props.values()
+        if None not in values and "" not in values and "" not in props:  # else the stored properties say less
+            self.half_records.add(self.controller.store.commit_log.stored_record(msg, append))
         if previous is not None and previous.busy is None:  # a producer's retry of the same send supersedes it
             previous.ended = True
+            self.half_records.discard(previous.commit_log_offset)
             self._done([previous.queue_offset])
+
+    def half_record(self, commit_log_offset: int) -> MessageRecord | None:
+        """The record at ``commit_log_offset`` (getHalfMessageByOffset): kept since its prepared send, else read
+        from the store. Callers do not change it."""
+        record = self.half_records.get(commit_log_offset)
+        return record if record is not None else self.controller.store.lookup_message(commit_log_offset)
 
     # -- END_TRANSACTION ------------------------------------------------------------------------------------------
 
@@ -287,6 +336,7 @@ class TransactionalMessageService:
                 entry.ended = True
                 if self.open.get(entry.transaction_id) is entry:
                     del self.open[entry.transaction_id]
+                self.half_records.discard(entry.commit_log_offset)
             self._done(offsets, result.append.queue_offsets[-1])
         for _, _, _, future in ends:
             if not future.done():
@@ -299,6 +349,7 @@ class TransactionalMessageService:
         entry.ended = True
         if self.open.get(entry.transaction_id) is entry:
             del self.open[entry.transaction_id]
+        self.half_records.discard(entry.commit_log_offset)
         self._done(half_offsets, op_offset)
 
     async def _claim(self, entry: HalfMessage) -> bool:
@@ -349,7 +400,7 @@ class TransactionalMessageService:
         if not await self._claim(entry):
             return 0
         try:
-            half = self.controller.store.lookup_message(entry.commit_log_offset)
+            half = self.half_record(entry.commit_log_offset)
             if half is None:
                 log.warning("half message of transaction %s at %d is gone; forgetting it", entry.transaction_id,
                             entry.commit_log_offset)
@@ -369,6 +420,7 @@ class TransactionalMessageService:
             log.error("put back of half message %s failed: %s", entry.transaction_id, result.status)
             return None
         old = entry.queue_offset
+        self.half_records.discard(entry.commit_log_offset)
         entry.queue_offset, entry.commit_log_offset = result.append.queue_offset, result.append.wrote_offset
         entry.store_timestamp = result.append.store_timestamp
         entry.check_times += 1
@@ -394,7 +446,7 @@ class TransactionalMessageService:
         if not await self._claim(entry):
             return
         try:
-            half = self.controller.store.lookup_message(entry.commit_log_offset)
+            half = self.half_record(entry.commit_log_offset)
             msgs = [self._op([entry.queue_offset])]
             if half is not None:
                 self.controller.topic_config_manager.create_topic_of_tran_check_max_time(

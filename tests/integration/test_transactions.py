@@ -384,6 +384,58 @@ def test_concurrent_ends_of_one_transaction_commit_it_once(tmp_path):
     run(scenario())
 
 
+def test_a_kept_half_record_is_the_stored_one_and_is_ended_as_one_read_from_the_store(tmp_path):
+    """The records kept for END_TRANSACTION (HalfRecords) are what lookup_message decodes, field for field, and a
+    kept half and one read back from the store end alike; ended halves are not kept."""
+    async def scenario() -> None:
+        async with cluster(tmp_path, transaction_time_out=60_000) as c:
+            service = c.broker.transactional_message_service
+            async with c.producer(Listener(LocalTransactionState.UNKNOW)) as producer:
+                sent = [await producer.send_message_in_transaction(
+                    Message(TOPIC, body, tags="TagA", keys=f"k{i} k", flag=3, properties={"user": "é"}))
+                    for i, body in enumerate([b"kept", b"read", b"x" * 5000])]
+            offsets = [decode_offset_msg_id(r.offset_msg_id)[1] for r in sent]
+            for offset in offsets:
+                kept = service.half_records.get(offset)
+                assert kept is not None and kept == c.store.lookup_message(offset)
+            service.half_records.discard(offsets[1])  # as if the bound had pushed it out: read from the store
+            for r in sent:
+                assert (await end_transaction(c, r, TRANSACTION_COMMIT_TYPE, oneway=False)).code == ResponseCode.SUCCESS
+            assert service.open == {} and len(service.half_records) == 0 and service.half_records.bytes == 0
+            committed = sorted(await c.records(TOPIC), key=lambda r: r.prepared_transaction_offset)
+            assert [r.prepared_transaction_offset for r in committed] == offsets
+            kept, read, big = committed
+            differs = {"store_size", "body_crc", "queue_id", "queue_offset", "commit_log_offset", "born_timestamp",
+                       "store_timestamp", "prepared_transaction_offset", "body", "properties"}
+            for field_ in set(MessageRecord.__slots__) - differs:
+                assert getattr(kept, field_) == getattr(read, field_), field_
+            ids = (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_TRANSACTION_ID, "KEYS")
+            assert [(k, v if k not in ids else k) for k, v in kept.properties.items()] == [
+                (k, v if k not in ids else k) for k, v in read.properties.items()]
+            assert (body_of(kept), body_of(read), big.body == c.store.lookup_message(offsets[2]).body) == (
+                b"kept", b"read", True)
+
+    run(scenario())
+
+
+def test_kept_half_records_stay_within_their_bound():
+    from broker.transaction.service import RECORD_OVERHEAD, HalfRecords
+
+    def record(offset: int, size: int = 100) -> MessageRecord:
+        return MessageRecord(size, 1, 0, 0, 0, offset, offset, 0, 0, b"", 0, b"", 0, 0, b"", HALF_TOPIC, {})
+
+    records = HalfRecords(max_bytes=3 * (100 + RECORD_OVERHEAD))
+    for offset in range(0, 1000, 100):
+        records.add(record(offset))
+        assert records.bytes <= records.max_bytes
+    assert len(records) == 3 and [records.get(o) is not None for o in (600, 700, 800, 900)] == [False, True, True, True]
+    records.add(record(900, size=200))  # the same offset again replaces it
+    assert len(records) == 2 and records.bytes == 100 + 200 + 2 * RECORD_OVERHEAD
+    records.add(record(1000, size=10 * records.max_bytes))  # bigger than the bound: not kept at all
+    assert len(records) == 0 and records.bytes == 0
+    records.discard(12345)  # not there: nothing happens
+
+
 def test_a_committed_message_with_a_delay_level_is_delivered_after_its_delay(tmp_path):
     """Official clients clear DELAY from transactional sends, so they never see this case. Apache's broker parks
     such a half message at prepare time, and its commit then goes to the half topic (REAL_TOPIC); ours keeps the half
