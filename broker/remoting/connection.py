@@ -206,6 +206,9 @@ class RemotingConnection:
             self._out_size += size
         if self._out_size >= FLUSH_AT:  # now, so that drain() below sees them (a writer that never yields)
             self._flush_out()
+        transport = self._writer.transport
+        if not transport.get_write_buffer_size() and not transport.is_closing():
+            return  # an empty buffer is below the low-water mark: not paused, nothing to wait for (a microsecond)
         try:
             await self._writer.drain()
         except OSError as err:  # ConnectionResetError from drain() once the transport is lost

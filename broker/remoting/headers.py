@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -25,6 +26,7 @@ class _Field(typing.NamedTuple):
     wire: str  # its extFields key
     kind: type  # int, bool or str (Optional unwrapped)
     required: bool  # no default: Java's @CFNotNull
+    parse: Callable[[str], Any] | None  # the extFields text to the value (None: the text is the value)
 
 
 # (header class, wire-name override dict or None) -> (that dict, its fields). Headers are parsed and written on every
@@ -42,17 +44,17 @@ def _fields_of(cls: type, wire: dict[str, str] | None) -> tuple[_Field, ...]:
     for f in dataclasses.fields(cls):
         args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        fields.append(_Field(f.name, names.get(f.name, to_camel(f.name)), args[0] if args else hints[f.name], required))
+        kind = args[0] if args else hints[f.name]
+        fields.append(_Field(f.name, names.get(f.name, to_camel(f.name)), kind, required, _PARSERS.get(kind)))
     _SPECS[(cls, id(wire))] = (wire, tuple(fields))
     return tuple(fields)
 
 
-def _parse(kind: type, raw: str) -> Any:
-    if kind is bool:
-        return raw.lower() == "true"  # Boolean.parseBoolean: anything else is false
-    if kind is int:
-        return int(raw)
-    return raw
+def _parse_bool(raw: str) -> bool:
+    return raw.lower() == "true"  # Boolean.parseBoolean: anything else is false
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {bool: _parse_bool, int: int}
 
 
 def _format(value: Any) -> str:
@@ -68,18 +70,20 @@ class Header:
     @classmethod
     def from_ext(cls, ext: dict[str, str] | None, wire: dict[str, str] | None = None) -> Self:
         """Parse ``extFields``; ``wire`` overrides the wire names (SEND_MESSAGE_V2's one-letter fields)."""
-        ext = ext or {}
+        get = (ext or {}).get
         values: dict[str, Any] = {}
-        for f in _fields_of(cls, wire):
-            raw = ext.get(f.wire)
+        for name, wire_name, _, required, parse in _fields_of(cls, wire):  # every request: names and tuples unpacked
+            raw = get(wire_name)
             if raw is None:
-                if f.required:
-                    raise HeaderError(f"the custom field <{f.wire}> is null")
-                continue
-            try:
-                values[f.name] = _parse(f.kind, raw)
-            except ValueError as err:
-                raise HeaderError(f"the custom field <{f.wire}> has a bad value {raw!r}") from err
+                if required:
+                    raise HeaderError(f"the custom field <{wire_name}> is null")
+            elif parse is None:
+                values[name] = raw
+            else:
+                try:
+                    values[name] = parse(raw)
+                except ValueError as err:
+                    raise HeaderError(f"the custom field <{wire_name}> has a bad value {raw!r}") from err
         return cls(**values)
 
     def to_ext(self, wire: dict[str, str] | None = None) -> dict[str, str]:

@@ -22,9 +22,9 @@ it, so a checked-then-committed message has the flag its producer gave it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 from broker.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -109,6 +109,7 @@ def check_immunity_ms(text: str | None, transaction_timeout: int) -> int:
     return transaction_timeout if seconds is None else seconds * 1000
 
 
+@functools.lru_cache(maxsize=256)  # every END_TRANSACTION asks; producers use one or a few values
 def end_immunity_ms(text: str, transaction_timeout: int) -> int:
     """After how long a producer may no longer end a message that has the property itself
     (TransactionalMessageUtil.getImmunityTime: never less than the transaction timeout)."""
@@ -128,8 +129,9 @@ def half_message(msg: StoreMessage) -> StoreMessage:
         props[PROPERTY_TRANSACTION_ID] = uniq
     props[PROPERTY_REAL_TOPIC] = msg.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    return replace(msg, topic=HALF_TOPIC, queue_id=HALF_QUEUE_ID, properties=java_ordered(props),
-                   sys_flag=with_transaction_type(msg.sys_flag, TRANSACTION_NOT_TYPE))
+    return StoreMessage(HALF_TOPIC, HALF_QUEUE_ID, msg.body, java_ordered(props), msg.flag,  # not replace(): 2 us
+                        with_transaction_type(msg.sys_flag, TRANSACTION_NOT_TYPE), msg.born_timestamp, msg.born_host,
+                        msg.reconsume_times, msg.prepared_transaction_offset)
 
 
 def real_queue(half: MessageRecord) -> tuple[str, int] | None:
