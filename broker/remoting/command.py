@@ -83,6 +83,8 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _INT_TEXT = re.compile(r"-?[0-9]{1,10}")
 _LANGUAGES = {member.value: member for member in LanguageCode}
 _LANGUAGE_NAMES = {member.name: member for member in LanguageCode}
+_LANGUAGE_NAME_OF = {member: member.name for member in LanguageCode}  # Enum .name and LanguageCode(x) cost 0.5 us
+_JSON_NAME = SerializeType.JSON.name
 _JUST_STR = frozenset({str})
 # The version both Java sides stamp on every command (MQVersion.CURRENT_VERSION, via -Drocketmq.remoting.version);
 # brokers gate some behaviour on it (GO_AWAY for clients newer than V5_3_1). We speak 5.5.1, the oracle's release.
@@ -208,21 +210,25 @@ def _check_ext_fields(ext_fields: Mapping[str, str]) -> None:
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
-    for name in ("code", "version", "opaque", "flag"):
-        value = getattr(cmd, name)
-        if not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
-            raise LocalProtocolError(f"{name} {value!r} is not a 32-bit int")
-    header: dict[str, Any] = {"code": int(cmd.code)}
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    if not (type(code) is type(version) is type(opaque) is type(flag) is int  # the usual case, without a loop
+            and INT32_MIN <= code <= INT32_MAX and INT32_MIN <= version <= INT32_MAX
+            and INT32_MIN <= opaque <= INT32_MAX and INT32_MIN <= flag <= INT32_MAX):
+        for name in ("code", "version", "opaque", "flag"):
+            value = getattr(cmd, name)
+            if not isinstance(value, int) or not INT32_MIN <= value <= INT32_MAX:
+                raise LocalProtocolError(f"{name} {value!r} is not a 32-bit int")
+    header: dict[str, Any] = {"code": int(code)}
     if cmd.ext_fields:
         _check_ext_fields(cmd.ext_fields)
         header["extFields"] = cmd.ext_fields if type(cmd.ext_fields) is dict else dict(cmd.ext_fields)
-    header["flag"] = int(cmd.flag)
-    header["language"] = LanguageCode(cmd.language).name
-    header["opaque"] = int(cmd.opaque)
+    header["flag"] = int(flag)
+    header["language"] = _LANGUAGE_NAME_OF.get(cmd.language) or LanguageCode(cmd.language).name
+    header["opaque"] = int(opaque)
     if cmd.remark is not None:
         header["remark"] = cmd.remark
-    header["serializeTypeCurrentRPC"] = SerializeType.JSON.name
-    header["version"] = int(cmd.version)
+    header["serializeTypeCurrentRPC"] = _JSON_NAME
+    header["version"] = int(version)
     try:
         return _dumps(header)
     except (TypeError, UnicodeError) as err:  # orjson.JSONEncodeError is a TypeError
@@ -280,7 +286,7 @@ def _decode_json_header(header: bytes) -> dict[str, Any]:
     try:
         opaque = _json_int(obj, "opaque")
         flag = _json_int(obj, "flag")
-        is_response = bool(flag & CommandFlag.RESPONSE)
+        is_response = bool(flag & RESPONSE_FLAG)  # a plain int: IntFlag & costs 0.8 us per command
         return {
             "code": _json_int(obj, "code"),
             "language": _json_language(obj.get("language")),
