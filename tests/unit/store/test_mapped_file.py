@@ -1,10 +1,10 @@
-"""MappedFileQueue.follow: the view of a queue that another process writes."""
+"""MappedFileQueue.follow: the view of a queue that another process writes; PrefaultService.poke."""
 
 from __future__ import annotations
 
 import os
 
-from broker.store.mapped_file import MapMode, MappedFileQueue
+from broker.store.mapped_file import MapMode, MappedFileQueue, PrefaultService
 
 
 def test_follow_maps_what_the_writer_wrote_and_drops_what_it_deleted_or_never_reported(tmp_path):
@@ -28,3 +28,22 @@ def test_follow_maps_what_the_writer_wrote_and_drops_what_it_deleted_or_never_re
     assert not os.path.exists(writer.files[-1].path)  # and is not created again
     reader.close()
     writer.close()
+
+
+def test_prefault_is_asked_for_only_while_the_file_has_pages_left_to_prefault(tmp_path):
+    queue = MappedFileQueue(str(tmp_path / "q"), 64 * 1024)  # smaller than the window, as tests' CommitLogs are
+    prefault = PrefaultService(queue, window=32 * 1024, chunk=16 * 1024)
+    prefault.supported = True  # poke's decision is tested here, not madvise
+    mf = queue.last_file_for_write()
+    mf.append(b"x" * 100)
+    prefault.poke(mf)
+    assert prefault._wake.is_set()  # nothing prefaulted yet
+    prefault._wake.clear()
+    mf.prefaulted_position = mf.file_size  # prefaulted to its end, as run_once leaves a small file
+    mf.append(b"x" * 60_000)
+    prefault.poke(mf)
+    assert not prefault._wake.is_set()  # a put must not wake the thread for nothing
+    mf.append(b"x" * (mf.file_size - mf.wrote_position))
+    prefault.poke(queue.last_file_for_write())  # the next file has pages to prefault again
+    assert prefault._wake.is_set()
+    queue.close()
