@@ -28,7 +28,10 @@ class PutMessageStatus(Enum):
     @property
     def ok(self) -> bool:
         """Stored: PUT_OK, or stored but not yet confirmed on disk (the client sees a flush timeout)."""
-        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        return self is _PUT_OK or self is _FLUSH_DISK_TIMEOUT  # asked several times a request: no class lookups
+
+
+_PUT_OK, _FLUSH_DISK_TIMEOUT = PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT
 
 
 @dataclass(slots=True)
