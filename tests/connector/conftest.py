@@ -74,8 +74,10 @@ def produce(namesrv_addr: str, queues: Sequence[MessageQueue], per_queue: int, *
             properties: Callable[[MessageQueue, int], dict[str, str]] | None = None,
             batch: int = 64) -> dict[MessageQueue, list[SendResult]]:
     """``per_queue`` messages into each of ``queues`` (batched sends), bodies "<topic>/<broker>/<queue>/<i>" unless
-    ``body`` says otherwise; keys "k<i>". Returns the send results by queue, in order."""
+    ``body`` says otherwise; keys "k<i>". Returns the send results by queue, in order, once every message is visible
+    to consumers (dispatch builds the ConsumeQueue a moment after a send is acknowledged)."""
     results: dict[MessageQueue, list[SendResult]] = {}
+    ends: dict[MessageQueue, int] = {}
     with BlockingClient(namesrv_addr) as client:
         for mq in queues:
             sent: list[SendResult] = []
@@ -86,7 +88,13 @@ def produce(namesrv_addr: str, queues: Sequence[MessageQueue], per_queue: int, *
                     msgs.append(Message(mq.topic, data, tags=tags(mq, i) if tags else None, keys=[f"k{i}"],
                                         properties=properties(mq, i) if properties else None))
                 sent.append(client.send_batch(msgs, mq) if len(msgs) > 1 else client.send(msgs[0], mq))
+                ends[mq] = sent[-1].queue_offset + len(msgs)
             results[mq] = sent
+        deadline = time.monotonic() + 30
+        for mq, end in ends.items():
+            while client.get_max_offset(mq) < end:
+                assert time.monotonic() < deadline, f"{mq} did not reach offset {end}"
+                time.sleep(0.01)
     return results
 
 

@@ -37,7 +37,7 @@ from broker.client import (
     SelectMessageQueueByHash,
     SendStatus,
 )
-from broker.client.message import decode_messages
+from broker.client.message import PullResult, decode_messages
 from broker.errors import MQClientError
 from broker.remoting.codes import ResponseCode
 from tests.integration.cluster import start_broker, start_namesrv
@@ -211,6 +211,17 @@ def test_send_then_lite_pull_reads_everything_back(servers: Servers, topic: str)
     run(scenario())
 
 
+async def pull_visible(consumer: LitePullConsumer, mq: MessageQueue, offset: int, count: int) -> PullResult:
+    """Pull from ``offset`` until ``count`` messages are there: a send is acknowledged once in the CommitLog and
+    becomes visible when dispatch has built its ConsumeQueue unit, a moment later (RocketMQ's reput alike)."""
+    deadline = time.monotonic() + CONSUME_TIMEOUT_S
+    while True:
+        pulled = await consumer.pull(mq, offset, 32)
+        if len(pulled.messages) >= count or time.monotonic() > deadline:
+            return pulled
+        await asyncio.sleep(0.01)
+
+
 def test_ordered_and_batch_sends(servers: Servers, topic: str) -> None:
     async def scenario() -> None:
         async with Producer("py_pg_order", client_config=servers.client_config("p2")) as producer:
@@ -223,7 +234,7 @@ def test_ordered_and_batch_sends(servers: Servers, topic: str) -> None:
             result = await producer.send_batch(msgs, target)
             assert result.message_queue == target and result.msg_id.split(",") == [m.uniq_id for m in msgs]
             async with LitePullConsumer("py_cg_batch", client_config=servers.client_config("c2")) as consumer:
-                pulled = await consumer.pull(target, result.queue_offset, 32)
+                pulled = await pull_visible(consumer, target, result.queue_offset, 10)
                 assert [m.body for m in pulled.messages] == [m.body for m in msgs]
                 assert [m.queue_offset for m in pulled.messages] == list(range(result.queue_offset,
                                                                                result.queue_offset + 10))
@@ -237,7 +248,7 @@ def test_large_body_is_compressed_and_read_back(servers: Servers, topic: str) ->
         async with Producer("py_pg_big", client_config=servers.client_config("p3")) as producer:
             result = await producer.send(Message(topic, body))
         async with LitePullConsumer("py_cg_big", client_config=servers.client_config("c3")) as consumer:
-            pulled = await consumer.pull(result.message_queue, result.queue_offset, 1)
+            pulled = await pull_visible(consumer, result.message_queue, result.queue_offset, 1)
             assert pulled.messages[0].body == body and pulled.messages[0].msg_id == result.msg_id
 
     run(scenario())
@@ -253,6 +264,9 @@ def test_blocking_batch_raw_pull_offsets_and_timestamps(servers: Servers, topic:
         sent_at = int(time.time() * 1000)
         result = client.send_batch([Message(topic, b"raw-%d" % i, tags="raw") for i in range(5)], mq)
         assert result.queue_offset == before
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while client.get_max_offset(mq) < before + 5 and time.monotonic() < deadline:  # dispatch, a moment later
+            time.sleep(0.01)
         assert client.get_max_offset(mq) == before + 5 and client.get_min_offset(mq) == 0
         raw = client.pull(mq, before, 32)
         assert raw.status is PullStatus.FOUND and raw.next_begin_offset == before + 5 and raw.messages == []

@@ -248,7 +248,8 @@ def test_unknown_stays_invisible_until_the_check_commits_it(tmp_path):
                 result = await producer.send_message_in_transaction(Message(TOPIC, b"later", keys="k"))
                 assert result.local_transaction_state is LocalTransactionState.UNKNOW
                 await asyncio.sleep(TIMEOUT_MS / 2000)
-                assert await c.records(TOPIC) == [], "visible before anyone committed it"
+                # Only the check commits it: whatever the timing on a busy machine, visible means checked already.
+                assert await c.records(TOPIC) == [] or listener.checked, "visible before anyone committed it"
                 await eventually(lambda: listener.checked, what="a check")
                 await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit on check")
             checked_at, checked = listener.checked[0]
