@@ -37,6 +37,7 @@ from broker.client import (
     SelectMessageQueueByHash,
     SendStatus,
 )
+from broker.client._blocking import BlockingRemotingClient, create_topic
 from broker.client.message import PullResult, decode_messages
 from broker.errors import MQClientError
 from broker.remoting.codes import ResponseCode
@@ -359,6 +360,14 @@ async def _until(predicate, timeout: float = CONSUME_TIMEOUT_S) -> None:  # type
 def test_producer_fails_over_when_a_broker_dies(tmp_path: Path) -> None:
     servers = _start_rmq(tmp_path)
     try:
+        # The topic on both brokers before the producer starts: this test is about failover, not about auto-creation
+        # racing the producer's first route update.
+        for broker in servers.brokers:
+            with BlockingRemotingClient(broker.addr) as remote:
+                create_topic(remote, "PyFailover", queue_nums=4)
+        with BlockingClient(servers.namesrv_addr) as client:
+            await_queues(client, "PyFailover", 2)
+
         async def scenario() -> None:
             async with Producer("py_pg_failover", client_config=servers.client_config("fo")) as producer:
                 brokers = {(await producer.send(Message("PyFailover", b"x"))).message_queue.broker_name
