@@ -32,7 +32,8 @@ from broker.client._blocking import BlockingRemotingClient
 from broker.client.protocol import get_route_request
 from broker.client.route import TopicRouteData
 from broker.errors import RemotingError, ServerError
-from broker.remoting.codes import ResponseCode
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 
 HOST = "127.0.0.1"
 # The directory holding the ``broker`` package: the repository in an editable install, site-packages otherwise.
@@ -162,8 +163,11 @@ def _answers(namesrv_addr: str) -> bool:
 
 
 def _registered(namesrv_addr: str, broker_addr: str) -> bool:
-    _, route = _route(namesrv_addr, AUTO_CREATE_TOPIC)
-    return route is not None and any(broker_addr in b.broker_addrs.values() for b in route.broker_datas)
+    """The NameServer's cluster info lists the broker: registered, with or without auto-created topics (its
+    TBW102 route, the older check, exists only when autoCreateTopicEnable is on)."""
+    with BlockingRemotingClient(namesrv_addr, connect_timeout_ms=500) as client:
+        response = client.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
+    return response.code == ResponseCode.SUCCESS and f'"{broker_addr}"'.encode() in (response.body or b"")
 
 
 def _await_ready(proc: ServerProcess, ready: Callable[[], bool], timeout: float) -> None:
@@ -238,7 +242,7 @@ def broker_conf(port: int, namesrv_addr: str, store_dir: Path, **conf: object) -
 def start_broker(home: Path, namesrv_addr: str, *, store_dir: Path | None = None, timeout: float = BOOT_TIMEOUT_S,
                  env: Mapping[str, str] | None = None, **conf: object) -> ServerProcess:
     """``python -m broker`` on a free port, registered with ``namesrv_addr`` ("a;b": every one of them); ready when
-    each NameServer's route of TBW102 names it. ``conf`` adds or overrides broker.conf keys (``brokerName=...``);
+    each NameServer's cluster info lists it. ``conf`` adds or overrides broker.conf keys (``brokerName=...``);
     ``env`` adds environment variables (``RMQ_EVENT_LOOP``)."""
     namesrvs = [a for a in namesrv_addr.split(";") if a]
 

@@ -19,11 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,20 +28,9 @@ from typing import Any
 
 import pytest
 
-from broker.client._blocking import BlockingRemotingClient
-from broker.errors import RemotingError
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import create_request
+from broker.remoting.codes import ResponseCode
 from tests.apache import DriverSession, apache_client, driver_body, start_apache_broker, start_apache_namesrv
-from tests.integration.cluster import (
-    REPO,
-    ServerError,
-    ServerProcess,
-    broker_conf,
-    free_broker_port,
-    port_accepts,
-    start_namesrv,
-)
+from tests.integration.cluster import start_broker, start_namesrv
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -54,7 +39,6 @@ SERIALIZE = ("JSON", "ROCKETMQ")
 QUEUES = 4
 COUNT = 20
 BODY_SIZE = 64
-BOOT_TIMEOUT_S = 30.0
 BROKER_NAME = "broker-a"
 # Both brokers: no TBW102, so only topics created through the admin API exist.
 BROKER_CONF: dict[str, object] = {"autoCreateTopicEnable": False, "autoCreateSubscriptionGroup": True}
@@ -88,42 +72,6 @@ class Target:
     broker_addr: str
 
 
-def _broker_in_cluster_info(namesrv_addr: str, broker_addr: str) -> bool:
-    with BlockingRemotingClient(namesrv_addr, connect_timeout_ms=500) as client:
-        response = client.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
-    return broker_addr.encode() in (response.body or b"")
-
-
-def _start_rmq_broker(home: Path, namesrv_addr: str) -> ServerProcess:
-    """``python -m broker`` without auto-created topics. cluster.start_broker waits for TBW102's route, which such a
-    broker never registers: this one is ready when the NameServer's cluster info lists it."""
-    home.mkdir(parents=True, exist_ok=True)
-    port = free_broker_port()
-    conf = broker_conf(port, namesrv_addr, home / "store", **BROKER_CONF)
-    conf_path = home / "broker.conf"
-    conf_path.write_text("".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in conf.items()))
-    console = home / "broker.console.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    with console.open("wb") as out:
-        popen = subprocess.Popen([sys.executable, "-m", "broker", "-c", str(conf_path)], cwd=home, env=env,
-                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    proc = ServerProcess("broker", popen, port, home, conf, console)
-    deadline = time.monotonic() + BOOT_TIMEOUT_S
-    while not (port_accepts(port) and _registered(namesrv_addr, proc.addr)):
-        if not proc.alive() or time.monotonic() > deadline:
-            proc.kill()
-            raise ServerError(f"our broker did not come up on {proc.addr}:\n{proc.console()[-3000:]}")
-        time.sleep(0.05)
-    return proc
-
-
-def _registered(namesrv_addr: str, broker_addr: str) -> bool:
-    try:
-        return _broker_in_cluster_info(namesrv_addr, broker_addr)
-    except RemotingError:
-        return False
-
-
 @dataclass
 class Lab:
     """The module's clusters and driver sessions, each started on first use; observations keyed by
@@ -145,7 +93,7 @@ class Lab:
         home = self.tmp / name
         if name == "rmq":
             namesrv = self.stack.enter_context(start_namesrv(home / "namesrv"))
-            broker = self.stack.enter_context(_start_rmq_broker(home / "broker", namesrv.addr))
+            broker = self.stack.enter_context(start_broker(home / "broker", namesrv.addr, **BROKER_CONF))
             return Target(name, namesrv.addr, broker.addr)
         apache_ns = self.stack.enter_context(start_apache_namesrv(home / "namesrv"))
         apache_broker = self.stack.enter_context(
