@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,7 +173,12 @@ def test_the_java_transaction_producer(run: Run, mode: str) -> None:
     if mode == "unknown-then-commit":
         assert not run.summaries[mode]["timedOut"]
         assert {c["check"] for c in checks} == {r["transactionId"] for r in sent}
-        assert all(c["properties"]["TRANSACTION_CHECK_TIMES"] == "1" for c in checks)
+        # Each transaction asked first with one check counted; a check round that comes before the answer landed
+        # (300 ms here, a slow client on a busy machine) asks again, counting on, on either broker.
+        times: dict[str, list[int]] = defaultdict(list)
+        for c in checks:
+            times[c["check"]].append(int(c["properties"]["TRANSACTION_CHECK_TIMES"]))
+        assert all(sorted(counted) == list(range(1, len(counted) + 1)) for counted in times.values()), times
     else:
         assert checks == []
 
@@ -210,10 +215,13 @@ def test_consumers_see_what_apaches_consumers_see(rmq_run: Run, apache_run: Run)
 
 
 def test_the_check_asks_what_apaches_check_asks(rmq_run: Run, apache_run: Run) -> None:
+    """The first check of each transaction, compared (a second one depends on how fast the answer landed)."""
     mode = "unknown-then-commit"
-    ours = Counter(check_view(c) for c in rmq_run.checks[mode])
-    theirs = Counter(check_view(c) for c in apache_run.checks[mode])
-    assert set(ours) == set(theirs)
+
+    def first_checks(run: Run) -> set[tuple]:
+        return {check_view(c) for c in run.checks[mode] if c["properties"]["TRANSACTION_CHECK_TIMES"] == "1"}
+
+    assert first_checks(rmq_run) == first_checks(apache_run)
 
 
 def record_shape(record: MessageRecord) -> tuple:
@@ -224,20 +232,27 @@ def record_shape(record: MessageRecord) -> tuple:
 
 
 def ended_bodies(records: list[MessageRecord]) -> Counter:
-    """Which half messages (by body and check count) the op records end: Apache batches several offsets into one op
-    record, we write one per end, so the records differ but the set they name must not."""
+    """Which half messages (by body) the op records end: Apache batches several offsets into one op record, we
+    write one per end, so the records differ but the messages they name must not (nor how often: once each; which
+    re-put copy is ended depends on how many check rounds came before the answer)."""
     halves = {r.queue_offset: r for r in records if r.topic == HALF_TOPIC}
-    return Counter((halves[o].body, halves[o].properties.get("TRANSACTION_CHECK_TIMES"))
-                   for r in records if r.topic == OP_TOPIC for o in op_offsets(r))
+    return Counter(halves[o].body for r in records if r.topic == OP_TOPIC for o in op_offsets(r))
 
 
 def test_the_store_holds_what_apaches_store_holds(rmq_run: Run, apache_run: Run) -> None:
     def shapes(run: Run, topic_test) -> Counter:
         return Counter(record_shape(r) for r in run.records if topic_test(r.topic))
 
-    # Half records as a set: a check round that comes before an answer landed re-puts once more, on either broker.
-    is_half, is_committed = (lambda t: t == HALF_TOPIC), (lambda t: t.startswith("Tx_"))
-    assert set(shapes(rmq_run, is_half)) == set(shapes(apache_run, is_half))
+    # Half records as a set, up to their first check: a check round that comes before an answer landed re-puts once
+    # more, counting on, on either broker.
+    def first_halves(run: Run) -> set[tuple]:
+        return {record_shape(r) for r in run.records if r.topic == HALF_TOPIC
+                and r.properties.get("TRANSACTION_CHECK_TIMES") in (None, "1")}
+
+    def is_committed(topic: str) -> bool:
+        return topic.startswith("Tx_")
+
+    assert first_halves(rmq_run) == first_halves(apache_run)
     assert shapes(rmq_run, is_committed) == shapes(apache_run, is_committed)
     assert ended_bodies(rmq_run.records) == ended_bodies(apache_run.records)
     ours_op = {(tuple(r.properties.items()), r.sys_flag) for r in rmq_run.records if r.topic == OP_TOPIC}
