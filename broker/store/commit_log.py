@@ -218,13 +218,8 @@ class CommitLog:
 
     def read(self, offset: int, size: int) -> bytes | None:
         """``size`` bytes at ``offset`` if they are written and still kept, else None."""
-        mf = self.queue.find(offset)
-        if mf is None:
-            return None
-        pos = offset - mf.file_from_offset
-        if pos + size > mf.wrote_position:
-            return None
-        return bytes(mf.buffer[pos:pos + size])
+        view = self.read_view(offset, size)
+        return None if view is None else bytes(view)
 
     def read_view(self, offset: int, size: int) -> memoryview | None:
         """``read`` without the copy: a view into the mapped file, for bytes that go straight to a socket (a file
