@@ -100,16 +100,23 @@ _LOW_DIGIT = bytes(_BASE31_DIGITS[c % 31] for c in range(128)) + bytes(128)
 _FAST_HASH_MAX_LENGTH = 4000  # int() refuses longer numerals than sys.int_info.default_max_str_digits (4300)
 
 
-def java_hash(text: str) -> int:
-    """java.lang.String.hashCode(): 31-polynomial over UTF-16 code units, as a signed 32-bit int."""
+def _java_hash_py(text: str) -> int:
+    """java.lang.String.hashCode(): 31-polynomial over UTF-16 code units, as a signed 32-bit int
+    (``_speedups.java_hash`` in C)."""
     if text.isascii() and 0 < len(text) <= _FAST_HASH_MAX_LENGTH:
         data = text.encode("ascii")
         h = (31 * int(data.translate(_HIGH_DIGIT), 31) + int(data.translate(_LOW_DIGIT), 31)) & 0xFFFFFFFF
     else:
         h = 0
-        for (unit,) in struct.iter_unpack(">H", text.encode("utf-16-be")):
+        for (unit,) in struct.iter_unpack(">H", text.encode("utf-16-be", "surrogatepass")):  # Java keeps lone ones
             h = (31 * h + unit) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+try:
+    from broker._speedups import java_hash
+except ImportError:  # built without a C compiler
+    java_hash = _java_hash_py
 
 
 @functools.lru_cache(maxsize=4096)  # runs per dispatched message, and tags repeat

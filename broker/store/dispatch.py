@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.errors import CorruptRecord
 from broker.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -70,6 +71,38 @@ def enters_consume_queue(sys_flag: int) -> bool:
     """Half and rolled-back transaction records never enter a ConsumeQueue."""
     tx = sys_flag & TRANSACTION_MASK
     return tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE
+
+
+# (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record
+ScannedRecord = tuple[int, int, int, int, int, int, str, dict[str, str]]
+
+
+def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[ScannedRecord], int, bool]:
+    """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them; where
+    the scan stopped; and whether it stopped at a BLANK filler. ValueError(pos, reason) when the bytes at ``pos``
+    are not a record. ``_speedups.scan_records`` does the same in C."""
+    records: list[ScannedRecord] = []
+    while pos < limit and len(records) < max_records:
+        try:
+            fields = dispatch_fields(buf, pos)
+        except CorruptRecord as err:
+            raise ValueError(pos, err.reason) from None
+        except UnicodeDecodeError:
+            raise ValueError(pos, "TOPIC or PROPERTIES are not UTF-8") from None
+        if fields is None:
+            return records, pos, True
+        size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props_text = fields
+        if size > len(buf) - pos:
+            raise ValueError(pos, "TOTALSIZE runs past the data")
+        records.append((size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, decode_properties(props_text)))
+        pos += size
+    return records, pos, False
+
+
+try:
+    from broker._speedups import scan_records
+except ImportError:  # built without a C compiler
+    scan_records = _scan_records_py
 
 
 QueueKey = tuple[str, int]  # (topic, queueId)
@@ -220,22 +253,22 @@ class ReputMessageService:
             return None
         pos = self.reput_from_offset - mf.file_from_offset
         limit = min(mf.wrote_position, end - mf.file_from_offset)
-        buf = mf.buffer
+        try:
+            records, pos, blank = scan_records(mf.buffer, pos, limit, DISPATCH_BATCH)
+        except ValueError as err:
+            at, reason = err.args
+            raise CorruptRecord(mf.file_from_offset + at, reason) from None
+        if blank:  # the rest of the file is filler
+            pos = mf.file_size
+        tags_code_of = self.tags_code_of
         requests: list[DispatchRequest] = []
-        while pos < limit and len(requests) < DISPATCH_BATCH:
-            fields = dispatch_fields(buf, pos)
-            if fields is None:  # BLANK: the rest of the file is filler
-                pos = mf.file_size
-                break
-            size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props_text = fields
-            props = decode_properties(props_text)
+        for size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props in records:
             keys = props.get(PROPERTY_KEYS)
-            uniq_key = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
-                                      split_keys(keys) if keys else [], uniq_key, sys_flag, props)
-            request.tags_code = self.tags_code_of(request)
+                                      split_keys(keys) if keys else [],
+                                      props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, props)
+            request.tags_code = tags_code_of(request)
             requests.append(request)
-            pos += size
         if requests:
             for dispatcher in self.dispatchers:
                 dispatcher.dispatch(requests)

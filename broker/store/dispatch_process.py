@@ -61,7 +61,7 @@ from broker.store.mapped_file import MapMode, MappedFileQueue
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.001  # the child looks for new records this often when idle (Java's ReputMessageService: 1 ms)
-REPORT_INTERVAL_S = 0.002  # while behind, the child reports at most this often (once caught up, at once)
+REPORT_INTERVAL_S = 0.002  # the child reports at most this often (see DispatchChild.serve)
 CALL_TIMEOUT_S = 60.0  # a command the child does not answer in this time is logged and given up
 RESTART_PAUSE_S = 1.0  # between a dead child and the next one
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -364,6 +364,7 @@ class DispatchChild:
         self._index_files: list[str] = []
         self._arrivals: Arrivals = {}  # of the steps not reported yet
         self._reported_at = 0.0
+        self._reported_offset = start.reput_from_offset
 
     def on_step(self, arrivals: Arrivals) -> None:
         """The arrival listener of the child's ReputMessageService: collect, report at most every REPORT_INTERVAL_S
@@ -393,6 +394,7 @@ class DispatchChild:
         self.conn.send(Step(self.reput.reput_from_offset, self.reput.last_store_timestamp, queues, arrivals, names,
                             indexed_through))
         self._reported_at = time.monotonic()
+        self._reported_offset = self.reput.reput_from_offset
 
     def follow_commit_log(self) -> None:
         end = self.end.value
@@ -400,19 +402,25 @@ class DispatchChild:
             self.commit_log.follow(self.reput.reput_from_offset, end)
 
     def serve(self) -> None:
-        """Dispatch what the broker writes, and answer its commands, until told to stop."""
+        """Dispatch what the broker writes, and answer its commands, until told to stop. Once caught up, what was
+        dispatched is reported at once, unless the last report is younger than REPORT_INTERVAL_S: a broker taking
+        small puts steadily would otherwise hear of every few records, and each report costs its GIL."""
         while True:
             self.follow_commit_log()
             try:
-                before = self.reput.reput_from_offset
                 dispatched = self.reput.do_reput()
-                if self.reput.reput_from_offset != before:
-                    self.report()  # caught up with what the broker had written
             except Exception:  # as the dispatch thread: a bug must not stop all future dispatching silently
                 log.exception("dispatch failed at offset %d", self.reput.reput_from_offset)
                 dispatched = 0
                 time.sleep(1)
-            if self.conn.poll(0 if dispatched else IDLE_POLL_S):
+            wait = 0.0 if dispatched else IDLE_POLL_S
+            if self.reput.reput_from_offset != self._reported_offset:
+                due = self._reported_at + REPORT_INTERVAL_S - time.monotonic()
+                if due <= 0:
+                    self.report()
+                else:
+                    wait = min(wait, due)
+            if self.conn.poll(wait):
                 if self.command(self.conn.recv()):
                     return
 

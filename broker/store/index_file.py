@@ -50,6 +50,42 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -0x80000000 else abs(h)
 
 
+def _put_index_entries_py(buf, slot_num: int, number: int, begin_timestamp: int, begin_phy_offset: int,
+                          items: list[tuple[str, int, int]]) -> tuple[int, int, int, int]:
+    """Entries for ``items`` (key, phy_offset, store_timestamp) from entry ``number`` on, all of which must fit, and
+    the slots they head: (the next entry number, how many slots were empty, the header's begin timestamp and begin
+    offset, which the first entry of a file sets). The entries are packed and written at once, then the slots.
+    ``_speedups.put_index_entries`` does the same in C."""
+    heads: dict[int, int] = {}  # slot -> newest entry number, for slots changed here
+    entries: list[tuple[int, int, int, int]] = []
+    first, new_slots = number, 0
+    for key, phy_offset, store_timestamp in items:
+        key_hash = index_key_hash(key)
+        slot = key_hash % slot_num
+        prev = heads.get(slot)
+        if prev is None:
+            prev = read_index_slot(buf, slot)
+            if prev <= INVALID_INDEX or prev > number:
+                prev = INVALID_INDEX
+                new_slots += 1
+        time_diff = 0 if begin_timestamp <= 0 else min(max((store_timestamp - begin_timestamp) // 1000, 0), _INT_MAX)
+        entries.append((key_hash, phy_offset, time_diff, prev))
+        if number <= 1:  # after the time difference, as Java's putKey
+            begin_phy_offset, begin_timestamp = phy_offset, store_timestamp
+        heads[slot] = number
+        number += 1
+    write_index_entries(buf, index_entry_pos(slot_num, first), entries)
+    for slot, head in heads.items():
+        write_index_slot(buf, slot, head)
+    return number, new_slots, begin_timestamp, begin_phy_offset
+
+
+try:
+    from broker._speedups import put_index_entries
+except ImportError:  # built without a C compiler
+    put_index_entries = _put_index_entries_py
+
+
 class IndexedMessage(Protocol):
     """What indexing reads of a message (a dispatch request)."""
 
@@ -193,44 +229,16 @@ class IndexFile:
         return True
 
     def put_keys(self, items: list[tuple[str, int, int]]) -> int:
-        """``put_key(key, phy_offset, store_timestamp)`` for each item, leaving the same bytes, in fewer calls:
-        the new entries are contiguous, so they are packed and written at once, then the slots they head, then
-        the header. Returns how many were put: fewer than all when the file got full."""
-        number = self.index_count
-        if len(items) > self.index_num - number:
-            items = items[:max(self.index_num - number, 0)]
+        """``put_key(key, phy_offset, store_timestamp)`` for each item, leaving the same bytes, in one call
+        (``put_index_entries``). Returns how many were put: fewer than all when the file got full."""
+        room = self.index_num - self.index_count
+        if len(items) > room:
+            items = items[:max(room, 0)]
         if not items:
             return 0
-        mm, slot_num = self._mm, self.slot_num
-        begin_timestamp, begin_phy_offset, hash_slot_count = self.begin_timestamp, self.begin_phy_offset, \
-            self.hash_slot_count
-        heads: dict[int, int] = {}  # slot -> newest entry number, for slots changed here
-        entries: list[tuple[int, int, int, int]] = []
-        for key, phy_offset, store_timestamp in items:
-            key_hash = index_key_hash(key)
-            slot = key_hash % slot_num
-            prev = heads.get(slot)
-            if prev is None:
-                prev = read_index_slot(mm, slot)
-                if prev <= INVALID_INDEX or prev > number:
-                    prev = INVALID_INDEX
-            if begin_timestamp <= 0:
-                time_diff = 0
-            else:
-                time_diff = (store_timestamp - begin_timestamp) // 1000
-                time_diff = _INT_MAX if time_diff > _INT_MAX else max(time_diff, 0)
-            entries.append((key_hash, phy_offset, time_diff, prev))
-            heads[slot] = number
-            if number <= 1:
-                begin_phy_offset, begin_timestamp = phy_offset, store_timestamp
-            if prev == INVALID_INDEX:
-                hash_slot_count += 1
-            number += 1
-        write_index_entries(mm, index_entry_pos(slot_num, self.index_count), entries)
-        for slot, head in heads.items():
-            write_index_slot(mm, slot, head)
-        self.begin_timestamp, self.begin_phy_offset, self.hash_slot_count = (begin_timestamp, begin_phy_offset,
-                                                                             hash_slot_count)
+        number, new_slots, self.begin_timestamp, self.begin_phy_offset = put_index_entries(
+            self._mm, self.slot_num, self.index_count, self.begin_timestamp, self.begin_phy_offset, items)
+        self.hash_slot_count += new_slots
         _, self.end_phy_offset, self.end_timestamp = items[-1]
         # Readers check slot values against index_count, so it grows only after the entries and slots are written.
         self.index_count = number

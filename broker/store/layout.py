@@ -331,7 +331,7 @@ def dispatch_fields(buf, pos: int) -> tuple[int, int, int, int, int, int, str, s
             head = _DISPATCH_HEAD[sys_flag & _HOST_V6_MASK]
             size, magic, queue_id, queue_offset, phys, sys_flag, store_ts, body_len = head.unpack_from(buf, pos)
     except struct.error:  # fewer bytes left than a record head: only a BLANK filler fits there
-        if is_blank(buf, pos):
+        if len(buf) - pos >= END_FILE_MIN_BLANK_LENGTH and is_blank(buf, pos):
             return None
         raise CorruptRecord(pos, "not a record: too few bytes") from None
     if magic == BLANK_MAGIC:

@@ -290,6 +290,25 @@ def test_sync_flush_from_many_threads_groups_flushes(open_store):
     assert store.commit_log.queue.flushed_offset == store.commit_log.max_offset
 
 
+def test_sync_flush_writes_through_the_file_across_rolls_and_big_puts(open_store):
+    """SYNC_FLUSH packs into a buffer and pwrites it: records read back through the maps whole, across file rolls,
+    and a put larger than the buffer grows it."""
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=4 << 20)
+    small = [store.put_messages([msg(i, size=900) for i in range(8)]) for _ in range(5)]
+    big = store.put_messages([msg(i, size=600_000) for i in range(3)])  # 1.8 MB: more than the 1 MiB buffer
+    rolled = [store.put_messages([msg(i, size=600_000) for i in range(3)]) for _ in range(2)]  # fills a file
+    assert all(r.status is PutMessageStatus.PUT_OK for r in [*small, big, *rolled])
+    assert len(store.commit_log.queue.files) == 2
+    assert store.commit_log.queue.flushed_offset == store.commit_log.max_offset
+    wait_dispatched(store)
+    assert store.max_offset_in_queue("TopicA", 0) == 40 + 9
+    for offset in (0, 39, 40, 42, 45, 48):
+        record = decode_record(store.get_message("g", "TopicA", 0, offset, 1).buffers[0])
+        size = 900 if offset < 40 else 600_000
+        assert record.queue_offset == offset and record.body == msg((offset - 40) % 3 if offset >= 40 else offset % 8,
+                                                                    size=size).body
+
+
 def test_prefault_keeps_pages_ahead_of_the_writer_and_bytes_intact(open_store):
     from broker.store import mapped_file
 

@@ -1,0 +1,221 @@
+"""Each loop of broker/_speedups.c against its Python twin (what runs where the extension was not built): the same
+bytes written, the same values returned, the same inputs refused."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker import _speedups  # built in place by pip install -e .
+from broker import message as message_module
+from broker.message import SysFlag, encode_properties, pack_host
+from broker.store import commit_log, dispatch, index_file
+from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
+from broker.store.layout import decode_record, encode_blank, index_file_size, iter_records
+
+pack_c = _speedups.pack_records
+
+HOST_V4 = pack_host("10.0.0.7", 54321)
+HOST_V6 = pack_host("2001:db8::7", 10911)
+STORE_TS = 1_700_000_000_123
+
+
+def test_the_store_uses_the_c_loops():
+    assert commit_log.pack_records is _speedups.pack_records
+    assert dispatch.scan_records is _speedups.scan_records
+    assert index_file.put_index_entries is _speedups.put_index_entries
+    assert message_module.java_hash is _speedups.java_hash
+
+
+# -- crc32 and java_hash ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=5000), skip=st.integers(0, 15), value=st.integers(0, 2**32 - 1))
+def test_crc32_is_zlibs(data, skip, value):
+    view = memoryview(data)[skip:]  # every alignment
+    assert _speedups.crc32(view, value) == zlib.crc32(view, value)
+    assert _speedups.crc32(view) == zlib.crc32(view)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(max_size=60) | st.text(alphabet=st.characters(min_codepoint=0x80), max_size=8))
+def test_java_hash_is_the_python_twins(text):
+    assert _speedups.java_hash(text) == message_module._java_hash_py(text)
+
+
+def test_java_hash_counts_utf16_units():
+    assert _speedups.java_hash("") == 0
+    assert _speedups.java_hash("TagA") == 2598919  # "TagA".hashCode() in Java
+    assert _speedups.java_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # one code point, two UTF-16 units
+
+
+# -- pack_records ----------------------------------------------------------------------------------------------------
+
+
+messages = st.builds(
+    StoreMessage,
+    topic=st.sampled_from(["T", "TopicTest", "é" * 70, "t" * 127, "L" * 128, "%RETRY%g"]),
+    queue_id=st.integers(0, 7),
+    body=st.binary(max_size=300),
+    properties=st.dictionaries(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "a"]), st.text(min_size=1, max_size=8),
+                               max_size=3),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    sys_flag=st.sampled_from([0, int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_COMMIT),
+                              int(SysFlag.TRANSACTION_ROLLBACK), int(SysFlag.COMPRESSED), int(SysFlag.BORNHOST_V6)]),
+    born_timestamp=st.integers(0, 2**62),
+    born_host=st.sampled_from([HOST_V4, HOST_V6]),
+    reconsume_times=st.integers(0, 16),
+    prepared_transaction_offset=st.integers(0, 2**40),
+)
+
+
+def with_encoded(msg: StoreMessage, producer_bytes: bool) -> StoreMessage:
+    if producer_bytes:  # a batch item: the producer's bytes, kept as they are (no trailing separator here)
+        msg.encoded_properties = encode_properties(msg.properties).encode().rstrip(b"\x02")
+    return msg
+
+
+def pack_both(msgs, *, room=1 << 20, next_offsets=None, store_host=HOST_V4, base=4096):
+    results = []
+    for pack in (pack_c, _pack_records_py):
+        buf = bytearray(room + 16)
+        offsets = dict(next_offsets or {})
+        try:
+            out = pack(buf, 16, room, base, msgs, STORE_TS, store_host, 1024, 1024 + 400, offsets,
+                       _encoded_properties)
+        except ValueError as err:
+            out = ("refused", *err.args)
+        results.append((out, bytes(buf), offsets))
+    return results
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgs=st.lists(messages, max_size=6), producer_bytes=st.lists(st.booleans(), min_size=6, max_size=6),
+       store_host=st.sampled_from([HOST_V4, HOST_V6]))
+def test_pack_records_c_and_python_write_the_same(msgs, producer_bytes, store_host):
+    msgs = [with_encoded(m, p) for m, p in zip(msgs, producer_bytes, strict=False)]
+    next_offsets = {("TopicTest", 1): 41, ("T", 0): 7}
+    (c_out, c_buf, c_offsets), (py_out, py_buf, py_offsets) = pack_both(msgs, next_offsets=next_offsets,
+                                                                         store_host=store_host)
+    assert c_out == py_out
+    assert c_buf == py_buf
+    assert c_offsets == py_offsets == next_offsets  # the caller commits ``pending``, the packer never does
+    total, queue_offsets, record_offsets, pending = c_out
+    records = list(iter_records(memoryview(c_buf)[16:16 + total]))
+    assert [r.commit_log_offset for r in records] == record_offsets
+    assert [r.queue_offset for r in records] == queue_offsets
+    assert [r.body for r in records] == [m.body for m in msgs]
+    assert all(r.store_timestamp == STORE_TS and r.store_host == store_host for r in records)
+    for key, next_offset in pending.items():
+        taken = [r.queue_offset for r, m in zip(records, msgs, strict=True)
+                 if (m.topic, m.queue_id) == key and not m.sys_flag & 0x4]
+        assert taken == list(range(next_offset - len(taken), next_offset))
+
+
+def test_pack_records_writes_nothing_that_does_not_fit():
+    msgs = [StoreMessage("TopicTest", 0, b"x" * 100)]
+    for out, buf, _ in pack_both(msgs, room=120):
+        assert out[0] > 120 and out[1:] == (None, None, None)
+        assert buf == bytes(len(buf))
+
+
+@pytest.mark.parametrize("msg, status, reason", [
+    (StoreMessage("T", 0, b"x" * 1025), "MESSAGE_ILLEGAL", "message body is 1025 bytes, maxMessageSize is 1024"),
+    (StoreMessage("T", 0, b"", encoded_properties=b"k" * 32768), "PROPERTIES_SIZE_EXCEEDED",
+     "properties are 32768 bytes, at most 32767 are allowed"),
+    (StoreMessage("T", 0, b"x" * 1000, {"k": "v" * 400}), "MESSAGE_ILLEGAL", "message is 1495 bytes stored, at most "
+                                                                             "1424 fit"),
+    (StoreMessage("T", 0, b"", born_host=b"\x01\x02"), "MESSAGE_ILLEGAL",
+     "born host must be 8 (IPv4) or 20 (IPv6) packed bytes"),
+    (StoreMessage("t" * 32768, 0, b""), "MESSAGE_ILLEGAL", "topic is 32768 bytes, at most 32767 fit"),
+])
+def test_pack_records_both_refuse_what_cannot_be_stored(msg, status, reason):
+    ok = StoreMessage("T", 0, b"fine")
+    for out, buf, _ in pack_both([ok, msg]):
+        assert out == ("refused", status, reason)
+        assert buf == bytes(len(buf))
+
+
+def test_pack_records_a_record_decodes_as_packed():
+    msg = StoreMessage("TopicTest", 3, b"hello", {"KEYS": "k1", "TAGS": "TagA"}, flag=9, born_timestamp=5,
+                       born_host=HOST_V6, reconsume_times=2)
+    (out, buf, _), _ = pack_both([msg], next_offsets={("TopicTest", 3): 12})
+    record = decode_record(memoryview(buf)[16:16 + out[0]])
+    assert (record.topic, record.queue_id, record.queue_offset, record.commit_log_offset, record.flag) == \
+        ("TopicTest", 3, 12, 4096, 9)
+    assert record.properties == {"KEYS": "k1", "TAGS": "TagA"}
+    assert record.sys_flag == int(SysFlag.BORNHOST_V6)
+    assert (record.born_host, record.store_host, record.reconsume_times) == (HOST_V6, HOST_V4, 2)
+
+
+# -- scan_records ----------------------------------------------------------------------------------------------------
+
+
+def packed(msgs, size=1 << 16):
+    buf = bytearray(size)
+    total, *_ = pack_c(buf, 0, size, 1 << 30, msgs, STORE_TS, HOST_V4, 1024, 1424, {}, _encoded_properties)
+    return buf, total
+
+
+@settings(max_examples=200, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=8), producer_bytes=st.lists(st.booleans(), min_size=8,
+                                                                               max_size=8),
+       max_records=st.integers(1, 9), blank=st.booleans())
+def test_scan_records_c_and_python_read_the_same(msgs, producer_bytes, max_records, blank):
+    msgs = [with_encoded(m, p) for m, p in zip(msgs, producer_bytes, strict=False)]
+    buf, total = packed(msgs)
+    limit = total
+    if blank:
+        buf[total:total + 8] = encode_blank(100)
+        limit = total + 100
+    c = _speedups.scan_records(buf, 0, limit, max_records)
+    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, max_records)
+    records, pos, stopped_at_blank = c
+    assert len(records) == min(len(msgs), max_records)
+    assert stopped_at_blank == (blank and max_records > len(msgs))
+    for record, decoded in zip(records, iter_records(memoryview(buf)[:total], body=False), strict=False):
+        assert record == (decoded.store_size, decoded.queue_id, decoded.queue_offset, decoded.commit_log_offset,
+                          decoded.sys_flag, decoded.store_timestamp, decoded.topic, decoded.properties)
+
+
+@pytest.mark.parametrize("damage", ["magic", "size", "topic_utf8", "short"])
+def test_scan_records_both_refuse_what_is_not_a_record(damage):
+    msgs = [StoreMessage("TopicTest", 0, b"first"), StoreMessage("TopicTest", 1, b"second")]
+    buf, total = packed(msgs)
+    second = int.from_bytes(buf[:4], "big")  # where the second record starts
+    if damage == "magic":
+        buf[second + 4:second + 8] = b"\x00\x00\x00\x01"
+    elif damage == "size":
+        buf[second:second + 4] = (len(buf) * 2).to_bytes(4, "big")
+    elif damage == "topic_utf8":
+        buf[second + 88 + len(b"second") + 4 + 1] = 0xFF  # the topic's first byte
+    else:
+        buf = buf[:second + 5]
+    for scan in (_speedups.scan_records, dispatch._scan_records_py):
+        with pytest.raises(ValueError) as err:
+            scan(memoryview(buf), 0, len(buf), 10)
+        assert err.value.args[0] == second
+
+
+# -- put_index_entries -----------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=40), start=st.integers(1, 3),
+       begin=st.sampled_from([0, STORE_TS - 5000]), steps=st.lists(st.integers(0, 3000), min_size=40, max_size=40))
+def test_put_index_entries_c_and_python_write_the_same(keys, start, begin, steps):
+    slot_num, index_num = 7, 60  # few slots: chains and reused slots
+    timestamps = [STORE_TS + sum(steps[:i]) for i in range(len(keys))]
+    items = [(f"T#{k}", 1000 + 97 * i, ts) for i, (k, ts) in enumerate(zip(keys, timestamps, strict=False))]
+    outs = []
+    for put in (_speedups.put_index_entries, index_file._put_index_entries_py):
+        buf = bytearray(index_file_size(slot_num, index_num))
+        first = put(buf, slot_num, start, begin, 77, items[:len(items) // 2])  # a second call follows the chains
+        second = put(buf, slot_num, first[0], first[2], first[3], items[len(items) // 2:])
+        outs.append((first, second, bytes(buf)))
+    assert outs[0] == outs[1]
+    assert outs[0][1][0] == start + len(items)
