@@ -415,13 +415,13 @@ class MQAdminExt:
             raise MQClientError(-1, "Not found the producer group connection")
         return list(connections.values())
 
-    async def get_consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
+    async def get_consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """ConsumerRunningInfo of one client, through a broker of the group's retry topic (``mqTable`` keys are
-        MessageQueue texts)."""
+        MessageQueue texts); with ``jstack`` the client adds its stacks."""
         for broker in (await self.examine_topic_route_info(RETRY_GROUP_TOPIC_PREFIX + group)).broker_datas:
             addr = broker.select_broker_addr()
             if addr is not None:
-                header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
+                header = GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
                 response = await self.invoke(addr, create_request(RequestCode.GET_CONSUMER_RUNNING_INFO,
                                                                   header.to_ext()))
                 return dict(_body(_check(response, addr), "consumer running info"))

@@ -131,12 +131,9 @@ def test_by_cluster_all_clusters_and_failures(cluster: Cluster, stored: tuple[Me
 @pytest.mark.java
 @pytest.mark.slow
 def test_apache_mqadmin_prints_the_same(cluster: Cluster, tmp_path: Path) -> None:
-    from tests.apache import DRIVER_JVM_ARGS, apache_artifact
-    from tests.javatools import JavaProgram, resolve_classpath
+    from tests.apache import apache_mqadmin
 
-    tool = JavaProgram(resolve_classpath([apache_artifact("rocketmq-tools")]),
-                       "org.apache.rocketmq.tools.command.MQAdminStartup",
-                       (*DRIVER_JVM_ARGS, f"-Duser.home={tmp_path}", f"-Drocketmq.home.dir={tmp_path}"))
+    tool = apache_mqadmin(tmp_path)
     ns = cluster.namesrv_addr
     for args in (["deleteExpiredCommitLog", "-n", ns, "-b", cluster.brokers[0].addr],
                  ["deleteExpiredCommitLog", "-n", ns, "-c", DEFAULT_CLUSTER],
