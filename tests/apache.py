@@ -48,6 +48,7 @@ import pytest
 
 from broker.local_cluster import free_port  # noqa: F401  (re-exported: interop tests import it from here)
 from tests.javatools import (
+    JavaProgram,
     JavaToolError,
     cache_dir,
     compile_java,
@@ -117,6 +118,13 @@ class DriverError(JavaToolError):
 
 def apache_artifact(artifact_id: str) -> str:
     return rocketmq_artifact(artifact_id, APACHE_VERSION)
+
+
+def apache_mqadmin(home: Path) -> JavaProgram:
+    """Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup); what it writes goes under ``home``."""
+    return JavaProgram(resolve_classpath([apache_artifact("rocketmq-tools")]),
+                       "org.apache.rocketmq.tools.command.MQAdminStartup",
+                       (*DRIVER_JVM_ARGS, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}"))
 
 
 @functools.cache

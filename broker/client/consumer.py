@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from broker.client import protocol
 from broker.client.instance import ClientConfig, MQClientInstance
@@ -42,6 +43,12 @@ from broker.client.offsets import (
     default_consume_timestamp,
 )
 from broker.client.route import subscribe_queues
+from broker.client.running_info import (
+    PROP_CONSUMER_START_TIMESTAMP,
+    consumer_properties,
+    consumer_running_info,
+    process_queue_info,
+)
 from broker.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 
@@ -120,6 +127,7 @@ class LitePullConsumer:
         self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
         self._next_auto_commit = 0.0
         self._started = False
+        self.consumer_start_timestamp = int(time.time() * 1000)  # Java's: when the consumer object was made
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -170,6 +178,18 @@ class LitePullConsumer:
 
     async def persist_consumer_offset(self) -> None:
         await self.offset_store.persist_all(list(self._assigned))
+
+    async def consumer_running_info(self) -> dict[str, Any]:
+        """DefaultLitePullConsumerImpl.consumerRunningInfo: settings, and each assigned queue with its committed
+        offset and what is fetched of it. Assigned queues are no subscription (as in the heartbeat)."""
+        properties = consumer_properties(self.group, self.config, self.instance.config)
+        properties["consumeTimestamp"] = self._consume_timestamp  # the one in use: the default is a time too
+        properties[PROP_CONSUMER_START_TIMESTAMP] = str(self.consumer_start_timestamp)
+        mq_table = {}
+        for mq, state in list(self._assigned.items()):
+            offset = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+            mq_table[mq] = process_queue_info(state.process_queue, offset)
+        return consumer_running_info(properties, [], mq_table)
 
     # -- queues and offsets -------------------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ and cancelled by ``shutdown()``:
     rebalance consumers           20 s, or at once on NOTIFY_CONSUMER_IDS_CHANGED
 
 It also answers what brokers ask the client (NOTIFY_CONSUMER_IDS_CHANGED; CHECK_TRANSACTION_STATE, handed to the
-producer of the group) and wraps the broker calls that need an address looked up from the route first. The client id
-is Java's ``ip@instanceName``.
+producer of the group; GET_CONSUMER_RUNNING_INFO, answered by the consumer of the group) and wraps the broker calls
+that need an address looked up from the route first. The client id is Java's ``ip@instanceName``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult
@@ -93,8 +93,12 @@ class ConsumerInner(Protocol):
     """What the instance needs of a consumer (MQConsumerInner)."""
 
     group: str
+    consume_type: str  # CONSUME_ACTIVELY (pull) or CONSUME_PASSIVELY (push)
 
     def consumer_data(self) -> protocol.ConsumerData: ...
+
+    async def consumer_running_info(self) -> dict[str, Any]:
+        """The ConsumerRunningInfo body (running_info.consumer_running_info) without the client-wide properties."""
 
     def subscribed_topics(self) -> Iterable[str]: ...
 
@@ -345,6 +349,10 @@ class MQClientInstance:
 
             serve_check_transaction_state(self.producers, conn, request)
             return None
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            from broker.client.running_info import serve_get_consumer_running_info  # late: it imports offsets.py
+
+            return await serve_get_consumer_running_info(self.consumers, self.config.namesrv_list(), request)
         return not_supported_response(request)
 
     # -- broker calls -------------------------------------------------------------------------------------------

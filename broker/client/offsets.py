@@ -93,6 +93,10 @@ class ProcessQueue:
     def contains(self, msg: MessageExt) -> bool:
         return msg.queue_offset in self._msgs
 
+    def cached_offsets(self) -> list[int]:
+        """The queue offsets of the messages held, lowest first (Java's msgTreeMap keys)."""
+        return list(self._msgs)
+
     def max_span(self) -> int:
         if not self._msgs:
             return 0

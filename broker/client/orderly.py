@@ -145,6 +145,10 @@ class OrderlyProcessQueue(ProcessQueue):
     def rollback(self) -> None:
         self.make_message_to_consume_again(list(self._taken.values()))
 
+    def taken_offsets(self) -> list[int]:
+        """The queue offsets of the messages the listener has and has not finished, lowest first."""
+        return sorted(self._taken)
+
     def is_lock_expired(self) -> bool:
         return time.monotonic() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_S
 

@@ -44,6 +44,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 from broker.client import protocol
 from broker.client.consumer import (
@@ -66,6 +67,14 @@ from broker.client.offsets import (
 from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService, OrderlyProcessQueue
 from broker.client.producer import Producer
 from broker.client.route import MASTER_ID
+from broker.client.running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_THREADPOOL_CORE_SIZE,
+    consumer_properties,
+    consumer_running_info,
+    process_queue_info,
+)
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
 from broker.errors import MQBrokerError, MQClientError
 from broker.message import (
@@ -184,6 +193,7 @@ class PushConsumer:
         self._retry_route_task: asyncio.Task[None] | None = None
         self._orderly: OrderlyConsumeService | None = None  # MessageListenerOrderly (issue 4)
         self._started = False
+        self.consumer_start_timestamp = int(time.time() * 1000)  # Java's: when the consumer object was made
 
     # -- setup --------------------------------------------------------------------------------------------------
 
@@ -294,6 +304,20 @@ class PushConsumer:
 
     async def persist_consumer_offset(self) -> None:
         await self.offset_store.persist_all(list(self._queues))
+
+    async def consumer_running_info(self) -> dict[str, Any]:
+        """DefaultMQPushConsumerImpl.consumerRunningInfo: settings, subscriptions (the retry topic's too), and each
+        queue held with its committed offset and what is cached of it."""
+        properties = consumer_properties(self.group, self.config, self.instance.config)
+        properties["consumeTimestamp"] = self._consume_timestamp  # the one in use: the default is a time too
+        properties[PROP_CONSUME_ORDERLY] = "true" if self._orderly is not None else "false"
+        properties[PROP_THREADPOOL_CORE_SIZE] = str(self.config.consume_thread_max)
+        properties[PROP_CONSUMER_START_TIMESTAMP] = str(self.consumer_start_timestamp)
+        mq_table = {}
+        for mq, state in list(self._queues.items()):
+            offset = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+            mq_table[mq] = process_queue_info(state.process_queue, offset)
+        return consumer_running_info(properties, list(self.subscriptions.values()), mq_table)
 
     # what the orderly service (broker/client/orderly.py) shares of the consumer
     def process_queue_table(self) -> dict[MessageQueue, ProcessQueue]:

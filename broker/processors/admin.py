@@ -203,6 +203,7 @@ def register(controller: BrokerController) -> AdminBrokerProcessor:
         RequestCode.GET_ALL_DELAY_OFFSET: processor.get_all_delay_offset,
         RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: processor.clean_expired_consume_queue,
         RequestCode.CLEAN_UNUSED_TOPIC: processor.clean_unused_topic,
+        RequestCode.DELETE_EXPIRED_COMMITLOG: processor.delete_expired_commit_log,
     }
     for code, handler in handlers.items():
         controller.server.register_processor(code, guarded(handler))
@@ -652,6 +653,13 @@ class AdminBrokerProcessor:
         if unused:
             log.warning("cleanUnusedTopic: %s", sorted(unused))
             self.store.delete_topics(unused)
+        return success(request)
+
+    async def delete_expired_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Ask retention to delete expired CommitLog files on its next rounds even outside the deleteWhen hours; the
+        answer comes at once, before anything is deleted (as Java's)."""
+        log.warning("invoke deleteExpiredCommitLog from %s", conn.remote_address)
+        self.store.execute_delete_files_manually()
         return success(request)
 
 

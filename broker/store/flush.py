@@ -143,6 +143,7 @@ class CleanCommitLogService(_Service):
 
     name = "CleanCommitLogService"
     DELETE_FILES_BATCH_MAX = 10
+    MAX_MANUAL_DELETE_FILE_TIMES = 20  # rounds a DELETE_EXPIRED_COMMITLOG request lasts
 
     def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, dispatch: DispatchService,
                  disk_usage: Callable[[str], float] = disk_usage_percent,
@@ -154,7 +155,13 @@ class CleanCommitLogService(_Service):
         self.disk_usage = disk_usage
         self.clock = clock
         self.disk_full = False  # writes are refused while True
-        self.manual_delete_requests = 0
+        self.manual_delete_requests = 0  # rounds left that delete expired files whatever the hour
+
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG (Java's executeDeleteFilesManually): the next 20 rounds, one every
+        cleanResourceInterval, delete what is older than fileReservedTime outside the deleteWhen hours too."""
+        self.manual_delete_requests = self.MAX_MANUAL_DELETE_FILE_TIMES
+        log.info("executeDeleteFilesManually was invoked")
 
     def _time_up(self) -> bool:
         hours = {int(h) for h in self.config.delete_when.split(";") if h.strip().isdigit()}
@@ -169,7 +176,8 @@ class CleanCommitLogService(_Service):
         manual = self.manual_delete_requests > 0
         if not (self._time_up() or space_full or manual):
             return 0
-        self.manual_delete_requests = max(self.manual_delete_requests - 1, 0)
+        if manual:
+            self.manual_delete_requests -= 1
         deleted = self.delete_expired(self.config.file_reserved_time * 3600 * 1000, clean_at_once=forcibly)
         if deleted:
             self.clean_derived()

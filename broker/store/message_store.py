@@ -370,6 +370,11 @@ class MessageStore:
     def dispatch_behind_bytes(self) -> int:
         return self.dispatch.behind
 
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG: retention's next rounds delete expired CommitLog files whatever the hour."""
+        if self.cleaner is not None:
+            self.cleaner.execute_delete_files_manually()
+
     def delete_topics(self, topics: set[str]) -> None:
         self.dispatch.delete_topics(topics)
         self.commit_log.queue_offsets = {k: v for k, v in self.commit_log.queue_offsets.items()

@@ -35,6 +35,7 @@ from broker.metadata.validation import (
     TIMER_TOPIC,
     TOOLS_CONSUMER_GROUP,
 )
+from broker.namesrv.hash_order import hash_map_order
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
@@ -309,6 +310,26 @@ class MQAdminExt:
         response = _check(await self.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO)), addr)
         return {str(k): str(v) for k, v in (_body(response, "runtime info").get("table") or {}).items()}
 
+    async def delete_expired_commit_log_by_addr(self, addr: str) -> bool:
+        """DELETE_EXPIRED_COMMITLOG: the broker's retention deletes expired CommitLog files on its next rounds, even
+        outside deleteWhen. True once the broker accepted; MQClientError with its code when it refused."""
+        _check(await self.invoke(addr, create_request(RequestCode.DELETE_EXPIRED_COMMITLOG)), broker=False)
+        return True
+
+    async def delete_expired_commit_log(self, cluster: str | None = None) -> bool:
+        """DELETE_EXPIRED_COMMITLOG to every broker, masters and replicas, of ``cluster`` (of every cluster when
+        None). As in Java the answer is the last cluster's: False when it has no broker, an unknown cluster too."""
+        info = await self.examine_broker_cluster_info()
+        clusters = [cluster] if cluster else hash_map_order(list(info.cluster_addr_table))
+        result = False
+        for name in clusters:
+            addrs = [addr for broker in info.cluster_addr_table.get(name, ()) if broker in info.broker_addr_table
+                     for addr in info.broker_addr_table[broker].broker_addrs.values()]
+            for addr in addrs:
+                await self.delete_expired_commit_log_by_addr(addr)
+            result = bool(addrs)
+        return result
+
     # -- groups -------------------------------------------------------------------------------------------------
 
     async def create_and_update_subscription_group_config(self, addr: str, config: SubscriptionGroupConfig) -> None:
@@ -394,13 +415,13 @@ class MQAdminExt:
             raise MQClientError(-1, "Not found the producer group connection")
         return list(connections.values())
 
-    async def get_consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
+    async def get_consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """ConsumerRunningInfo of one client, through a broker of the group's retry topic (``mqTable`` keys are
-        MessageQueue texts)."""
+        MessageQueue texts); with ``jstack`` the client adds its stacks."""
         for broker in (await self.examine_topic_route_info(RETRY_GROUP_TOPIC_PREFIX + group)).broker_datas:
             addr = broker.select_broker_addr()
             if addr is not None:
-                header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
+                header = GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
                 response = await self.invoke(addr, create_request(RequestCode.GET_CONSUMER_RUNNING_INFO,
                                                                   header.to_ext()))
                 return dict(_body(_check(response, addr), "consumer running info"))

@@ -298,6 +298,15 @@ async def broker_status(admin: MQAdminExt, line: CommandLine, out: TextIO) -> No
             print(f"{addr:<24} {key:<32}: {table[key]}", file=out)
 
 
+async def delete_expired_commit_log(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    """"success" or "false", without a newline, as Java's printf leaves it."""
+    if line.has("b"):
+        result = await admin.delete_expired_commit_log_by_addr(line.required("b"))
+    else:
+        result = await admin.delete_expired_commit_log(line.value("c"))
+    out.write("success" if result else "false")
+
+
 async def cluster_list(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
     interval_s = line.int_value("i", 0) if line.has("i") else None
     while True:

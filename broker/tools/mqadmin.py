@@ -84,10 +84,11 @@ class SubCommand:
     run: Runner
 
     def all_options(self) -> list[Option]:
-        flat = list(STANDARD_OPTIONS)
-        for item in self.options:
-            flat += item.options if isinstance(item, OptionGroup) else [item]
-        return flat
+        """The standard options, then the command's; a command's own -n replaces the standard one (commons-cli's
+        Options.addOption keeps the last option of a name)."""
+        own = [o for item in self.options for o in (item.options if isinstance(item, OptionGroup) else [item])]
+        keys = {o.key for o in own}
+        return [o for o in STANDARD_OPTIONS if o.key not in keys] + own
 
 
 class _Parser(argparse.ArgumentParser):
@@ -259,6 +260,11 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
     SubCommand("brokerStatus", "Fetch broker runtime status data.", (
         OptionGroup((_o("b", "brokerAddr", "Broker address"), _o("c", "clusterName", "which cluster"))),
     ), commands.broker_status),
+    SubCommand("deleteExpiredCommitLog", "Delete expired CommitLog files.", (
+        _o("n", "namesrvAddr", "Name server address"),
+        _o("b", "brokerAddr", "Broker address"),
+        _o("c", "cluster", "clustername"),
+    ), commands.delete_expired_commit_log),
     SubCommand("queryMsgById", "Query Message by Id.", (
         _o("t", "topic", "topic name", required=True),
         _o("i", "msgId", "Message Id", required=True),

@@ -11,6 +11,8 @@ push consumer and the blocking facade, each with its own groups, tags and keys.
 from __future__ import annotations
 
 import asyncio
+import io
+import re
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
@@ -41,6 +43,9 @@ from broker.client._blocking import BlockingRemotingClient, create_topic
 from broker.client.message import PullResult, decode_messages
 from broker.errors import MQClientError
 from broker.remoting.codes import ResponseCode
+from broker.tools.admin import MQAdminExt
+from broker.tools.bodies import mq_key
+from broker.tools.mqadmin import main as mqadmin_main
 from tests.integration.cluster import start_broker, start_namesrv
 
 T = TypeVar("T")
@@ -344,6 +349,117 @@ def test_reconsume_later_redelivers(servers: Servers, topic: str) -> None:
             await consumer.shutdown()
 
     run(scenario(), timeout=180)
+
+
+def test_push_consumer_answers_its_running_info(servers: Servers, topic: str) -> None:
+    """GET_CONSUMER_RUNNING_INFO from an admin, passed on by the broker to the consumer's connection: its settings,
+    subscriptions (the group's retry topic too) and the queues it holds, each at the offset it consumed to."""
+    async def scenario() -> None:
+        tag = f"I{uuid.uuid4().hex[:6]}"
+        group = f"py_cg_info_{servers.kind}"
+        consumed: list[str] = []
+
+        async def consume(msgs, context):  # type: ignore[no-untyped-def]
+            consumed.extend(m.msg_id for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(group, client_config=servers.client_config("info"))
+        consumer.subscribe(topic, tag)
+        consumer.register_message_listener(consume)
+        await consumer.start()
+        try:
+            queues = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
+            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            async with Producer("py_pg_info", client_config=servers.client_config("p6")) as producer:
+                ids = [(await producer.send(Message(topic, b"info-%d" % i, tags=tag))).msg_id for i in range(8)]
+            await _until(lambda: sorted(consumed) == sorted(ids))
+            with BlockingClient(servers.namesrv_addr) as client:
+                ends = _max_offsets(client, queues)
+            async with MQAdminExt(servers.namesrv_addr) as admin:
+                info = await _running_info(admin, group, consumer.instance.client_id, ends)
+            out = io.StringIO()  # consumerProgress -s true: who holds each queue, from the running info
+            args = ["consumerProgress", "-n", servers.namesrv_addr, "-g", group, "-t", topic, "-s", "true"]
+            assert await asyncio.to_thread(mqadmin_main, args, out, io.StringIO()) == 0
+        finally:
+            await consumer.shutdown()
+        props = info["properties"]
+        assert {k: props[k] for k in ("PROP_CONSUME_TYPE", "PROP_CLIENT_VERSION", "PROP_CONSUMEORDERLY",
+                                      "PROP_THREADPOOL_CORE_SIZE", "PROP_NAMESERVER_ADDR", "consumerGroup",
+                                      "messageModel", "consumeFromWhere", "clientIP", "instanceName")} == {
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CLIENT_VERSION": "V5_5_1", "PROP_CONSUMEORDERLY": "false",
+            "PROP_THREADPOOL_CORE_SIZE": "20", "PROP_NAMESERVER_ADDR": f"{servers.namesrv_addr};",
+            "consumerGroup": group, "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "clientIP": "127.0.0.1", "instanceName": consumer.instance.config.instance_name}
+        assert props["PROP_CONSUMER_START_TIMESTAMP"] == str(consumer.consumer_start_timestamp)
+        assert [(s["topic"], s["subString"]) for s in info["subscriptionSet"]] == [(f"%RETRY%{group}", "*"),
+                                                                                     (topic, tag)]
+        table = {mq_key(k): v for k, v in info["mqTable"].items()}
+        assert [mq for mq in table if mq.topic == topic] == queues
+        assert {mq: table[mq]["commitOffset"] for mq in queues} == ends
+        assert all(not table[mq]["droped"] and table[mq]["cachedMsgCount"] == 0 for mq in queues)
+        assert "TID: " in info["jstack"] and f"pull-{queues[0]}" in info["jstack"]
+        rows = [line.split() for line in out.getvalue().splitlines() if line.startswith(topic)]
+        assert [(r[1], int(r[2]), r[5]) for r in rows] == [(mq.broker_name, mq.queue_id, "127.0.0.1") for mq in queues]
+
+    run(scenario())
+
+
+@pytest.mark.java
+@pytest.mark.slow
+def test_apache_mqadmin_consumer_status_reads_a_python_consumer(servers: Servers, topic: str, tmp_path: Path) -> None:
+    """Apache's ``mqadmin consumerStatus -i <client> -s`` decodes what our client answers (fastjson: MessageQueue map
+    keys, Properties, SubscriptionData) and prints it."""
+    from tests.apache import apache_mqadmin
+
+    tool, ns = apache_mqadmin(tmp_path), servers.namesrv_addr
+    group = f"py_cg_status_{servers.kind}"
+    queues = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
+
+    async def consume(msgs, context):  # type: ignore[no-untyped-def]
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def scenario() -> tuple[str, str, str]:
+        consumer = PushConsumer(group, client_config=servers.client_config("status"))
+        consumer.subscribe(topic, "TagS")
+        consumer.register_message_listener(consume)
+        await consumer.start()
+        client_id = consumer.instance.client_id
+        try:
+            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            async with MQAdminExt(ns) as admin:
+                await _running_info(admin, group, client_id, {})  # once the route of the retry topic is known
+            done = await asyncio.to_thread(tool.run, "consumerStatus", "-n", ns, "-g", group, "-i", client_id, "-s",
+                                           check=False, timeout=120, cwd=tmp_path)
+        finally:
+            await consumer.shutdown()
+        return client_id, done.stdout.decode(), done.stderr.decode()
+
+    client_id, out, err = run(scenario(), timeout=180)
+    shown = f"--- stdout\n{out}\n--- stderr\n{err[-3000:]}"
+    assert out.startswith("#Consumer Properties#\n"), shown
+    assert re.search(r"^PROP_CONSUME_TYPE +: CONSUME_PASSIVELY$", out, re.M), shown
+    assert re.search(rf"^consumerGroup +: {group}$", out, re.M), shown
+    assert f"001 Topic: {'%RETRY%' + group:<40} ClassFilter: {'false':<8} SubExpression: *\n" in out, shown
+    assert f"002 Topic: {topic:<40} ClassFilter: {'false':<8} SubExpression: TagS\n" in out, shown
+    for mq in queues:
+        assert re.search(rf"^{mq.topic} +{mq.broker_name} +{mq.queue_id} +-?\d+ *$", out, re.M), shown
+    assert "#Consumer jstack#" in out and f"pull-{queues[0]}" in out.split("#Consumer jstack#")[1], shown
+
+
+async def _running_info(admin: MQAdminExt, group: str, client_id: str, ends: dict[MessageQueue, int]) -> dict:
+    """The client's running info once it shows every queue consumed to ``ends`` (the listener returns before the
+    offset moves); the group's retry topic, which the route lookup needs, may reach the NameServer late."""
+    deadline = time.monotonic() + ROUTE_TIMEOUT_S
+    while True:
+        try:
+            info = await admin.get_consumer_running_info(group, client_id, jstack=True)
+            offsets = {mq_key(k): v["commitOffset"] for k, v in info["mqTable"].items()}
+            if all(offsets.get(mq) == end for mq, end in ends.items()) or time.monotonic() > deadline:
+                return info
+        except MQClientError as err:
+            if err.code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
 
 
 async def _until(predicate, timeout: float = CONSUME_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
