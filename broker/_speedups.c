@@ -257,7 +257,6 @@ done:
  * at once. */
 
 #define BLANK_MAGIC 0xCBD43194u
-#define MIN_RECORD_SIZE (FIXED_WITHOUT_HOSTS + 16)
 
 /* ValueError(pos, reason): dispatch turns it into CorruptRecord. */
 static PyObject *corrupt(Py_ssize_t pos, const char *reason) {
@@ -358,13 +357,17 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             corrupt(pos, "not a record: bad MAGICCODE");
             goto done;
         }
-        if (size < MIN_RECORD_SIZE || (Py_ssize_t)size > buf.len - pos) {
+        if ((Py_ssize_t)size > buf.len - pos) {
             corrupt(pos, "TOTALSIZE runs past the data");
             goto done;
         }
         const uint8_t *rec_end = r + size;
         uint32_t sys_flag = get32(r + 36);
         Py_ssize_t born = sys_flag & BORNHOST_V6 ? 20 : 8, stored = sys_flag & STOREHOST_V6 ? 20 : 8;
+        if (size < FIXED_WITHOUT_HOSTS + born + stored + 3) {  /* the fixed part, topic length, properties length */
+            corrupt(pos, "TOTALSIZE is less than the fixed fields");
+            goto done;
+        }
         const uint8_t *store_ts = r + 48 + born;
         const uint8_t *body_len_at = store_ts + 8 + stored + 4 + 8;
         const uint8_t *cur = body_len_at + 4 + get32(body_len_at);
@@ -637,10 +640,12 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
                           &next_offsets, &encode_properties))
         return NULL;
     PyObject *result = NULL, *pending = NULL, *queue_offsets = NULL, *record_offsets = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(msgs), total = 0;
-    Item *items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Item));
+    msgs = PyList_AsTuple(msgs);  /* a snapshot: encode_properties is Python, and could change the list */
+    Py_ssize_t n = msgs ? PyTuple_GET_SIZE(msgs) : 0, total = 0;
+    Item *items = msgs ? PyMem_Calloc(n ? (size_t)n : 1, sizeof(Item)) : NULL;
     if (items == NULL) {
-        PyErr_NoMemory();
+        if (msgs != NULL)
+            PyErr_NoMemory();
         goto done;
     }
     if (store_host_len != 8 && store_host_len != 20) {
@@ -656,7 +661,7 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         Item *it = &items[i];
-        if (read_item(it, PyList_GET_ITEM(msgs, i), encode_properties, max_body) < 0)
+        if (read_item(it, PyTuple_GET_ITEM(msgs, i), encode_properties, max_body) < 0)
             goto done;
         Py_ssize_t born_len = PyBytes_GET_SIZE(it->born_host);
         it->sys_flag = (it->sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | host_bits | (born_len == 20 ? BORNHOST_V6 : 0);
@@ -702,6 +707,7 @@ done:
     Py_XDECREF(queue_offsets);
     Py_XDECREF(record_offsets);
     Py_XDECREF(pending);
+    Py_XDECREF(msgs);
     if (items != NULL)
         release_items(items, n);
     PyBuffer_Release(&buf);

@@ -262,6 +262,7 @@ class CommitLog:
         blank = mf.free_space
         mf.append(encode_blank(blank)[:blank])
         mf.wrote_position = mf.file_size
+        mf.seal()
         return self.queue.last_file_for_write(0)
 
     # -- reads ----------------------------------------------------------------------------------------------------

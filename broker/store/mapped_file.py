@@ -100,10 +100,9 @@ class MappedFile:
                 os.ftruncate(fd, file_size)
             prot = mmap.PROT_READ if mode is MapMode.READ else mmap.PROT_READ | mmap.PROT_WRITE
             self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, prot)
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
-        self._fd = fd  # for ``write``
+        self._fd = -1  # opened by the first ``write``, closed by ``seal``: a store maps thousands of files
         self.buffer = memoryview(self._mm)
         # for msync/madvise without the GIL; a read-only map is never flushed nor prefaulted
         self._address = map_address(self._mm) if mode is not MapMode.READ else 0
@@ -138,12 +137,20 @@ class MappedFile:
         """``append`` through the file instead of the map (pwrite): the same page cache, so readers of the map see
         the bytes, but no write fault per page and no wait on a page that a flush is still writing out. With a sync
         after each 38 KB put, about half the time of writing through the map."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY)
         pos = self.wrote_position
         done = os.pwrite(self._fd, data, pos)
         while done < len(data):  # a short write: only when the disk is full or a signal came, go on or fail
             done += os.pwrite(self._fd, memoryview(data)[done:], pos + done)
         self.wrote_position = pos + done
         return pos
+
+    def seal(self) -> None:
+        """No more ``write``s (the file is full): let go of the descriptor they use."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def write_at(self, pos: int, data) -> None:
         self.buffer[pos:pos + len(data)] = data
@@ -188,9 +195,7 @@ class MappedFile:
 
     def close(self) -> None:
         self._address = 0
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.seal()
         try:
             self.buffer.release()
             self._mm.close()

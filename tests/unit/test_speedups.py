@@ -219,3 +219,13 @@ def test_put_index_entries_c_and_python_write_the_same(keys, start, begin, steps
         outs.append((first, second, bytes(buf)))
     assert outs[0] == outs[1]
     assert outs[0][1][0] == start + len(items)
+
+
+def test_scan_records_both_refuse_a_record_shorter_than_its_fixed_fields():
+    record = bytearray(88)  # long enough for IPv4 hosts, but its SYSFLAG says both hosts are IPv6 (24 bytes more)
+    record[:8] = (88).to_bytes(4, "big") + (0xDAA320A7).to_bytes(4, "big")
+    record[36:40] = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6).to_bytes(4, "big")
+    for scan in (_speedups.scan_records, dispatch._scan_records_py):
+        with pytest.raises(ValueError) as err:
+            scan(memoryview(bytes(record)), 0, 88, 10)
+        assert err.value.args[0] == 0
