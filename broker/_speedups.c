@@ -11,6 +11,7 @@
  * - java_hash (message._java_hash_py): java.lang.String.hashCode().
  * - scan_records (dispatch._scan_records_py) and put_index_entries (index_file._put_index_entries_py): dispatch's
  *   reading of records and writing of IndexFile entries.
+ * - check_records (layout._check_records_py): recovery's walk over the records it must trust.
  *
  * The byte layouts are broker/store/layout.py's; the numbers below are RocketMQ's.
  */
@@ -427,6 +428,82 @@ done:
     return result;
 }
 
+/* -- Recovery --------------------------------------------------------------------------------------------------------
+ * layout.check_record, one record after another: how far the data from a position is whole and intact. */
+
+static int is_utf8(const uint8_t *p, Py_ssize_t n) {
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (text == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(text);
+    return 1;
+}
+
+/* TOTALSIZE of a whole, intact record at ``r`` with ``room`` bytes left, else 0. */
+static Py_ssize_t intact_record(const uint8_t *r, Py_ssize_t room) {
+    int32_t size = (int32_t)get32(r);
+    uint32_t magic = get32(r + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < FIXED_WITHOUT_HOSTS + 16 || size > room)
+        return 0;
+    uint32_t sys_flag = get32(r + 36);
+    Py_ssize_t fixed = FIXED_WITHOUT_HOSTS + (sys_flag & BORNHOST_V6 ? 20 : 8) + (sys_flag & STOREHOST_V6 ? 20 : 8);
+    Py_ssize_t topic_size = magic == MAGIC_V1 ? 1 : 2;
+    if (size < fixed + topic_size + 2)
+        return 0;
+    const uint8_t *end = r + size, *body = r + fixed;
+    int32_t body_len = (int32_t)get32(body - 4);
+    if (body_len < 0 || body_len > end - body - topic_size - 2)
+        return 0;
+    const uint8_t *cur = body + body_len;
+    Py_ssize_t topic_len = topic_size == 1 ? (int8_t)cur[0] : (int16_t)(cur[0] << 8 | cur[1]);
+    cur += topic_size;
+    if (topic_len < 0 || topic_len > end - cur - 2 || !is_utf8(cur, topic_len))
+        return 0;
+    cur += topic_len;
+    Py_ssize_t props_len = (int16_t)(cur[0] << 8 | cur[1]);
+    cur += 2;
+    if (props_len > 0) {
+        if (props_len > end - cur || !is_utf8(cur, props_len))
+            return 0;
+        cur += props_len;
+    }
+    if (cur != end || (crc32_of(0, body, (size_t)body_len) & 0x7FFFFFFFu) != get32(r + 8))
+        return 0;
+    return size;
+}
+
+PyDoc_STRVAR(check_records_doc,
+"check_records(buf, pos, limit) -> (pos, blank)\n\n"
+"Walk the records of ``buf[pos:limit]`` while each is whole with a correct body CRC; where that stopped, and\n"
+"whether it stopped after a BLANK filler that ends ``limit``.");
+
+static PyObject *check_records(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, limit, size;
+    if (!PyArg_ParseTuple(args, "y*nn:check_records", &buf, &pos, &limit))
+        return NULL;
+    const uint8_t *base = buf.buf;
+    int blank = 0;
+    if (limit > buf.len)
+        limit = buf.len;
+    while (pos >= 0 && limit - pos >= 8) {
+        if (get32(base + pos + 4) == BLANK_MAGIC) {
+            if ((int32_t)get32(base + pos) == limit - pos) {
+                pos = limit;
+                blank = 1;
+            }
+            break;
+        }
+        if ((size = intact_record(base + pos, limit - pos)) == 0)
+            break;
+        pos += size;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(nO)", pos, blank ? Py_True : Py_False);
+}
+
 typedef struct {
     PyObject *topic;      /* str */
     PyObject *queue_id;   /* int, the object itself: part of the (topic, queueId) key */
@@ -720,6 +797,7 @@ static PyMethodDef methods[] = {
     {"java_hash", java_hash_py, METH_O, java_hash_doc},
     {"put_index_entries", put_index_entries, METH_VARARGS, put_index_entries_doc},
     {"scan_records", scan_records, METH_VARARGS, scan_records_doc},
+    {"check_records", check_records, METH_VARARGS, check_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

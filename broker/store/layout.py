@@ -416,6 +416,24 @@ def check_record(buf, pos: int, limit: int) -> RecordCheck:
     return RecordCheck(RecordKind.MESSAGE, size)
 
 
+def _check_records_py(buf, pos: int, limit: int) -> tuple[int, bool]:
+    """``check_record`` one record after another from ``pos``: where the whole, intact records of ``buf[pos:limit]``
+    end, and whether they end with a BLANK filler that reaches ``limit``. ``_speedups.check_records`` in C."""
+    while True:
+        check = check_record(buf, pos, limit)
+        if check.kind is RecordKind.END:
+            return pos, False
+        pos += check.size
+        if check.kind is RecordKind.BLANK:
+            return pos, True
+
+
+try:
+    from broker._speedups import check_records
+except ImportError:  # built without a C compiler
+    check_records = _check_records_py
+
+
 def encode_blank(size: int) -> bytes:
     return _TWO_INTS.pack(size, BLANK_MAGIC)
 

@@ -15,7 +15,7 @@ from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_file import IndexService
-from broker.store.layout import RecordKind
+from broker.store.layout import check_records
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,13 @@ _NORMAL_RECOVERY_FILES = 3
 
 
 def valid_end(commit_log: CommitLog, start: int) -> int:
-    """Offset just past the last valid record (or BLANK) reachable from ``start``."""
+    """Offset just past the last valid record (or BLANK) reachable from ``start``: file by file, while each ends
+    with a BLANK filler."""
     end = start
-    for offset, check, _ in commit_log.scan(start):
-        end = offset + check.size
-        if check.kind is RecordKind.BLANK and commit_log.queue.find(end) is None:
+    while (mf := commit_log.queue.find(end)) is not None:
+        pos, blank = check_records(mf.buffer, end - mf.file_from_offset, mf.wrote_position)
+        end = mf.file_from_offset + pos
+        if not blank:
             break
     return end
 

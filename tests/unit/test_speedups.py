@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from broker import _speedups  # built in place by pip install -e .
 from broker import message as message_module
 from broker.message import SysFlag, encode_properties, pack_host
-from broker.store import commit_log, dispatch, index_file
+from broker.store import commit_log, dispatch, index_file, layout
 from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
-from broker.store.layout import decode_record, encode_blank, index_file_size, iter_records
+from broker.store.layout import _check_records_py, decode_record, encode_blank, index_file_size, iter_records
 
 pack_c = _speedups.pack_records
 
@@ -28,6 +28,7 @@ def test_the_store_uses_the_c_loops():
     assert dispatch.scan_records is _speedups.scan_records
     assert index_file.put_index_entries is _speedups.put_index_entries
     assert message_module.java_hash is _speedups.java_hash
+    assert layout.check_records is _speedups.check_records
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------
@@ -229,3 +230,32 @@ def test_scan_records_both_refuse_a_record_shorter_than_its_fixed_fields():
         with pytest.raises(ValueError) as err:
             scan(memoryview(bytes(record)), 0, 88, 10)
         assert err.value.args[0] == 0
+
+
+# -- check_records ---------------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=6), blank=st.booleans(), flips=st.lists(
+    st.tuples(st.integers(0, 4000), st.integers(1, 255)), max_size=2), cut=st.integers(0, 64))
+def test_check_records_c_and_python_agree(msgs, blank, flips, cut):
+    buf, total = packed(msgs, size=8192)
+    limit = total + 200 if blank else total + 64
+    if blank:
+        buf[total:total + 8] = encode_blank(200)
+    for at, xor in flips:  # damage: a CRC, a length, a magic, a UTF-8 byte, or nothing that matters
+        if at < limit:
+            buf[at] ^= xor
+    limit -= cut  # a torn end
+    c = _speedups.check_records(bytes(buf), 0, limit)
+    assert c == _check_records_py(memoryview(bytes(buf)), 0, limit)
+    if not flips and not cut:
+        assert c == ((limit, True) if blank else (total, False))
+
+
+def test_check_records_stops_at_a_bad_crc():
+    msgs = [StoreMessage("TopicTest", 0, b"a" * 300), StoreMessage("TopicTest", 0, b"b" * 300)]
+    buf, total = packed(msgs)
+    first = int.from_bytes(buf[:4], "big")
+    buf[first + 88 + 10] ^= 1  # a byte of the second body
+    assert _speedups.check_records(bytes(buf), 0, total) == (first, False)
