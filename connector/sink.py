@@ -99,6 +99,13 @@ from connector.options import SinkOptions
 log = logging.getLogger(__name__)
 
 COMPRESS_OVER = 4096  # the producer's compressMsgBodyOverHowmuch
+# A broker in flow control answers SYSTEM_BUSY without storing anything; the half message is sent again after a
+# pause that doubles each time (Java's producer retries SYSTEM_BUSY too), this many times at most.
+BUSY_RETRIES = 5
+BUSY_PAUSE_S = 0.1
+# What a task keeps of a half message until the broker answers: (row, topic index, queue id, UNIQ_KEY, opaque,
+# frame, tries), the frame to send it again.
+_Sent = tuple[int, int, int, str, int, bytes, int]
 
 
 # -- what a task hands back --------------------------------------------------------------------------------------------
@@ -168,7 +175,7 @@ class HalfSender:
         self._targets: dict[str, list[_Target]] = {}
         self._next_queue: dict[str, int] = {}
         self._pipes: dict[str, Pipeline] = {}
-        self._out: dict[str, list[tuple[int, bytes, tuple[int, int, int, str]]]] = {}
+        self._out: dict[str, list[tuple[int, bytes, _Sent]]] = {}
         self._handles: dict[str, BrokerHandles] = {}
 
     def close(self) -> None:
@@ -232,7 +239,7 @@ class HalfSender:
         opaque, frame = target.template.frame(
             (target.queue_text, sys_flag, str(born), f"{row}{self._tail}{uniq}\x02"), body)
         out = target.out
-        out.append((opaque, frame, (self.rows, self._topics[topic], target.queue_id, uniq)))
+        out.append((opaque, frame, (self.rows, self._topics[topic], target.queue_id, uniq, opaque, frame, 0)))
         self.rows += 1
         if len(out) >= self.chunk:
             self._record(target.address, self._pipes[target.address].submit_frames(out))
@@ -250,13 +257,21 @@ class HalfSender:
             if out:
                 self._record(addr, pipe.submit_frames(out))
                 out.clear()
-            self._record(addr, pipe.drain())
+            while pipe.in_flight:  # a half message sent again (SYSTEM_BUSY) is in flight once more
+                self._record(addr, pipe.drain())
 
     def _record(self, addr: str, done: list[tuple[object, RemotingCommand]]) -> None:
+        """Keep the handles of the half messages ``addr`` stored; send again those it turned away in flow control;
+        raise on any other refusal."""
         if not done:
             return
         halves = self._handles[addr].halves
-        for (seq, topic_index, queue_id, uniq), response in done:
+        busy = []
+        for context, response in done:
+            seq, topic_index, queue_id, uniq, _, _, tries = context
+            if response.code == ResponseCode.SYSTEM_BUSY and tries < BUSY_RETRIES:
+                busy.append(context)
+                continue
             ext = response.ext_fields
             if response.code == ResponseCode.SUCCESS:
                 offset_msg_id, queue_offset = ext["msgId"], int(ext["queueOffset"])
@@ -271,6 +286,15 @@ class HalfSender:
                 offset_msg_id, queue_offset = result.offset_msg_id, result.queue_offset
             _, commit_log_offset = decode_offset_msg_id(offset_msg_id)
             halves.append((seq, topic_index, queue_id, commit_log_offset, queue_offset, uniq))
+        if busy:
+            tries = max(context[6] for context in busy)
+            log.warning("rmq sink: %s is busy (flow control); sending %d half messages again in %.2f s", addr,
+                        len(busy), BUSY_PAUSE_S * 2 ** tries)
+            time.sleep(BUSY_PAUSE_S * 2 ** tries)
+            pipe = self._pipes[addr]
+            for start in range(0, len(busy), pipe.window):
+                self._record(addr, pipe.submit_frames([(c[4], c[5], (*c[:6], c[6] + 1))
+                                                       for c in busy[start:start + pipe.window]]))
 
     def task_commit(self) -> TaskCommit:
         """The handles in row order (a broker may answer pipelined sends out of order), without the row numbers."""

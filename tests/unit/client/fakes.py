@@ -1,7 +1,8 @@
 """An in-process stand-in for a NameServer and brokers, on our RemotingServer: just enough RocketMQ for client tests.
 
 ``FakeBroker`` keeps queues of real CommitLog records (broker.store.layout.encode_record) and answers sends, pulls,
-offset calls, heartbeats and the consumer list; ``fail_sends`` makes it answer sends with a code instead. It sends
+offset calls, heartbeats and the consumer list; ``fail_sends`` makes it answer sends with a code instead,
+``busy_sends`` the first few with SYSTEM_BUSY. It sends
 NOTIFY_CONSUMER_IDS_CHANGED (oneway) to a group's clients when the group changes, as a broker does.
 ``FakeNamesrv`` serves routes set by the test. Independent of the real broker, so client behaviour (retries, fault
 avoidance, rebalance) is tested on its own.
@@ -10,6 +11,7 @@ avoidance, rebalance) is tested on its own.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -41,6 +43,23 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = TEST_TIMEOUT_S) -> T:
     return asyncio.run(bounded())
 
 
+class LoopThread:
+    """An event loop in a thread of its own, for fakes that blocking clients talk to."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
 @dataclass
 class FakeBroker:
     name: str
@@ -54,6 +73,7 @@ class FakeBroker:
     requests: list[RemotingCommand] = field(default_factory=list)
     addr: str = ""
     fail_sends: int | None = None  # answer sends with this code
+    busy_sends: int = 0  # answer this many sends first with SYSTEM_BUSY (flow control), storing nothing
     send_back_code: int = ResponseCode.SUCCESS
     physical: int = 0
 
@@ -135,6 +155,10 @@ class FakeBroker:
     def _send(self, request: RemotingCommand) -> RemotingCommand:
         if self.fail_sends is not None:
             return create_response(request, self.fail_sends, f"{self.name} refuses sends")
+        if self.busy_sends > 0:
+            self.busy_sends -= 1
+            return create_response(request, ResponseCode.SYSTEM_BUSY,
+                                   "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while")
         wire = None if request.code == RequestCode.SEND_MESSAGE else SendMessageRequestHeader.V2_WIRE
         header = SendMessageRequestHeader.from_ext(dict(request.ext_fields), wire)
         queue_id = header.queue_id % self.queue_nums

@@ -3,7 +3,6 @@ and the facade against the in-process fakes running on a loop in another thread.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -19,7 +18,7 @@ from broker.remoting import command
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.frame import FrameDecoder
-from tests.unit.client.fakes import FakeBroker, FakeNamesrv
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
 
 # -- a scripted raw server ---------------------------------------------------------------------------------------------
 
@@ -203,21 +202,6 @@ def test_oneway_and_connect_failure() -> None:
 
 
 # -- the facade on the fakes -------------------------------------------------------------------------------------------
-
-
-class LoopThread:
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def call(self, coro):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
 
 @pytest.fixture
