@@ -130,24 +130,6 @@ def sink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
 
 
-@pytest.fixture
-def resolver_dir(tmp_path: Path) -> Iterator[Path]:
-    """The sink's resolverDir for one test; the resolvers it started (pid files) are stopped afterwards."""
-    import os
-    import signal
-
-    directory = tmp_path / "resolvers"
-    directory.mkdir()
-    yield directory
-    for pid_file in directory.glob("*.pid"):
-        text = pid_file.read_text().split(" ")[0]
-        if text.isdigit():
-            try:
-                os.kill(int(text), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-
-
 def read_topic(namesrv_addr: str, topic: str) -> list:
     """Every visible message of ``topic`` (all queues, from the minimum offset), decoded, in queue order."""
     from broker.client.message import PullStatus

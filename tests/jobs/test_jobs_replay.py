@@ -19,7 +19,7 @@ def content(df):
     return df.select("body", "keys", "tags", F.array_sort(F.map_entries(user)).alias("properties"))
 
 
-def test_round_trip_delta_topic_delta(spark, namesrv, new_topic, produce, tmp_path):
+def test_round_trip_delta_topic_delta(spark, namesrv, new_topic, produce, tmp_path, resolver_dir):
     source_topic, target_topic, range_topic = new_topic(4), new_topic(4), new_topic(2)
     produce(source_topic, 0, 120)
     with BlockingClient(namesrv) as client:  # a few with user properties, which must survive the trip
@@ -29,7 +29,8 @@ def test_round_trip_delta_topic_delta(spark, namesrv, new_topic, produce, tmp_pa
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     assert backfill(spark, BackfillJob(namesrv=namesrv, table=first, topics=(source_topic,))).rows_inserted == 123
 
-    sent = replay(spark, ReplayJob(namesrv=namesrv, table=first, topic=target_topic))
+    sink_options = {"resolverDir": str(resolver_dir)}  # stopped when the test ends
+    sent = replay(spark, ReplayJob(namesrv=namesrv, table=first, topic=target_topic, sink_options=sink_options))
     assert sent.rows == 123
     assert backfill(spark, BackfillJob(namesrv=namesrv, table=second, topics=(target_topic,))).rows_inserted == 123
     before, after = spark.read.format("delta").load(first), spark.read.format("delta").load(second)
@@ -53,7 +54,7 @@ def test_round_trip_delta_topic_delta(spark, namesrv, new_topic, produce, tmp_pa
     snapshot, what = select_rows(spark, ReplayJob(namesrv=namesrv, table=first, topic=range_topic, version=1))
     assert (snapshot.count(), what) == (123, "version 1")
     added = replay(spark, ReplayJob(namesrv=namesrv, table=first, topic=range_topic, from_version=2,
-                                    where="tags != 'shipped'"))
+                                    where="tags != 'shipped'", sink_options=sink_options))
     assert added.rows == 20  # orders 120..149 without the shipped third
     landed = (spark.read.format("rmq").option("namesrvAddr", namesrv).option("topic", range_topic).load()
               .select("keys").collect())
