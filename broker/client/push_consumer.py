@@ -253,9 +253,9 @@ class PushConsumer:
         pollNameServerInterval, 30 s, before it pulls the group's retries)."""
         for _ in range(RETRY_ROUTE_ATTEMPTS):
             await asyncio.sleep(RETRY_ROUTE_WAIT_S)
-            if self._subscribe_info.get(topic):
-                return
-            if await self.instance.update_topic_route(topic):
+            # Found by the periodic route poll meanwhile, or now: either way the queues are assigned by a rebalance,
+            # which the poll does not start (returning without one left them to the next, up to 20 s later).
+            if self._subscribe_info.get(topic) or await self.instance.update_topic_route(topic):
                 self.instance.rebalance_immediately()
                 return
 
