@@ -56,13 +56,14 @@ from broker.client import (  # noqa: E402
     Producer,
     SendResult,
 )
-from broker.client._blocking import BlockingRemotingClient  # noqa: E402
-from broker.config import parse_delay_levels  # noqa: E402
-from broker.errors import MQBrokerError, MQClientError  # noqa: E402
-from broker.message import decode_offset_msg_id, format_host  # noqa: E402
-from broker.remoting import RequestCode, ResponseCode, create_request  # noqa: E402
+from broker.client.blocking import BlockingRemotingClient  # noqa: E402
+from broker.common.errors import MQBrokerError, MQClientError  # noqa: E402
+from broker.common.message import decode_offset_msg_id, format_host  # noqa: E402
+from broker.common.record import decode_record  # noqa: E402
+from broker.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from broker.remoting.command import create_request  # noqa: E402
 from broker.remoting.headers import ViewMessageRequestHeader  # noqa: E402
-from broker.store.layout import decode_record  # noqa: E402
+from broker.server.config import parse_delay_levels  # noqa: E402
 
 DEFAULT_LEVELS = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
 COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024

@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from broker.client._blocking import BlockingClient, create_topic  # noqa: E402
+from broker.client.blocking import BlockingClient, create_topic  # noqa: E402
 from broker.client.transaction import LocalTransactionState  # noqa: E402
 from connector.options import SinkOptions  # noqa: E402
 from connector.sink import HalfSender, end_transactions  # noqa: E402

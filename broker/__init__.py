@@ -1,1 +1,18 @@
-"""rmq broker: RocketMQ-compatible store, remoting, NameServer and broker daemon."""
+"""rmq's RocketMQ: the broker, its store, the NameServer, the client and the admin tools, in rooms named after
+Apache RocketMQ's modules. Each room's docstring says what lives there and what it may import.
+
+    common     message vocabulary, the CommitLog record layout, topic settings, names, errors   (imports nothing
+               of rmq but ``remoting.codes``, a leaf table)
+    remoting   the wire: codes, frames, commands, headers, JSON bodies, the sans-IO exchange; asyncio connection,
+               client and server                                                               (imports common)
+    store      CommitLog, ConsumeQueue, IndexFile, dispatch, flush, recovery                   (imports common)
+    server     the broker daemon (``mqbroker``): controller, processors, metadata, schedule, transactions, filters
+                                                                                (imports common, remoting, store)
+    namesrv    the NameServer (``mqnamesrv``)                                            (imports common, remoting)
+    client     the client SDK: producers, consumers, and the blocking client Spark executors use
+                                                                                         (imports common, remoting)
+    tools      ``mqadmin`` and the local cluster the jobs and tests start          (imports common, remoting, client)
+
+Package ``__init__`` files only re-export: importing ``broker.client`` loads no server, store or NameServer code.
+``python -m broker`` starts a broker (``mqbroker``).
+"""

@@ -28,10 +28,10 @@ from enum import Enum
 
 import orjson
 
-from broker.client._blocking import BlockingClient, create_topic
+from broker.client.blocking import BlockingClient, create_topic
 from broker.client.message import Message, MessageQueue, PullStatus
-from broker.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
-from broker.message import java_hash
+from broker.common.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
+from broker.common.message import java_hash
 from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)

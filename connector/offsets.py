@@ -15,17 +15,12 @@ import re
 from collections.abc import Iterable, Mapping
 
 from broker.client import protocol
-from broker.client._blocking import BlockingClient
+from broker.client.blocking import BlockingClient
 from broker.client.message import MessageQueue
-from broker.config import local_address
-from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
-from broker.metadata.persist import decode_json
-from broker.metadata.validation import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    LMQ_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    is_system_topic,
-)
+from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
+from broker.common.fastjson import decode_json
+from broker.common.message import local_address
+from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions

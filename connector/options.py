@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from broker.errors import ConnectorOptionError
-from broker.metadata.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
+from broker.common.errors import ConnectorOptionError
+from broker.common.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})

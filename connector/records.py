@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.client.message import COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB_TYPE
-from broker.errors import CorruptRecord
-from broker.message import (
+from broker.common.errors import CorruptRecord
+from broker.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -32,7 +32,7 @@ from broker.message import (
     SysFlag,
     format_host,
 )
-from broker.store.layout import FIXED_SIZE_V4, MESSAGE_MAGIC_V1, record_head, record_head_dtype
+from broker.common.record import FIXED_SIZE_V4, MESSAGE_MAGIC_V1, record_head, record_head_dtype
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,12 @@ import sys
 import time
 from pathlib import Path
 
-from broker.client._blocking import BlockingClient
+from broker.client.blocking import BlockingClient
 from broker.client.instance import ClientConfig
 from broker.client.message import MessageExt
 from broker.client.route import TopicPublishInfo
 from broker.client.transaction import LocalTransactionState, TransactionProducer
-from broker.errors import ConnectorError
+from broker.common.errors import ConnectorError
 from connector.decisions import (
     PROPERTY_SINK_BATCH,
     PROPERTY_SINK_ID,

@@ -61,7 +61,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker.client import protocol
-from broker.client._blocking import BlockingClient, Pipeline, RequestTemplate
+from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.message import MessageQueue, compress_body, create_uniq_id
 from broker.client.route import MASTER_ID
 from broker.client.transaction import (
@@ -70,8 +70,8 @@ from broker.client.transaction import (
     half_message_template,
     half_properties,
 )
-from broker.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
-from broker.message import (
+from broker.common.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
+from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,

@@ -44,10 +44,10 @@ from pyspark.sql.types import (
 )
 
 from broker.client import protocol
-from broker.client._blocking import BlockingRemotingClient, get_route
+from broker.client.blocking import BlockingRemotingClient, get_route
 from broker.client.message import MessageQueue, PullResult, PullStatus
-from broker.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
-from broker.metadata.validation import DEFAULT_CONSUMER_GROUP
+from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
+from broker.common.validation import DEFAULT_CONSUMER_GROUP
 from broker.remoting.command import RemotingCommand
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.errors import JobError
+from broker.common.errors import JobError
 from jobs import lake
 from jobs.common import (
     Bound,

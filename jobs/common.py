@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn, TypeVar
 
-from broker.client._blocking import BlockingRemotingClient
+from broker.client.blocking import BlockingRemotingClient
 from broker.client.protocol import get_route_request
 from broker.client.route import TopicRouteData
-from broker.config import read_properties
-from broker.errors import ConfigError, ConnectorError, JobError, RemotingError
+from broker.common.errors import ConfigError, ConnectorError, JobError, RemotingError
+from broker.common.properties import read_properties
 from broker.remoting.client import parse_address
 from broker.remoting.codes import ResponseCode
 from jobs.spark import REPO
@@ -299,7 +299,7 @@ def topic_route(namesrv_addr: str, topic: str, timeout_ms: int = 3000) -> TopicR
 def create_topic(namesrv_addr: str, topic: str, queues: int = 4, *, cluster: str = "DefaultCluster",
                  timeout_s: float = 10.0) -> TopicRouteData:
     """``mqadmin updateTopic -c cluster -t topic -r queues -w queues``, then wait until the route shows it."""
-    from broker.metadata.topics import TopicConfig
+    from broker.common.topic import TopicConfig
     from broker.tools.admin import MQAdminExt
 
     async def update() -> None:
@@ -354,7 +354,7 @@ _CONNECTOR_ERROR = re.compile(r"broker\.errors\.(\w+): (.+)")
 
 
 def connector_error(err: BaseException) -> str | None:
-    """The message of a connector error (broker.errors.*) that Spark carried back from a Python worker inside
+    """The message of a connector error (broker.common.errors.*) that Spark carried back from a Python worker inside
     its own exception text, or None for anything else."""
     if isinstance(err, ConnectorError):
         return str(err)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from broker.errors import JobError
+from broker.common.errors import JobError
 from jobs import lake
 from jobs.common import (
     Bound,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from broker.errors import JobError
+from broker.common.errors import JobError
 
 if TYPE_CHECKING:
     from delta.tables import DeltaTable

@@ -22,10 +22,10 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from broker.client._blocking import BlockingClient
+from broker.client.blocking import BlockingClient
 from broker.client.message import Message
-from broker.errors import JobError
-from broker.local_cluster import start_cluster
+from broker.common.errors import JobError
+from broker.tools.local_cluster import start_cluster
 from jobs import lake
 from jobs.backfill import BackfillJob, backfill
 from jobs.common import JOB_SPARK_CONF, JobsConf, check_namesrv, create_topic, format_table, run_cli, topic_route

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from broker import message as mc
-from broker.errors import JobError
+from broker.common import message as mc
+from broker.common.errors import JobError
 from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_SINK_RUN
 from jobs import lake
 from jobs.common import (

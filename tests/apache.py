@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 
-from broker.local_cluster import free_port  # noqa: F401  (re-exported: interop tests import it from here)
+from broker.tools.local_cluster import free_port  # noqa: F401  (re-exported: interop tests import it from here)
 from tests.javatools import (
     JavaProgram,
     JavaToolError,

@@ -4,7 +4,7 @@ Modules: ``message`` (Message, MessageExt, MessageQueue, results, UNIQ_KEY), ``r
 route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQClientInstance: routes, heartbeats,
 rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
 ``producer``, ``consumer`` (lite pull), ``offsets`` (ProcessQueue, offset stores), ``push_consumer``, and
-``_blocking`` (plain sockets, for Spark executors).
+``blocking`` (plain sockets, for Spark executors and jobs).
 
 Examples:
     >>> from broker.client import Message, Producer
@@ -12,7 +12,7 @@ Examples:
     ...     await producer.send(Message("TopicTest", b"hello"))
 """
 
-from broker.client._blocking import BlockingClient, BlockingRemotingClient
+from broker.client.blocking import BlockingClient, BlockingRemotingClient
 from broker.client.consumer import LitePullConfig, LitePullConsumer
 from broker.client.fault import MQFaultStrategy
 from broker.client.instance import ClientConfig, MQClientInstance
@@ -44,7 +44,7 @@ from broker.client.selector import (
     SelectMessageQueueByHash,
 )
 from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
-from broker.errors import MQBrokerError, MQClientError
+from broker.common.errors import MQBrokerError, MQClientError
 
 __all__ = [
     # clients

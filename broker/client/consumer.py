@@ -8,7 +8,7 @@ offset. Offsets the caller has received are committed to the broker every ``auto
 ``auto_commit`` is on, or by ``commit()``.
 
 ``pull`` is the low-level call under all this (no suspend, no state): one PULL_MESSAGE, the raw body and, on request,
-the decoded messages. The Spark connector's blocking twin is ``_blocking.BlockingClient.pull``.
+the decoded messages. The Spark connector's blocking twin is ``blocking.BlockingClient.pull``.
 
 Examples:
     >>> async with LitePullConsumer("my_group", namesrv_addr="127.0.0.1:9876") as consumer:  # doctest: +SKIP
@@ -49,7 +49,7 @@ from broker.client.running_info import (
     consumer_running_info,
     process_queue_info,
 )
-from broker.errors import MQBrokerError, MQClientError
+from broker.common.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)

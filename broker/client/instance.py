@@ -28,8 +28,8 @@ from typing import Any, Protocol
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult
 from broker.client.route import MASTER_ID, RouteTable, TopicPublishInfo, TopicRouteData, subscribe_queues
-from broker.errors import ClientErrorCode, MQClientError, RemotingError
-from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC
+from broker.common.errors import ClientErrorCode, MQClientError, RemotingError
+from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
@@ -42,7 +42,7 @@ UNREGISTER_TIMEOUT_MS = 3000
 
 
 def _local_address() -> str:
-    from broker.config import local_address  # late: broker.config pulls in the metadata tree
+    from broker.common.message import local_address  # late: broker.server.config pulls in the metadata tree
 
     return local_address()
 

@@ -2,7 +2,7 @@
 
 Rule 1: the client-side message types, the UNIQ_KEY format (MessageClientIDSetter) and the decoding of a pulled body
 into MessageExt live here. Byte layouts come from ``broker.store.layout``, property names and flags from
-``broker.message``.
+``broker.common.message``.
 
 UNIQ_KEY (MessageClientIDSetter.createUniqID), 16 bytes written as 32 upper-case hex digits::
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from broker.errors import MQClientError
-from broker.message import (
+from broker.common.errors import MQClientError
+from broker.common.message import (
     KEY_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -42,7 +42,8 @@ from broker.message import (
     format_host,
     offset_msg_id,
 )
-from broker.metadata.validation import (
+from broker.common.record import BatchMessage, MessageRecord, encode_batch_body, iter_records
+from broker.common.validation import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_MAX_LENGTH,
     VALID_NAME_PATTERN,
@@ -50,12 +51,11 @@ from broker.metadata.validation import (
     is_topic_or_group_illegal,
 )
 from broker.remoting.codes import ResponseCode
-from broker.store.layout import BatchMessage, MessageRecord, encode_batch_body, iter_records
 
 log = logging.getLogger(__name__)
 
 # MessageSysFlag COMPRESSION_TYPE bits (8-10): which codec a COMPRESSED body uses; 0 is ZLIB for old clients.
-# TODO(message.py owner): these belong with SysFlag in broker/message.py.
+# TODO(message.py owner): these belong with SysFlag in broker/common/message.py.
 COMPRESSION_TYPE_MASK = 0x7 << 8
 COMPRESSION_ZLIB_TYPE = 0x3 << 8
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
@@ -292,7 +292,7 @@ class PullResult:
 
 
 def _client_ip_bytes() -> bytes:
-    from broker.config import local_address  # imported late: the config module pulls in the metadata tree
+    from broker.common.message import local_address  # imported late: the config module pulls in the metadata tree
 
     try:
         return ipaddress.ip_address(local_address()).packed

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from broker.client.instance import MQClientInstance
 from broker.client.message import MessageExt, MessageQueue
-from broker.errors import MQClientError, OffsetNotFound
-from broker.metadata.persist import write_atomic
-from broker.metadata.validation import RETRY_GROUP_TOPIC_PREFIX
+from broker.common.errors import MQClientError, OffsetNotFound
+from broker.common.persist import write_atomic
+from broker.common.validation import RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)

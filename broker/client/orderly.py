@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, ProcessQueue, compute_pull_from_where
-from broker.errors import MQBrokerError, MQClientError, RemotingError
-from broker.message import (
+from broker.common.errors import MQBrokerError, MQClientError, RemotingError
+from broker.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
 )
-from broker.metadata.validation import retry_topic
+from broker.common.validation import retry_topic
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 

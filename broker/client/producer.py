@@ -39,15 +39,9 @@ from broker.client.message import (
 )
 from broker.client.route import TopicPublishInfo
 from broker.client.selector import MessageQueueSelector
-from broker.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
-from broker.message import (
-    PROPERTY_TRANSACTION_PREPARED,
-    SysFlag,
-)
-from broker.metadata.validation import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    DEFAULT_PRODUCER_GROUP,
-)
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
+from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
+from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
 
 log = logging.getLogger(__name__)
 

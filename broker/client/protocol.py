@@ -2,7 +2,7 @@
 
 Rule 1: how the client fills each request header and how it reads each response (MQClientAPIImpl's
 ``processSendResponse``, ``processPullResponse`` and friends) is written once, here, and shared by the asyncio client
-(``instance.py``, ``producer.py``, ``consumer.py``) and the blocking one (``_blocking.py``). Nothing here does I/O.
+(``instance.py``, ``producer.py``, ``consumer.py``) and the blocking one (``blocking.py``). Nothing here does I/O.
 
 A response code that is an expected outcome becomes a status value (SendStatus, PullStatus); any other code raises
 MQBrokerError carrying the code, the remark, the answering address and whether a retry may help.
@@ -25,8 +25,9 @@ from broker.client.message import (
     decode_messages,
 )
 from broker.client.route import TopicRouteData
-from broker.errors import MQBrokerError, MQClientError, OffsetNotFound
-from broker.message import (
+from broker.common.errors import MQBrokerError, MQClientError, OffsetNotFound
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.message import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_MIN_OFFSET,
@@ -37,8 +38,7 @@ from broker.message import (
     encode_properties,
     java_hash,
 )
-from broker.metadata.persist import decode_json, encode_json
-from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (

@@ -76,8 +76,8 @@ from broker.client.running_info import (
     process_queue_info,
 )
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
-from broker.errors import MQBrokerError, MQClientError
-from broker.message import (
+from broker.common.errors import MQBrokerError, MQClientError
+from broker.common.message import (
     PROPERTY_CONSUME_START_TIMESTAMP,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -85,7 +85,7 @@ from broker.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
 )
-from broker.metadata.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
+from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 
@@ -202,7 +202,7 @@ class PushConsumer:
 
     def subscribe_sql(self, topic: str, expression: str) -> None:
         """MessageSelector.bySql: the broker (with enablePropertyFilter) delivers the messages whose properties
-        satisfy ``expression`` (broker/sql92.py); start() fails when a broker cannot compile it."""
+        satisfy ``expression`` (broker/server/filter/sql92.py); start() fails when a broker cannot compile it."""
         self.subscriptions[topic] = protocol.SubscriptionData(topic, expression, expression_type=EXPRESSION_SQL92)
 
     def unsubscribe(self, topic: str) -> None:

@@ -2,7 +2,7 @@
 for subscribing, and the route cache shared by producers and consumers.
 
 The route data classes themselves (QueueData, BrokerData, TopicRouteData and their JSON) are defined once, in
-broker/namesrv/route_data.py, and re-exported here; this module holds the route-to-queues rules
+broker/remoting/route.py, and re-exported here; this module holds the route-to-queues rules
 (MQClientInstance.topicRouteData2TopicPublishInfo / topicRouteData2TopicSubscribeInfo) and the client's caches.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.client.message import MessageQueue
-from broker.metadata.topics import is_readable, is_writeable
-from broker.namesrv.route_data import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from broker.common.topic import is_readable, is_writeable
+from broker.remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 __all__ = ["MASTER_ID", "BrokerData", "QueueData", "RouteTable", "SendQueueIndex", "TopicPublishInfo",
            "TopicRouteData", "publish_queues", "subscribe_queues"]

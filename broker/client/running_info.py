@@ -29,7 +29,7 @@ from broker.client.message import MessageQueue
 from broker.client.offsets import ProcessQueue
 from broker.client.orderly import OrderlyProcessQueue
 from broker.client.protocol import SubscriptionData
-from broker.metadata.persist import encode_json
+from broker.common.fastjson import encode_json
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.headers import GetConsumerRunningInfoRequestHeader

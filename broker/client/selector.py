@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from broker.client.message import Message, MessageQueue
-from broker.message import java_hash
+from broker.common.message import java_hash
 
 # -- ordered sends -----------------------------------------------------------------------------------------------------
 

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from broker.client._blocking import RequestTemplate
+from broker.client.blocking import RequestTemplate
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import Message, MessageExt, SendResult, SendStatus, check_message
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.route import TopicPublishInfo
-from broker.errors import CorruptRecord, MQClientError, RemotingError
-from broker.message import (
+from broker.common.errors import CorruptRecord, MQClientError, RemotingError
+from broker.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_ID,
@@ -48,7 +48,8 @@ from broker.message import (
     decode_offset_msg_id,
     encode_properties,
 )
-from broker.metadata.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
+from broker.common.record import decode_record
+from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
@@ -58,7 +59,6 @@ from broker.remoting.headers import (
     HeaderError,
     SendMessageRequestHeader,
 )
-from broker.store.layout import decode_record
 
 log = logging.getLogger(__name__)
 

@@ -1,24 +1,9 @@
 """The NameServer (``mqnamesrv``): brokers register their topics here, clients ask it for routes.
 
-``route_table`` holds the rules (sans-IO), ``route_data`` the wire bodies, ``kv_config`` the KV store,
-``processor`` the request handlers, ``server`` the running process, ``__main__`` the command line.
+``route_table`` holds the rules (RouteInfoManager, sans-IO), ``kv_config`` the KV store, ``config`` NamesrvConfig,
+``processor`` the request handlers, ``server`` the running NameServer (NamesrvController), ``startup`` the command
+line. The JSON bodies it answers with are ``broker.remoting.route``'s, shared with the client and the tools.
+
+May import: ``broker.common`` and ``broker.remoting``. This face re-exports nothing: importing a module of this
+room must not start a server.
 """
-
-from broker.namesrv.config import NamesrvConfig, load_namesrv_config
-from broker.namesrv.kv_config import KVConfigManager
-from broker.namesrv.route_data import BrokerData, ClusterInfo, QueueData, TopicRouteData
-from broker.namesrv.route_table import BrokerRegistration, RouteInfoManager
-from broker.namesrv.server import NamesrvController
-
-__all__ = [
-    "BrokerData",
-    "BrokerRegistration",
-    "ClusterInfo",
-    "KVConfigManager",
-    "NamesrvConfig",
-    "NamesrvController",
-    "QueueData",
-    "RouteInfoManager",
-    "TopicRouteData",
-    "load_namesrv_config",
-]

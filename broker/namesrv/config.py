@@ -18,9 +18,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.config import read_properties
-from broker.errors import ConfigError
-from broker.store.config import parse_fields, to_camel
+from broker.common.errors import ConfigError
+from broker.common.properties import parse_fields, read_properties, to_camel
 
 DEFAULT_LISTEN_PORT = 9876
 

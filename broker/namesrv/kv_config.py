@@ -19,8 +19,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from broker.metadata.persist import encode_json, load_json, persist_quietly, write_atomic
-from broker.namesrv.hash_order import hash_map_order
+from broker.common.fastjson import encode_json
+from broker.common.hash_order import hash_map_order
+from broker.common.persist import load_json, persist_quietly, write_atomic
 
 log = logging.getLogger(__name__)
 

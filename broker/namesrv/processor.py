@@ -1,8 +1,8 @@
 """The NameServer's request handlers: Java's DefaultRequestProcessor and ClientRequestProcessor in one table.
 
-Each handler parses its header (``broker.remoting.headers``) and body (``route_data``), asks the route table or the
-KV store, and answers with Java's codes and remarks. A header or body that cannot be parsed is answered with
-SYSTEM_ERROR naming the problem. Java would go on with the missing field as null and usually fail later with a
+Each handler parses its header (``broker.remoting.headers``) and body (``broker.remoting.route``), asks the route
+table or the KV store, and answers with Java's codes and remarks. A header or body that cannot be parsed is answered
+with SYSTEM_ERROR naming the problem. Java would go on with the missing field as null and usually fail later with a
 NullPointerException, which is also a SYSTEM_ERROR; the one exception is a route query without a topic, which
 Java answers with TOPIC_NOT_EXIST for the topic "null".
 
@@ -20,22 +20,9 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.config import parse_properties
-from broker.errors import ConfigError
+from broker.common.errors import ConfigError
+from broker.common.properties import parse_properties
 from broker.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG
-from broker.namesrv.route_data import (
-    V4_9_4,
-    BodyError,
-    decode_data_version,
-    decode_register_broker_body,
-    decode_topic_route_data,
-    encode_broker_member_group,
-    encode_cluster_info,
-    encode_data_version,
-    encode_kv_table,
-    encode_topic_list,
-    encode_topic_route_data,
-)
 from broker.namesrv.route_table import BrokerRegistration, UnregisterRequest
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
@@ -60,6 +47,19 @@ from broker.remoting.headers import (
     RegisterTopicRequestHeader,
     UnRegisterBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
+)
+from broker.remoting.route import (
+    V4_9_4,
+    BodyError,
+    decode_data_version,
+    decode_register_broker_body,
+    decode_topic_route_data,
+    encode_broker_member_group,
+    encode_cluster_info,
+    encode_data_version,
+    encode_kv_table,
+    encode_topic_list,
+    encode_topic_route_data,
 )
 from broker.remoting.server import Processor
 

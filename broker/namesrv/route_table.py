@@ -27,10 +27,10 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from broker.metadata.persist import DataVersion
-from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig, is_writeable
-from broker.namesrv.hash_order import concurrent_map_order, hash_map_copy_order, hash_map_order
-from broker.namesrv.route_data import (
+from broker.common.fastjson import DataVersion
+from broker.common.hash_order import concurrent_map_order, hash_map_copy_order, hash_map_order
+from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, is_writeable
+from broker.remoting.route import (
     BROKER_ADDR_TABLE_CAPACITY,
     CLUSTER_ADDR_TABLE_CAPACITY,
     FLAG_UNIT,

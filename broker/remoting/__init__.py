@@ -1,33 +1,12 @@
-"""RocketMQ's remoting protocol: codes, frames and commands (sans-IO), and the asyncio connection, server, client.
+"""RocketMQ's remoting protocol, shared by the broker, the NameServer, the client and the tools.
 
-``codes``/``frame``/``command`` do no I/O, so the blocking client and the tests share them with the async side.
+Sans-IO (no sockets, no event loop; the blocking client and the asyncio side share them): ``codes`` (RequestCode,
+ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` (the frame layout), ``command``
+(RemotingCommand and its JSON and ROCKETMQ header encodings), ``headers`` (one dataclass per custom header),
+``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body).
+asyncio: ``connection`` (one reader task, opaque -> future), ``client`` (RemotingClient), ``server``
+(RemotingServer and ``run_server``).
+
+May import: ``broker.common``. This face re-exports nothing, so that ``broker.common.errors`` can read
+``codes`` without a cycle; import from the modules.
 """
-
-from broker.remoting.client import RemotingClient
-from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from broker.remoting.command import CommandFlag, RemotingCommand, create_request, create_response
-from broker.remoting.connection import CloseReason, RemotingConnection, open_connection
-from broker.remoting.frame import Frame, FrameDecoder, encode_frame
-from broker.remoting.server import RemotingServer
-
-__all__ = [
-    # codes
-    "LanguageCode",
-    "RequestCode",
-    "ResponseCode",
-    "SerializeType",
-    # frames and commands (sans-IO)
-    "CommandFlag",
-    "Frame",
-    "FrameDecoder",
-    "RemotingCommand",
-    "create_request",
-    "create_response",
-    "encode_frame",
-    # asyncio
-    "CloseReason",
-    "RemotingClient",
-    "RemotingConnection",
-    "RemotingServer",
-    "open_connection",
-]

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 
-from broker.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
+from broker.common.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import CloseReason, Handler, RemotingConnection, open_connection, request_timeout
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any, NoReturn
 
-from broker.errors import LocalProtocolError, MalformedCommand
+from broker.common.errors import LocalProtocolError, MalformedCommand
 from broker.remoting.codes import LanguageCode, SerializeType
 from broker.remoting.frame import Buffer, Frame, encode_frame_parts
 

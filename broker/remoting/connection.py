@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from enum import IntEnum, auto
 
-from broker.errors import (
+from broker.common.errors import (
     ConnectionClosed,
     LocalProtocolError,
     MalformedCommand,

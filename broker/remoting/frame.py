@@ -22,7 +22,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.errors import LocalProtocolError, MalformedFrame
+from broker.common.errors import LocalProtocolError, MalformedFrame
 from broker.remoting.codes import SerializeType
 
 FRAME_PREFIX = struct.Struct(

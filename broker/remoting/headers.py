@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from broker.errors import RmqError
-from broker.store.config import to_camel
+from broker.common.errors import RmqError
+from broker.common.properties import to_camel
 
 
 class HeaderError(RmqError, ValueError):
@@ -446,7 +446,7 @@ class GetKVListByNamespaceRequestHeader(Header):
     namespace: str
 
 
-# -- pull (broker/processors/pull.py) ----------------------------------------------------------------------------------
+# -- pull (broker/server/processors/pull.py) ---------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -457,7 +457,7 @@ class PullForbiddenResponseHeader(Header):
     forbidden_type: int
 
 
-# -- clients, consumers and admin (broker/processors/client.py, consumer.py, admin.py) --------------------------------
+# -- clients, consumers and admin (broker/server/processors/client_manage.py, consumer.py, admin.py) -------------------
 # Java primitives without @CFNotNull take their Java default when absent; those defaults are the field defaults here.
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from zlib import crc32
 
-from broker.message import (
+from broker.common.message import (
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -25,8 +25,7 @@ from broker.message import (
     encode_properties,
     pack_host,
 )
-from broker.store.config import FlushDiskType, MessageStoreConfig
-from broker.store.layout import (
+from broker.common.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     PROPERTIES_LENGTH,
@@ -42,6 +41,7 @@ from broker.store.layout import (
     store_timestamp_pos,
     topic_field,
 )
+from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.mapped_file import MappedFile, MappedFileQueue, PrefaultService
 from broker.store.results import AppendMessageResult, PutMessageStatus
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import StrEnum
 
-from broker.errors import ConfigError
+from broker.common.properties import format_value, parse_fields, to_camel
 from broker.store.layout import CQ_UNIT_SIZE, CQ_UNITS_PER_FILE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 
 
@@ -84,54 +83,6 @@ class MessageStoreConfig:
         return dataclasses.replace(cls(), **parse_fields(cls, props))
 
     def to_properties(self) -> dict[str, str]:
-        return {to_camel(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {to_camel(f.name): format_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def to_camel(name: str) -> str:
-    if name in _SPECIAL_NAMES:
-        return _SPECIAL_NAMES[name]
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def to_snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-
-
-# RocketMQ spells these with upper-case runs that the plain rule would split differently.
-_SPECIAL_KEYS = {"checkCRCOnRecover": "check_crc_on_recover"}
-_SPECIAL_NAMES = {v: k for k, v in _SPECIAL_KEYS.items()}
-
-
-def parse_fields(cls: type, props: dict[str, str]) -> dict[str, object]:
-    """Convert the properties that name fields of dataclass ``cls`` into typed values; ConfigError names the key."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    values: dict[str, object] = {}
-    for key, raw in props.items():
-        name = _SPECIAL_KEYS.get(key, to_snake(key))
-        if name not in fields:
-            continue
-        default = getattr(cls(), name)
-        try:
-            values[name] = _convert(type(default), raw.strip())
-        except (ValueError, KeyError) as err:
-            raise ConfigError(f"bad value for {key}: {raw!r} ({err})") from err
-    return values
-
-
-def _convert(kind: type, raw: str) -> object:
-    if kind is bool:
-        if raw.lower() not in ("true", "false"):
-            raise ValueError("expected true or false")
-        return raw.lower() == "true"
-    if issubclass(kind, Enum):
-        return kind[raw]
-    return kind(raw)
-
-
-def _format(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, Enum):
-        return str(value.value)
-    return str(value)

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from broker.errors import ConfigError, IllegalName
+from broker.common.errors import ConfigError, IllegalName
 from broker.store.layout import (
     CQ_UNIT_SIZE,
     CqUnit,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.errors import CorruptRecord
-from broker.message import (
+from broker.common.errors import CorruptRecord
+from broker.common.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -25,9 +25,9 @@ from broker.message import (
     split_keys,
     tags_code,
 )
+from broker.common.record import dispatch_fields
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_file import IndexService
-from broker.store.layout import dispatch_fields
 from broker.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
 import broker
-from broker.errors import StoreError
+from broker.common.errors import StoreError
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import (
@@ -456,7 +456,7 @@ def main(argv: list[str]) -> int:
     _die_with_parent(parent_pid)
     conn = Connection(conn_fd)
     start: ChildStart = conn.recv()
-    # stderr, as the broker's (broker/__main__.py); "dispatch" tells the two processes' lines apart
+    # stderr, as the broker's (broker/server/startup.py); "dispatch" tells the two processes' lines apart
     logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s - %(message)s")
     end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
     child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))

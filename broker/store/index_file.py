@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.errors import StoreError
-from broker.message import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE, java_hash, transaction_type
+from broker.common.errors import StoreError
+from broker.common.message import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE, java_hash, transaction_type
 from broker.store.layout import (
     INDEX_FILE_NAME_LENGTH,
     decode_index_entry,

@@ -15,7 +15,7 @@ import threading
 import time
 from enum import Enum
 
-from broker.errors import StoreError
+from broker.common.errors import StoreError
 from broker.store.layout import offset_file_name
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from broker.message import pack_host
+from broker.common.message import pack_host
+from broker.common.record import MessageRecord
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
 from broker.store.config import DispatchMode, FlushDiskType, MessageStoreConfig
@@ -41,7 +42,7 @@ from broker.store.flush import (
     disk_usage_percent,
 )
 from broker.store.index_file import IndexService
-from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, MessageRecord
+from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from broker.store.recovery import recover
 from broker.store.results import (
     GetMessageResult,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 
+from broker.common.record import check_records
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_file import IndexService
-from broker.store.layout import check_records
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from broker.message import offset_msg_id
+from broker.common.message import offset_msg_id
 
 
 class PutMessageStatus(Enum):

@@ -23,19 +23,18 @@ from typing import Any
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
 from broker.client.route import MASTER_ID, QueueData, TopicRouteData
-from broker.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
-from broker.message import KEY_SEPARATOR
-from broker.metadata.groups import SubscriptionGroupConfig
-from broker.metadata.persist import decode_json, encode_json
-from broker.metadata.topics import TopicConfig, is_valid_perm
-from broker.metadata.validation import (
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.hash_order import hash_map_order
+from broker.common.message import KEY_SEPARATOR
+from broker.common.topic import TopicConfig, is_valid_perm
+from broker.common.validation import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     LMQ_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
     TOOLS_CONSUMER_GROUP,
 )
-from broker.namesrv.hash_order import hash_map_order
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
@@ -59,6 +58,7 @@ from broker.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.tools.bodies import (
     ClusterInfo,
     Connection,

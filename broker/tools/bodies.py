@@ -2,7 +2,7 @@
 (remoting/protocol/body/*.java, remoting/protocol/admin/*.java), plus MQVersion's names and the AttributeParser.
 
 Rule 1: the field names of these bodies appear here and nowhere else in ``broker.tools``. A map keyed by a
-MessageQueue arrives in fastjson's dialect (the key an object); ``broker.metadata.persist.decode_json`` hands such a
+MessageQueue arrives in fastjson's dialect (the key an object); ``broker.common.persist.decode_json`` hands such a
 key over as its JSON text, which ``_mq_key`` reads back.
 """
 

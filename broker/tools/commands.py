@@ -17,15 +17,15 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from broker.client.message import MessageQueue
-from broker.errors import MQClientError, RmqError
-from broker.message import java_hash
-from broker.metadata.attributes import parse_attributes
-from broker.metadata.groups import SubscriptionGroupConfig
-from broker.metadata.persist import encode_json_pretty
-from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
-from broker.metadata.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from broker.namesrv.hash_order import hash_map_order, table_size_for
+from broker.common.attributes import parse_attributes
+from broker.common.errors import MQClientError, RmqError
+from broker.common.fastjson import encode_json_pretty
+from broker.common.hash_order import hash_map_order, table_size_for
+from broker.common.message import java_hash
+from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
+from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import ResponseCode
+from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.tools.admin import MQAdminExt
 from broker.tools.bodies import TopicStatsTable, version_desc
 

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
-from broker.errors import RmqError
+from broker.common.errors import RmqError
 from broker.tools import commands, messages
 from broker.tools.admin import MQAdminExt
 from broker.tools.commands import CommandLine, ShowHelp, UsageError

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from broker.client import BlockingClient, Message
-from broker.client._blocking import get_route
+from broker.client.blocking import get_route
 from broker.client.message import MessageQueue, SendResult
-from broker.errors import MQClientError, RemotingError
+from broker.common.errors import MQClientError, RemotingError
 from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, start_cluster
 
 ROUTE_TIMEOUT_S = 15.0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from broker.errors import ConnectorOptionError
+from broker.common.errors import ConnectorOptionError
 from connector.options import SinkOptions
 from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues, wait_until
 from tests.integration.cluster import Cluster

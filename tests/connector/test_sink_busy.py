@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.errors import ConnectorError
+from broker.common.errors import ConnectorError
 from broker.remoting.codes import RequestCode
 from connector import sink
 from connector.options import SinkOptions

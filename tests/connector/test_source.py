@@ -20,9 +20,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import Row
 
 from broker.client import BlockingClient, protocol
-from broker.client._blocking import BlockingRemotingClient
+from broker.client.blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue
-from broker.errors import ConnectorError, ConnectorOptionError
+from broker.common.errors import ConnectorError, ConnectorOptionError
 from connector.offsets import OffsetOracle, from_json, rate_limit, to_json
 from connector.options import SourceOptions
 from connector.source import QueueRange, RmqStreamReader, plan_partitions, read_partition

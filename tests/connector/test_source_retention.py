@@ -17,7 +17,7 @@ from pyspark.errors import StreamingQueryException
 
 from broker.client import BlockingClient
 from broker.client.message import MessageQueue
-from broker.errors import DataLossError
+from broker.common.errors import DataLossError
 from connector.offsets import to_json
 from connector.options import SourceOptions
 from connector.source import QueueRange, read_partition

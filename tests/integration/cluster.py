@@ -1,6 +1,6 @@
 """Our NameServer and brokers as real processes on 127.0.0.1, for integration tests that want the whole system.
 
-The process-launching core lives in broker/local_cluster.py (jobs start the same embedded NameServer and broker);
+The process-launching core lives in broker/tools/local_cluster.py (jobs start the same embedded NameServer and broker);
 this module keeps the names tests and benches have always imported from here.
 
 Examples:
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.errors import ServerError  # noqa: F401  (re-exported)
-from broker.local_cluster import (  # noqa: F401  (re-exported: tests and benches import them from here)
+from broker.common.errors import ServerError  # noqa: F401  (re-exported)
+from broker.tools.local_cluster import (  # noqa: F401  (re-exported: tests and benches import them from here)
     ADDRESS_IN_USE,
     AUTO_CREATE_TOPIC,
     BIND_RETRIES,

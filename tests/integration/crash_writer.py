@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from broker.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from broker.common.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.layout import cq_pos

@@ -10,13 +10,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from broker.broker_controller import BrokerController
-from broker.message import decode_offset_msg_id
-from broker.metadata.attributes import parse_attributes
-from broker.metadata.persist import decode_json
-from broker.processors.admin import alter_attributes, human_bytes
-from broker.remoting import RemotingCommand, RequestCode, ResponseCode
-from broker.store.layout import decode_record
+from broker.common.attributes import parse_attributes
+from broker.common.fastjson import decode_json
+from broker.common.message import decode_offset_msg_id
+from broker.common.record import decode_record
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand
+from broker.server.broker_controller import BrokerController
+from broker.server.processors.admin import alter_attributes, human_bytes
 from tests.integration.test_client_processors import (
     GROUP,
     TOPIC,
@@ -292,7 +293,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
         create_topic(broker, queues=1)
         async with Client(broker, "admin") as admin:
             await put(broker, TOPIC, 0, 5)
-            stats = broker.stats
+            stats = broker.server.stats
             stats.sample()
             stats.record_get(2)
             table = body_of(await admin.call(RequestCode.GET_BROKER_RUNTIME_INFO))["table"]
@@ -308,7 +309,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
             assert table["putTps"].split(" ") == ["", "", ""]  # fewer samples than the 10 s window
             for _ in range(11):
                 stats.sample()
-            assert float(broker.stats.tps(1).split(" ")[0]) >= 0.0
+            assert float(broker.server.stats.tps(1).split(" ")[0]) >= 0.0
             schedule = {k: v for k, v in table.items() if k.startswith("scheduleMessageOffset_")}
             assert schedule == broker.schedule_message_service.running_stats()
             delay = body_of(await admin.call(RequestCode.GET_ALL_DELAY_OFFSET))

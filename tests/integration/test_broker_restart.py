@@ -30,7 +30,7 @@ from broker.client import (
     SendResult,
     SendStatus,
 )
-from broker.errors import RmqError
+from broker.common.errors import RmqError
 from tests.integration.cluster import ServerProcess, start_broker, start_namesrv
 
 TOPIC = "RestartTopic"

@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from broker import processors
-from broker.broker_controller import BrokerController
-from broker.client_manager import ClientChannelInfo, ConsumerManager, SubscriptionData
-from broker.config import BrokerConfig
-from broker.metadata.persist import decode_json
-from broker.metadata.topics import TopicConfig
-from broker.remoting import LanguageCode, RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from broker.remoting.command import REMOTING_VERSION, create_request, create_response
+from broker.common.fastjson import decode_json
+from broker.common.topic import TopicConfig
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from broker.remoting.command import REMOTING_VERSION, RemotingCommand, create_request, create_response
+from broker.server.broker_controller import BrokerController
+from broker.server.config import BrokerConfig
+from broker.server.consumer_manager import ClientChannelInfo, ConsumerManager, SubscriptionData
+from broker.server.processors import registry
 from broker.store.commit_log import StoreMessage
 from broker.store.config import MessageStoreConfig
 from tests.unit.remoting.remoting_helpers import run
 
-MY_PROCESSORS = ("client", "consumer", "admin")
+MY_PROCESSORS = ("client_manage", "consumer_manage", "admin")
 GROUP = "GID_orders"
 TOPIC = "TopicTest"
 NOTICE_TIMEOUT_S = 3.0
@@ -50,7 +51,7 @@ async def running_broker(tmp_path: Path, **broker_settings: Any) -> AsyncIterato
                                       mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 64,
                                       max_hash_slot_num=64, max_index_num=256)
     controller = BrokerController(broker_config, store_config, bind_host="127.0.0.1")
-    with mock.patch.object(processors, "MODULES", MY_PROCESSORS):
+    with mock.patch.object(registry, "MODULES", MY_PROCESSORS):
         await controller.start()
     try:
         yield controller

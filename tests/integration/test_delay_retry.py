@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker_controller import BrokerController
 from broker.client import (
     ClientConfig,
     ConsumeConcurrentlyStatus,
@@ -35,11 +34,13 @@ from broker.client import (
     PushConsumer,
     PushConsumerConfig,
 )
-from broker.client._blocking import BlockingRemotingClient
-from broker.config import BrokerConfig
-from broker.message import PullSysFlag, decode_offset_msg_id, encode_properties, format_host
-from broker.metadata.persist import decode_json, delay_offset_path
-from broker.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, create_request
+from broker.client.blocking import BlockingRemotingClient
+from broker.common.fastjson import decode_json
+from broker.common.message import PullSysFlag, decode_offset_msg_id, encode_properties, format_host
+from broker.common.record import MessageRecord, decode_record, iter_records
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
@@ -47,9 +48,11 @@ from broker.remoting.headers import (
     SendMessageRequestHeader,
     ViewMessageRequestHeader,
 )
-from broker.schedule import SCHEDULE_TOPIC
+from broker.server.broker_controller import BrokerController
+from broker.server.config import BrokerConfig
+from broker.server.metadata.paths import delay_offset_path
+from broker.server.schedule import SCHEDULE_TOPIC
 from broker.store.config import MessageStoreConfig
-from broker.store.layout import MessageRecord, decode_record, iter_records
 from tests.integration.cluster import start_broker, start_namesrv
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."

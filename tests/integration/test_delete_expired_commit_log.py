@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from broker.client import BlockingClient, Message, MessageQueue, PullStatus
-from broker.client._blocking import BlockingRemotingClient, create_topic
+from broker.client.blocking import BlockingRemotingClient, create_topic
 from broker.tools.mqadmin import main
 from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, free_port, start_cluster
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import itertools
 import json
 import socket
@@ -26,8 +25,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-import broker.processors
-from broker.broker_controller import BrokerController
 from broker.client import (
     ClientConfig,
     ConsumeConcurrentlyStatus,
@@ -41,13 +38,16 @@ from broker.client import (
 )
 from broker.client.message import MessageBatch, MessageExt
 from broker.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
-from broker.config import BrokerConfig
-from broker.errors import MQClientError
-from broker.message import PullSysFlag, encode_properties
-from broker.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, create_request
+from broker.common.errors import MQClientError
+from broker.common.message import PullSysFlag, encode_properties
+from broker.common.record import BatchMessage, encode_batch_body, iter_records
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from broker.server.broker_controller import BrokerController
+from broker.server.config import BrokerConfig
 from broker.store.config import MessageStoreConfig
-from broker.store.layout import BatchMessage, encode_batch_body, iter_records
 from tests.integration.cluster import start_broker, start_namesrv
 
 T = TypeVar("T")
@@ -67,13 +67,6 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 180.0) -> T:
 
 
 # -- an in-process broker, raw requests ------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def only_existing_processors(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Colleagues write processor modules at the same time: register those that exist."""
-    present = tuple(m for m in broker.processors.MODULES if importlib.util.find_spec(f"broker.processors.{m}"))
-    monkeypatch.setattr(broker.processors, "MODULES", present)
 
 
 def free_port() -> int:

@@ -28,11 +28,13 @@ from pathlib import Path
 import pytest
 
 from broker.client import BlockingClient, Message, protocol
-from broker.client._blocking import BlockingRemotingClient
+from broker.client.blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue, SendResult
-from broker.metadata.attributes import parse_attributes
-from broker.metadata.persist import decode_json
-from broker.remoting import RemotingClient, RequestCode, ResponseCode, create_request
+from broker.common.attributes import parse_attributes
+from broker.common.fastjson import decode_json
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 from broker.tools import commands, messages
 from broker.tools.admin import decode_message_id, route_topic
 from broker.tools.bodies import version_desc

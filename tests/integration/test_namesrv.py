@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.namesrv.route_data import decode_cluster_info, decode_topic_list, decode_topic_route_data
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.route import decode_cluster_info, decode_topic_list, decode_topic_route_data
 from tests.apache import ApacheProcess, free_port, start_apache_namesrv
 from tests.javatools import JavaToolError
 from tests.unit.namesrv.namesrv_scenario import (

@@ -39,9 +39,9 @@ from broker.client import (
     SelectMessageQueueByHash,
     SendStatus,
 )
-from broker.client._blocking import BlockingRemotingClient, create_topic
+from broker.client.blocking import BlockingRemotingClient, create_topic
 from broker.client.message import PullResult, decode_messages
-from broker.errors import MQClientError
+from broker.common.errors import MQClientError
 from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
 from broker.tools.bodies import mq_key

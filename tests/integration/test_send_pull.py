@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib.util
 import re
 import socket
 import threading
@@ -17,21 +16,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-import broker.processors
-from broker.broker_controller import BrokerController
-from broker.client_manager import ClientChannelInfo, SubscriptionData
-from broker.config import BrokerConfig
-from broker.errors import CorruptRecord
-from broker.filter import TagMessageFilter, build_subscription_data
-from broker.long_polling import PullRequest, PullRequestHoldService
-from broker.message import PullSysFlag, encode_properties, format_host, tags_code
-from broker.metadata.groups import SubscriptionGroupConfig
-from broker.processors import send
-from broker.processors.pull import pull_response_code
-from broker.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, SerializeType, create_request
+from broker.common.errors import CorruptRecord
+from broker.common.message import PullSysFlag, encode_properties, format_host, tags_code
+from broker.common.record import BatchMessage, MessageRecord, decode_batch_body, encode_batch_body, iter_records
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
+from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from broker.server.broker_controller import BrokerController
+from broker.server.config import BrokerConfig
+from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
+from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data
+from broker.server.long_polling import PullRequest, PullRequestHoldService
+from broker.server.metadata.groups import SubscriptionGroupConfig
+from broker.server.processors import send
+from broker.server.processors.pull import pull_response_code
 from broker.store.config import MessageStoreConfig
-from broker.store.layout import BatchMessage, MessageRecord, decode_batch_body, encode_batch_body, iter_records
 from broker.store.results import GetMessageStatus
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
@@ -43,13 +43,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@pytest.fixture(autouse=True)
-def only_existing_processors(monkeypatch):
-    """Colleagues write the other processor modules at the same time: register those that exist."""
-    present = tuple(m for m in broker.processors.MODULES if importlib.util.find_spec(f"broker.processors.{m}"))
-    monkeypatch.setattr(broker.processors, "MODULES", present)
 
 
 @dataclass

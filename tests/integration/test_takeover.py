@@ -32,12 +32,12 @@ from typing import Any
 import pytest
 
 from broker.client import BlockingClient, Message, MessageExt, MessageQueue, SendStatus
-from broker.client._blocking import BlockingRemotingClient, get_max_offset
+from broker.client.blocking import BlockingRemotingClient, get_max_offset
 from broker.client.message import decode_messages
 from broker.client.protocol import query_consumer_offset_request, update_consumer_offset_request
-from broker.errors import RmqError
-from broker.message import decode_offset_msg_id
-from broker.metadata.persist import decode_json, encode_json
+from broker.common.errors import RmqError
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.message import decode_offset_msg_id
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.headers import OffsetResponseHeader, QueryMessageRequestHeader, ViewMessageRequestHeader

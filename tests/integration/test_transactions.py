@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker_controller import BrokerController
 from broker.client import ClientConfig, Message, MessageExt
 from broker.client.transaction import LocalTransactionState, TransactionProducer
-from broker.config import BrokerConfig
-from broker.errors import RequestTimeout
-from broker.message import (
+from broker.common.errors import RequestTimeout
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
@@ -42,15 +41,19 @@ from broker.message import (
     pack_host,
     transaction_type,
 )
-from broker.metadata.persist import consumer_offset_path, decode_json, encode_json
+from broker.common.record import MessageRecord, decode_record, encode_record
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.server import NamesrvController
-from broker.remoting import RemotingClient, RequestCode, ResponseCode, create_request
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 from broker.remoting.headers import EndTransactionRequestHeader, SendMessageRequestHeader
-from broker.schedule import SCHEDULE_TOPIC
+from broker.server.broker_controller import BrokerController
+from broker.server.config import BrokerConfig
+from broker.server.metadata.paths import consumer_offset_path
+from broker.server.schedule import SCHEDULE_TOPIC
+from broker.server.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
 from broker.store.config import MessageStoreConfig
-from broker.store.layout import MessageRecord, decode_record, encode_record
-from broker.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
 
 TOPIC = "TxTopic"
 GROUP = "tx_producer_group"
@@ -327,7 +330,7 @@ def test_check_immunity_time_delays_the_check_and_a_late_end_is_refused(tmp_path
 
 async def end_transaction(c: Cluster, result, commit_or_rollback: int, *, oneway: bool = True,
                           **overrides: object) -> object:
-    from broker.message import decode_offset_msg_id
+    from broker.common.message import decode_offset_msg_id
 
     _, offset = decode_offset_msg_id(result.offset_msg_id)
     fields = dict(producer_group=GROUP, tran_state_table_offset=result.queue_offset, commit_log_offset=offset,
@@ -420,7 +423,7 @@ def test_a_kept_half_record_is_the_stored_one_and_is_ended_as_one_read_from_the_
 
 
 def test_kept_half_records_stay_within_their_bound():
-    from broker.transaction.service import RECORD_OVERHEAD, HalfRecords
+    from broker.server.transaction.service import RECORD_OVERHEAD, HalfRecords
 
     def record(offset: int, size: int = 100) -> MessageRecord:
         return MessageRecord(size, 1, 0, 0, 0, offset, offset, 0, 0, b"", 0, b"", 0, 0, b"", HALF_TOPIC, {})
@@ -585,7 +588,7 @@ def test_consumer_offsets_file_names_the_transaction_group(tmp_path):
 
 
 def test_op_records_of_java_4_and_5_are_read():
-    from broker.transaction.bridge import op_message, op_offsets
+    from broker.server.transaction.bridge import op_message, op_offsets
 
     host = pack_host("127.0.0.1", 1)
 
@@ -602,7 +605,7 @@ def test_op_records_of_java_4_and_5_are_read():
 
 
 def test_immunity_times_as_java_reads_them():
-    from broker.transaction.bridge import check_immunity_ms, end_immunity_ms
+    from broker.server.transaction.bridge import check_immunity_ms, end_immunity_ms
 
     assert check_immunity_ms("2", 6000) == 2000  # the check honours a shorter one (TransactionalMessageServiceImpl)
     assert check_immunity_ms("ten", 6000) == 6000
@@ -611,7 +614,7 @@ def test_immunity_times_as_java_reads_them():
 
 
 def test_queue_progress_moves_over_done_offsets_only():
-    from broker.transaction.service import QueueProgress
+    from broker.server.transaction.service import QueueProgress
 
     progress = QueueProgress(3)
     assert not progress.done(5) and progress.offset == 3

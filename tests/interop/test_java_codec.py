@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from broker.message import (
+from broker.common.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -30,7 +30,7 @@ from broker.message import (
     pack_host,
     parse_host,
 )
-from broker.store.layout import MessageRecord, MessageVersion, body_crc, encode_record, iter_records
+from broker.common.record import MessageRecord, MessageVersion, body_crc, encode_record, iter_records
 from tests.javatools import JavaProgram
 
 pytestmark = pytest.mark.java

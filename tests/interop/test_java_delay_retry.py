@@ -30,12 +30,13 @@ from broker.client import (
     PushConsumer,
     PushConsumerConfig,
 )
-from broker.client._blocking import BlockingRemotingClient
-from broker.message import PullSysFlag, encode_properties
-from broker.metadata.persist import decode_json
-from broker.remoting import RequestCode, ResponseCode, create_request
+from broker.client.blocking import BlockingRemotingClient
+from broker.common.fastjson import decode_json
+from broker.common.message import PullSysFlag, encode_properties
+from broker.common.record import MessageRecord, iter_records
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from broker.store.layout import MessageRecord, iter_records
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv
 from tests.integration.cluster import start_broker, start_namesrv
 from tests.javatools import JavaToolError

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from broker.errors import FilterExpressionError
+from broker.common.errors import FilterExpressionError
 from broker.remoting.codes import ResponseCode
-from broker.sql92 import compile_selector
-from broker.sql92_expressions import JavaThrow
+from broker.server.filter.sql92 import compile_selector
+from broker.server.filter.sql92_expressions import JavaThrow
 from tests.apache import DriverError, DriverSession, apache_client
 from tests.integration.cluster import start_broker, start_namesrv
 from tests.javatools import JavaProgram, JavaToolError, build_program, rocketmq_artifact

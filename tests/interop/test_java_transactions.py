@@ -23,8 +23,8 @@ import pytest
 
 from broker.client import ClientConfig, Message, MessageExt
 from broker.client.transaction import LocalTransactionState, TransactionProducer
-from broker.store.layout import MessageRecord, RecordKind, check_record, decode_record
-from broker.transaction.bridge import HALF_TOPIC, OP_TOPIC, op_offsets
+from broker.common.record import MessageRecord, RecordKind, check_record, decode_record
+from broker.server.transaction.bridge import HALF_TOPIC, OP_TOPIC, op_offsets
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv
 from tests.integration.cluster import start_broker, start_cluster
 from tests.javatools import JavaToolError

@@ -43,10 +43,10 @@ from broker.client import (
     PushConsumerConfig,
     SendResult,
 )
-from broker.client._blocking import BlockingRemotingClient, get_route
+from broker.client.blocking import BlockingRemotingClient, get_route
 from broker.client.protocol import query_consumer_offset_request
-from broker.errors import MQClientError, RemotingError
-from broker.metadata.persist import decode_json
+from broker.common.errors import MQClientError, RemotingError
+from broker.common.fastjson import decode_json
 from broker.remoting.codes import ResponseCode
 from tests.apache import (
     DRIVER_JVM_ARGS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.local_cluster import Cluster, start_cluster
+from broker.tools.local_cluster import Cluster, start_cluster
 from jobs.common import create_topic
 from jobs.main import produce_orders
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from broker.errors import JobError
+from broker.common.errors import JobError
 from jobs.common import (
     Bound,
     JobsConf,
@@ -135,7 +135,8 @@ def test_replay_job_checks() -> None:
 
 def test_connector_error_is_found_in_spark_text() -> None:
     text = ("pyspark.errors.exceptions.captured.AnalysisException: [PYTHON_DATA_SOURCE_ERROR] ...\n"
-            "broker.errors.ConnectorOptionError: unknown batch source option(s) startingoffset; known options: ...")
+            "broker.common.errors.ConnectorOptionError: unknown batch source option(s) startingoffset; "
+            "known options: ...")
     assert connector_error(RuntimeError(text)) == ("ConnectorOptionError: unknown batch source option(s) "
                                                    "startingoffset; known options: ...")
     assert connector_error(RuntimeError("something else")) is None

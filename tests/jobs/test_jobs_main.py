@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from broker.local_cluster import port_accepts
+from broker.tools.local_cluster import port_accepts
 from jobs.spark import REPO
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from broker.client._blocking import BlockingClient
+from broker.client.blocking import BlockingClient
 from broker.client.message import Message
 from jobs.backfill import BackfillJob, backfill
 from jobs.replay import SYSTEM_PROPERTIES, ReplayJob, replay, select_rows

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client_manager import SubscriptionData
-from broker.filter import TagMessageFilter, build_subscription_data, is_tag_type
-from broker.message import java_hash, tags_code
+from broker.common.message import java_hash, tags_code
+from broker.server.consumer_manager import SubscriptionData
+from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data, is_tag_type
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker import message
+from broker.common import message
 
 
 def test_properties_round_trip_and_java_rules():

@@ -6,9 +6,9 @@ import zlib
 
 import pytest
 
-from broker.errors import CorruptRecord
-from broker.message import SysFlag, decode_properties, format_host, offset_msg_id, pack_host
-from broker.store.layout import decode_record, encode_record
+from broker.common.errors import CorruptRecord
+from broker.common.message import SysFlag, decode_properties, format_host, offset_msg_id, pack_host
+from broker.common.record import decode_record, encode_record
 from connector.records import ARROW_SCHEMA, decode_records
 
 V4_A, V4_B = pack_host("10.0.0.7", 40001), pack_host("127.0.0.1", 256)  # port 256 ends in a zero byte

@@ -10,11 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import _speedups  # built in place by pip install -e .
-from broker import message as message_module
-from broker.message import SysFlag, encode_properties, pack_host
-from broker.store import commit_log, dispatch, index_file, layout
+from broker.common import message as message_module
+from broker.common import record as record_layout
+from broker.common.message import SysFlag, encode_properties, pack_host
+from broker.common.record import _check_records_py, decode_record, encode_blank, iter_records
+from broker.store import commit_log, dispatch, index_file
 from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
-from broker.store.layout import _check_records_py, decode_record, encode_blank, index_file_size, iter_records
+from broker.store.layout import index_file_size
 
 pack_c = _speedups.pack_records
 
@@ -28,7 +30,7 @@ def test_the_store_uses_the_c_loops():
     assert dispatch.scan_records is _speedups.scan_records
     assert index_file.put_index_entries is _speedups.put_index_entries
     assert message_module.java_hash is _speedups.java_hash
-    assert layout.check_records is _speedups.check_records
+    assert record_layout.check_records is _speedups.check_records
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""SQL92 selectors (broker/sql92.py): the grammar, Java's evaluation rules and its error texts.
+"""SQL92 selectors (broker/server/filter/sql92.py): the grammar, Java's evaluation rules and its error texts.
 
 The tables mirror RocketMQ's own filter tests (filter/src/test/.../ExpressionTest.java and ParserTest.java), with
 property values as the broker sees them: strings. ``tests/interop/test_java_filters_ordered.py`` runs the same tables
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.client_manager import SubscriptionData
-from broker.errors import FilterExpressionError
-from broker.filter import ConsumerFilterManager, SqlMessageFilter, compile_expression
-from broker.message import encode_properties, pack_host
-from broker.sql92 import compile_selector, parse
-from broker.sql92_expressions import JavaThrow, java_double_str, parse_double, parse_int
-from broker.store.layout import decode_record_properties, encode_record
+from broker.common.errors import FilterExpressionError
+from broker.common.message import encode_properties, pack_host
+from broker.common.record import decode_record_properties, encode_record
+from broker.server.consumer_manager import SubscriptionData
+from broker.server.filter.message_filter import ConsumerFilterManager, SqlMessageFilter, compile_expression
+from broker.server.filter.sql92 import compile_selector, parse
+from broker.server.filter.sql92_expressions import JavaThrow, java_double_str, parse_double, parse_int
 
 THROW = "throw"  # evaluate() throws in Java: the broker does not select the message
 

@@ -1,5 +1,5 @@
 /*
- * Apache RocketMQ's own metadata managers as an oracle for rmq's broker/metadata (tests/unit/metadata).
+ * Apache RocketMQ's own metadata managers as an oracle for rmq's broker/server/metadata (tests/unit/metadata).
  *
  *   write <storeRoot> <brokerName>   a broker's life in miniature: topics created the ways a broker creates them,
  *                                    groups, forbidden bits and offsets, each persisted twice (so .bak exists too)

@@ -16,8 +16,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from broker.message import java_hash, offset_msg_id, pack_host
-from broker.metadata.persist import decode_json, encode_json
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.message import java_hash, offset_msg_id, pack_host
+from broker.common.record import decode_batch_body, decode_record, encode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection
@@ -27,7 +28,6 @@ from broker.remoting.headers import (
     SendMessageRequestHeader,
 )
 from broker.remoting.server import RemotingServer
-from broker.store.layout import decode_batch_body, decode_record, encode_record
 
 T = TypeVar("T")
 TEST_TIMEOUT_S = 30.0

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from broker.client._blocking import BlockingClient, BlockingRemotingClient
+from broker.client.blocking import BlockingClient, BlockingRemotingClient
 from broker.client.message import Message, MessageQueue, PullStatus
 from broker.client.protocol import get_route_request
-from broker.errors import ConnectionClosed, MQClientError, RemotingConnectError, RequestTimeout
+from broker.common.errors import ConnectionClosed, MQClientError, RemotingConnectError, RequestTimeout
 from broker.remoting import command
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response

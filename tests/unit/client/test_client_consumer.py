@@ -28,7 +28,7 @@ from broker.client.push_consumer import (
     PushConsumer,
     PushConsumerConfig,
 )
-from broker.errors import MQClientError
+from broker.common.errors import MQClientError
 from broker.remoting.codes import RequestCode, ResponseCode
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, run
 

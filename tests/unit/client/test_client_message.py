@@ -26,10 +26,10 @@ from broker.client.message import (
     uniq_id_pid,
     uniq_id_time_ms,
 )
-from broker.errors import MQClientError
-from broker.message import SysFlag, encode_properties, pack_host
+from broker.common.errors import MQClientError
+from broker.common.message import SysFlag, encode_properties, pack_host
+from broker.common.record import decode_batch_body, encode_record
 from broker.remoting.codes import ResponseCode
-from broker.store.layout import decode_batch_body, encode_record
 
 HEX32 = re.compile(r"[0-9A-F]{32}")
 

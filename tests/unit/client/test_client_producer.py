@@ -12,8 +12,8 @@ from broker.client.instance import ClientConfig
 from broker.client.message import Message, MessageQueue, SendStatus
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.selector import SelectMessageQueueByHash
-from broker.errors import ClientErrorCode, MQBrokerError, MQClientError
-from broker.message import SysFlag
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError
+from broker.common.message import SysFlag
 from broker.remoting.codes import RequestCode, ResponseCode
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, run
 

@@ -14,12 +14,12 @@ from broker.client.route import (
     publish_queues,
     subscribe_queues,
 )
-from broker.errors import MQBrokerError, MQClientError, OffsetNotFound
-from broker.message import PullSysFlag, encode_properties, pack_host
-from broker.metadata.persist import decode_json
+from broker.common.errors import MQBrokerError, MQClientError, OffsetNotFound
+from broker.common.fastjson import decode_json
+from broker.common.message import PullSysFlag, encode_properties, pack_host
+from broker.common.record import encode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_response
-from broker.store.layout import encode_record
 
 MQ = MessageQueue("T", "broker-a", 1)
 

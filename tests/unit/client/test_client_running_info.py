@@ -12,7 +12,7 @@ from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.orderly import OrderlyProcessQueue
 from broker.client.producer import Producer
 from broker.client.running_info import CLIENT_VERSION_DESC, process_queue_info
-from broker.metadata.persist import decode_json
+from broker.common.fastjson import decode_json
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import REMOTING_VERSION, RemotingCommand, create_request
 from broker.tools.bodies import mq_key, version_desc

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig
+from broker.server.config import BrokerConfig
 from tests.javatools import JavaProgram, JavaToolError, build_program, rocketmq_artifact
 
 # rocketmq-broker 5.5.1 depends on client, srvutil, filter and auth 5.5.1, which Maven Central does not carry;

@@ -1,4 +1,5 @@
-"""broker/config.py: Java Properties syntax, routing keys to BrokerConfig and MessageStoreConfig, format_config."""
+"""server/config.py and common/properties.py: Java Properties syntax, routing keys to BrokerConfig and
+MessageStoreConfig, format_config."""
 
 from __future__ import annotations
 
@@ -7,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
-    BrokerConfig,
-    BrokerRole,
-    format_config,
-    load_broker_config,
-    parse_delay_levels,
-    parse_properties,
-)
-from broker.errors import ConfigError
+from broker.common.errors import ConfigError
+from broker.common.properties import parse_properties
+from broker.server.config import BrokerConfig, BrokerRole, format_config, load_broker_config, parse_delay_levels
 from broker.store.config import FlushDiskType, MessageStoreConfig
 
 REPO_CONF = Path(__file__).parents[3] / "conf" / "broker.conf"

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from broker.metadata.offsets import ConsumerOffsetManager, split_topic_at_group, topic_at_group
-from broker.metadata.persist import decode_json
+from broker.common.fastjson import decode_json
+from broker.server.metadata.offsets import ConsumerOffsetManager, split_topic_at_group, topic_at_group
 from tests.unit.metadata.java_captures import JAVA_CONSUMER_OFFSET_JSON
 
 

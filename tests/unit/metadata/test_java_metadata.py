@@ -12,11 +12,12 @@ import os
 
 import pytest
 
-from broker.metadata import validation
-from broker.metadata.groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupManager
-from broker.metadata.offsets import ConsumerOffsetManager
-from broker.metadata.persist import decode_json, encode_json_pretty
-from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
+from broker.common import validation
+from broker.common.fastjson import decode_json, encode_json_pretty
+from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig
+from broker.server.metadata.groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupManager
+from broker.server.metadata.offsets import ConsumerOffsetManager
+from broker.server.metadata.topics import TopicConfigManager
 from tests.unit.metadata.java_captures import JAVA_CUSTOM_GROUP
 
 pytestmark = pytest.mark.java

@@ -1,4 +1,5 @@
-"""persist.py: the fastjson2 dialect, DataVersion, and the crash-safe write with its fallbacks."""
+"""common/fastjson.py and common/persist.py: the fastjson2 dialect, DataVersion, the crash-safe write and its
+fallbacks."""
 
 from __future__ import annotations
 
@@ -8,16 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.errors import MetadataCorrupt
-from broker.metadata import persist
-from broker.metadata.persist import (
-    DataVersion,
-    decode_json,
-    encode_json,
-    encode_json_pretty,
-    load_json,
-    write_atomic,
-)
+from broker.common import persist
+from broker.common.errors import MetadataCorrupt
+from broker.common.fastjson import DataVersion, decode_json, encode_json, encode_json_pretty
+from broker.common.persist import load_json, write_atomic
+from broker.server.metadata import paths
 from tests.unit.metadata.java_captures import JAVA_CONSUMER_OFFSET_JSON
 
 
@@ -202,7 +198,7 @@ def test_decoder_errors_count_as_corruption(tmp_path):
 
 def test_config_paths_are_brokerpathconfighelpers(tmp_path):
     root = str(tmp_path)
-    assert persist.topic_config_path(root) == os.path.join(root, "config", "topics.json")
-    assert persist.subscription_group_path(root) == os.path.join(root, "config", "subscriptionGroup.json")
-    assert persist.consumer_offset_path(root) == os.path.join(root, "config", "consumerOffset.json")
-    assert persist.delay_offset_path(root) == os.path.join(root, "config", "delayOffset.json")
+    assert paths.topic_config_path(root) == os.path.join(root, "config", "topics.json")
+    assert paths.subscription_group_path(root) == os.path.join(root, "config", "subscriptionGroup.json")
+    assert paths.consumer_offset_path(root) == os.path.join(root, "config", "consumerOffset.json")
+    assert paths.delay_offset_path(root) == os.path.join(root, "config", "delayOffset.json")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.metadata import validation as v
+from broker.common import validation as v
 
 ILLEGAL = "allowing only ^[%|a-zA-Z0-9_-]+$"
 

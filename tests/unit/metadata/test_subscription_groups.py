@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from broker.errors import IllegalName
-from broker.metadata.groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupManager
-from broker.metadata.persist import decode_json
+from broker.common.errors import IllegalName
+from broker.common.fastjson import decode_json
+from broker.server.metadata.groups import SYSTEM_GROUPS, SubscriptionGroupConfig, SubscriptionGroupManager
 from tests.unit.metadata.java_captures import JAVA_CUSTOM_GROUP
 
 

@@ -6,17 +6,10 @@ import dataclasses
 
 import pytest
 
-from broker.errors import IllegalName
-from broker.metadata.persist import decode_json
-from broker.metadata.topics import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
-    TopicConfig,
-    TopicConfigManager,
-    TopicFilterType,
-    perm_to_string,
-)
+from broker.common.errors import IllegalName
+from broker.common.fastjson import decode_json
+from broker.common.topic import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, perm_to_string
+from broker.server.metadata.topics import TopicConfigManager
 from tests.unit.metadata.java_captures import JAVA_SYSTEM_TOPICS
 
 RW = PERM_READ | PERM_WRITE
@@ -236,7 +229,7 @@ def test_a_failed_write_after_a_change_is_logged_not_raised(manager, monkeypatch
     def disk_full(path, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("broker.metadata.topics.write_atomic", disk_full)
+    monkeypatch.setattr("broker.server.metadata.topics.write_atomic", disk_full)
     config = manager.create_topic_in_send_message_method("T", "TBW102", "h", 4)
     assert manager.select_topic_config("T") == config  # live in memory; the next persist writes it
     assert "failed to persist" in caplog.text

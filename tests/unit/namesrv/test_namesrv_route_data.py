@@ -8,10 +8,11 @@ import zlib
 
 import pytest
 
-from broker.metadata.persist import DataVersion
-from broker.metadata.topics import TopicFilterType
-from broker.namesrv import hash_order
-from broker.namesrv.route_data import (
+from broker.common import hash_order
+from broker.common.fastjson import DataVersion
+from broker.common.topic import TopicFilterType
+from broker.remoting.codes import RequestCode
+from broker.remoting.route import (
     BodyError,
     BrokerData,
     ClusterInfo,
@@ -24,7 +25,6 @@ from broker.namesrv.route_data import (
     encode_topic_list,
     encode_topic_route_data,
 )
-from broker.remoting.codes import RequestCode
 from tests.unit.namesrv.namesrv_scenario import SCENARIO, load_capture, register_body, topic_config, version
 
 NEW, OLD = 515, 300

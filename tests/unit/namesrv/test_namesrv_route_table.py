@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.metadata.persist import DataVersion
-from broker.metadata.topics import PERM_READ, PERM_WRITE, TopicConfig
-from broker.namesrv.route_data import QueueData, TopicConfigWrapper
+from broker.common.fastjson import DataVersion
+from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig
 from broker.namesrv.route_table import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_TIME,
     BrokerAddrInfo,
@@ -15,6 +14,7 @@ from broker.namesrv.route_table import (
     RouteInfoManager,
     UnregisterRequest,
 )
+from broker.remoting.route import QueueData, TopicConfigWrapper
 
 RW = PERM_READ | PERM_WRITE
 CLUSTER = "DefaultCluster"

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from broker.errors import ConfigError
+from broker.common.errors import ConfigError
 from broker.namesrv.config import NamesrvConfig, format_config, load_namesrv_config
 from broker.namesrv.kv_config import KVConfigManager
-from broker.namesrv.route_data import decode_topic_route_data
 from broker.namesrv.server import NamesrvController
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
+from broker.remoting.route import decode_topic_route_data
 from tests.unit.namesrv.namesrv_scenario import crc, register_body, topic_config, version
 from tests.unit.remoting.remoting_helpers import run
 

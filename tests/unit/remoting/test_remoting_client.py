@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from broker.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
+from broker.common.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
 from broker.remoting.client import DEFAULT_TIMEOUT_MS, RemotingClient, parse_address
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request, create_response

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.errors import LocalProtocolError, MalformedCommand
+from broker.common.errors import LocalProtocolError, MalformedCommand
 from broker.remoting import command
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import (

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from broker.errors import ConnectionClosed, LocalProtocolError, RequestTimeout
+from broker.common.errors import ConnectionClosed, LocalProtocolError, RequestTimeout
 from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import CommandFlag, RemotingCommand, create_request, create_response, decode, encode
 from broker.remoting.connection import OVERLOAD_REMARK, CloseReason, exception_simple_desc
@@ -422,7 +422,7 @@ def test_exception_simple_desc_reads_like_javas() -> None:
         text = exception_simple_desc(err)
     assert text.startswith("KeyError: 'topic', fail(test_remoting_connection.py:")
     assert exception_simple_desc(ConnectionClosed(CloseReason.SHUTDOWN)) == (
-        "broker.errors.ConnectionClosed: connection closed (SHUTDOWN)"
+        "broker.common.errors.ConnectionClosed: connection closed (SHUTDOWN)"
     )
 
 

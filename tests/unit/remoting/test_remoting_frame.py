@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.errors import LocalProtocolError, MalformedFrame, RemoteProtocolError
+from broker.common.errors import LocalProtocolError, MalformedFrame, RemoteProtocolError
 from broker.remoting.codes import SerializeType
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Frame, FrameDecoder, encode_frame
 from tests.unit.remoting.remoting_helpers import raw_frame

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker.errors import MalformedCommand
+from broker.common.errors import MalformedCommand
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import REMOTING_VERSION, RemotingCommand, decode, encode
 from broker.remoting.frame import FrameDecoder

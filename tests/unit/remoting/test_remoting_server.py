@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from broker.errors import ConnectionClosed
+from broker.common.errors import ConnectionClosed
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response, encode

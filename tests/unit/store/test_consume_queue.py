@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from broker.errors import ConfigError, IllegalName
+from broker.common.errors import ConfigError, IllegalName
 from broker.store.consume_queue import BLANK_UNIT, NO_PHYSIC_OFFSET, ConsumeQueue, ConsumeQueueStore, is_blank
 from broker.store.layout import CqUnit, cq_pos, encode_cq_unit, offset_file_name
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.message import TRANSACTION_PREPARED_TYPE
+from broker.common.message import TRANSACTION_PREPARED_TYPE
 from broker.store import commit_log as commit_log_module
 from broker.store.commit_log import StoreMessage
 from broker.store.config import DispatchMode, MessageStoreConfig

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.message import SysFlag, java_hash
+from broker.common.message import SysFlag, java_hash
 from broker.store.dispatch import DispatchRequest
 from broker.store.index_file import (
     IndexFile,

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.errors import CorruptRecord
-from broker.message import SysFlag, pack_host
+from broker.common import record as record_layout
+from broker.common.errors import CorruptRecord
+from broker.common.message import SysFlag, pack_host
 from broker.store import layout
 
 BORN = pack_host("10.0.0.7", 54321)
@@ -21,7 +22,7 @@ STORE6 = pack_host("::1", 10911)
 def test_record_golden_bytes_v1_ipv4():
     body = b"hello"
     props = b"KEYS\x01k1\x02TAGS\x01TagA\x02"
-    got = layout.encode_record(
+    got = record_layout.encode_record(
         topic=b"TopicTest", queue_id=3, body=body, properties=props, flag=7, sys_flag=0, born_timestamp=1000,
         born_host=BORN, store_host=STORE, store_timestamp=2000, queue_offset=42, commit_log_offset=4096,
         reconsume_times=1, prepared_transaction_offset=9,
@@ -47,17 +48,17 @@ def test_record_golden_bytes_v1_ipv4():
         struct.pack(">h", len(props)) + props,  # PROPERTIES
     ])
     assert got == want
-    assert layout.record_size(got) == size
+    assert record_layout.record_size(got) == size
 
 
 def test_record_v2_and_ipv6_lengths():
     topic = b"t" * 200
-    got = layout.encode_record(topic=topic, queue_id=0, body=b"", properties=b"", born_host=BORN,
+    got = record_layout.encode_record(topic=topic, queue_id=0, body=b"", properties=b"", born_host=BORN,
                                store_host=STORE6, sys_flag=SysFlag.STOREHOSTADDRESS_V6)
     assert struct.unpack_from(">I", got, 4)[0] == 0xDAA320AB
     assert len(got) == 84 + 12 + 4 + 2 + 200 + 2
-    record = layout.decode_record(got)
-    assert record.version is layout.MessageVersion.V2
+    record = record_layout.decode_record(got)
+    assert record.version is record_layout.MessageVersion.V2
     assert record.topic == "t" * 200
     assert record.store_host == STORE6
     assert record.msg_id == (STORE6 + bytes(8)).hex().upper()
@@ -77,45 +78,46 @@ _PROP_CHARS = st.characters(blacklist_characters="\x01\x02", blacklist_categorie
     v6=st.booleans(),
 )
 def test_record_round_trip(topic, body, props, queue_id, offsets, v6):
-    from broker.message import encode_properties
+    from broker.common.message import encode_properties
 
     store = STORE6 if v6 else STORE
     sys_flag = SysFlag.STOREHOSTADDRESS_V6 if v6 else 0
-    data = layout.encode_record(topic=topic.encode(), queue_id=queue_id, body=body,
+    data = record_layout.encode_record(topic=topic.encode(), queue_id=queue_id, body=body,
                                 properties=encode_properties(props).encode(), born_host=BORN, store_host=store,
                                 sys_flag=sys_flag, queue_offset=offsets[0], commit_log_offset=offsets[1])
-    record = layout.decode_record(data)
+    record = record_layout.decode_record(data)
     assert (record.topic, record.body, record.properties) == (topic, body, props)
     assert (record.queue_offset, record.commit_log_offset, record.queue_id) == (*offsets, queue_id)
     assert record.store_size == len(data)
-    assert layout.check_record(data, 0, len(data)) == layout.RecordCheck(layout.RecordKind.MESSAGE, len(data))
+    kind = record_layout.RecordKind.MESSAGE
+    assert record_layout.check_record(data, 0, len(data)) == record_layout.RecordCheck(kind, len(data))
 
 
 def test_check_record_finds_blank_torn_and_bad_crc():
-    data = layout.encode_record(topic=b"T", queue_id=0, body=b"payload", properties=b"", born_host=BORN,
+    data = record_layout.encode_record(topic=b"T", queue_id=0, body=b"payload", properties=b"", born_host=BORN,
                                 store_host=STORE)
-    blank = layout.encode_blank(64) + bytes(56)
-    assert layout.check_record(blank, 0, 64) == layout.RecordCheck(layout.RecordKind.BLANK, 64)
-    assert layout.check_record(blank, 0, 100).kind is layout.RecordKind.END  # a BLANK must fill the file
-    assert layout.check_record(data[:-3], 0, len(data) - 3).kind is layout.RecordKind.END  # torn
+    blank = record_layout.encode_blank(64) + bytes(56)
+    assert record_layout.check_record(blank, 0, 64) == record_layout.RecordCheck(record_layout.RecordKind.BLANK, 64)
+    assert record_layout.check_record(blank, 0, 100).kind is record_layout.RecordKind.END  # a BLANK must fill the file
+    assert record_layout.check_record(data[:-3], 0, len(data) - 3).kind is record_layout.RecordKind.END  # torn
     bad_crc = bytearray(data)
     bad_crc[90] ^= 0x01  # a body byte
-    assert layout.check_record(bad_crc, 0, len(data)).kind is layout.RecordKind.END
-    assert layout.check_record(bytes(200), 0, 200).kind is layout.RecordKind.END  # zeros: end of data
+    assert record_layout.check_record(bad_crc, 0, len(data)).kind is record_layout.RecordKind.END
+    assert record_layout.check_record(bytes(200), 0, 200).kind is record_layout.RecordKind.END  # zeros: end of data
 
 
 def test_decode_rejects_inconsistent_lengths():
-    data = bytearray(layout.encode_record(topic=b"T", queue_id=0, body=b"abc", properties=b"", born_host=BORN,
+    data = bytearray(record_layout.encode_record(topic=b"T", queue_id=0, body=b"abc", properties=b"", born_host=BORN,
                                           store_host=STORE))
     struct.pack_into(">i", data, 0, len(data) + 4)
     with pytest.raises(CorruptRecord, match="TOTALSIZE"):
-        layout.decode_record(bytes(data) + bytes(4))
+        record_layout.decode_record(bytes(data) + bytes(4))
 
 
 def test_iter_records_reads_a_pull_body():
-    records = [layout.encode_record(topic=b"T", queue_id=0, body=bytes([i]) * i, properties=b"", born_host=BORN,
+    records = [record_layout.encode_record(topic=b"T", queue_id=0, body=bytes([i]) * i, properties=b"", born_host=BORN,
                                     store_host=STORE, queue_offset=i) for i in range(5)]
-    assert [r.queue_offset for r in layout.iter_records(b"".join(records))] == list(range(5))
+    assert [r.queue_offset for r in record_layout.iter_records(b"".join(records))] == list(range(5))
 
 
 def test_consume_queue_unit_golden():
@@ -148,27 +150,27 @@ def test_offset_file_name():
 def test_dispatch_fields_agree_with_decode_record(topic, body, props, born_v6, store_v6, queue_offset,
                                                   store_timestamp):
     """The dispatch decoder reads the same fields as the full decoder, for V1/V2 topics and both host sizes."""
-    from broker.message import encode_properties
+    from broker.common.message import encode_properties
 
     sys_flag = (SysFlag.BORNHOST_V6 if born_v6 else 0) | (SysFlag.STOREHOSTADDRESS_V6 if store_v6 else 0)
-    record = layout.encode_record(
+    record = record_layout.encode_record(
         topic=topic.encode(), queue_id=5, body=body, properties=encode_properties(props).encode(),
         sys_flag=int(sys_flag), born_host=pack_host("::2", 1) if born_v6 else BORN,
         store_host=STORE6 if store_v6 else STORE, store_timestamp=store_timestamp, queue_offset=queue_offset,
         commit_log_offset=777)
     buf = memoryview(bytes(10) + record)
-    decoded = layout.decode_record(buf, 10)
-    fields = layout.dispatch_fields(buf, 10)
+    decoded = record_layout.decode_record(buf, 10)
+    fields = record_layout.dispatch_fields(buf, 10)
     assert fields == (decoded.store_size, 5, queue_offset, 777, int(sys_flag), store_timestamp, topic,
                       encode_properties(props))
 
 
 def test_dispatch_fields_blank_even_in_the_last_eight_bytes():
-    blank = layout.encode_blank(8)
-    assert layout.dispatch_fields(memoryview(bytes(100) + blank), 100) is None
-    assert layout.dispatch_fields(memoryview(layout.encode_blank(200) + bytes(192)), 0) is None
+    blank = record_layout.encode_blank(8)
+    assert record_layout.dispatch_fields(memoryview(bytes(100) + blank), 100) is None
+    assert record_layout.dispatch_fields(memoryview(record_layout.encode_blank(200) + bytes(192)), 0) is None
     with pytest.raises(CorruptRecord):
-        layout.dispatch_fields(memoryview(bytes(100) + b"\x00\x00\x00\x08junk"), 100)
+        record_layout.dispatch_fields(memoryview(bytes(100) + b"\x00\x00\x00\x08junk"), 100)
 
 
 def test_index_entries_written_at_once_equal_one_by_one():

@@ -6,10 +6,10 @@ import os
 import shutil
 import time
 
-from broker.message import SysFlag, decode_offset_msg_id, pack_host, tags_code
+from broker.common.message import SysFlag, decode_offset_msg_id, pack_host, tags_code
+from broker.common.record import BLANK_MAGIC, decode_record, iter_records
 from broker.store.commit_log import StoreMessage
 from broker.store.config import FlushDiskType
-from broker.store.layout import BLANK_MAGIC, decode_record, iter_records
 from broker.store.results import GetMessageStatus, PutMessageStatus
 
 
@@ -333,8 +333,8 @@ def test_prefault_keeps_pages_ahead_of_the_writer_and_bytes_intact(open_store):
 def test_stored_records_are_encode_record_bytes(open_store, store_config):
     """The batch packer writes exactly what layout.encode_record makes of the same fields: IPv6 born host, a V2
     topic, a prepared transaction (queue offset 0), the producer's own properties bytes, flags and reconsume."""
-    from broker.message import encode_properties
-    from broker.store.layout import encode_record
+    from broker.common.message import encode_properties
+    from broker.common.record import encode_record
 
     store = open_store(mapped_file_size_commit_log=1 << 16)
     msgs = [

@@ -1,0 +1,229 @@
+"""The one error tree of rmq. Expected outcomes (a full queue, an offset out of range, a flush timeout) are status
+values, not exceptions; what is raised here means something is wrong with an input, a file or a peer."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.remoting.frame import Frame
+
+
+class RmqError(Exception):
+    """Root of every error rmq raises on purpose."""
+
+
+class ConfigError(RmqError, ValueError):
+    """A bad configuration key or value; the message names both."""
+
+
+# -- store ------------------------------------------------------------------------------------------------------------
+
+
+class StoreError(RmqError):
+    pass
+
+
+class CorruptRecord(StoreError):
+    """Bytes at a CommitLog position are not a whole, well-formed record."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"no valid record at offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+class StoreFull(StoreError):
+    pass
+
+
+class IllegalName(RmqError, ValueError):
+    """A topic or group name that RocketMQ's rules reject."""
+
+
+# -- subscription expressions (broker/server/filter/sql92.py) ----------------------------------------------------------
+
+
+class FilterExpressionError(RmqError, ValueError):
+    """A SQL92 selector that does not compile. ``str()`` is the reason worded as Java's broker words it in a remark
+    (MQFilterException.getMessage(): the cause's class and message, e.g. ``java.lang.RuntimeException: Value ''x''
+    cannot be compared.``)."""
+
+
+# -- remoting (broker/remoting) ---------------------------------------------------------------------------------------
+# h11's split: a LocalProtocolError is our bug (we tried to send what the protocol cannot carry), a
+# RemoteProtocolError is the peer's (its bytes are not RocketMQ remoting). RemotingError is about the transport.
+
+
+class ProtocolError(RmqError):
+    """Bytes or a command that break the remoting protocol; ``reason`` says what, for logs and error responses."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LocalProtocolError(ProtocolError, ValueError):
+    """We were asked to encode something the protocol cannot carry (a code beyond 16 bits in a ROCKETMQ header)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something that is not a valid remoting frame or command."""
+
+
+class MalformedFrame(RemoteProtocolError):
+    """The byte stream cannot be split into frames any more, so the connection must close.
+
+    ``frames`` holds the whole frames decoded from the same input before the bad one: they are valid and the
+    caller should still handle them."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.frames: list[Frame] = []
+
+
+class MalformedCommand(RemoteProtocolError):
+    """A well-framed command whose header cannot be decoded. ``opaque`` and ``is_response`` are what could be
+    read before the error (None when unknown), so the receiver can still answer the right request."""
+
+    def __init__(self, reason: str, *, opaque: int | None = None, is_response: bool | None = None) -> None:
+        super().__init__(reason)
+        self.opaque = opaque
+        self.is_response = is_response
+
+
+class RemotingError(RmqError):
+    """A remoting call failed for a transport reason (not a response code: those are values)."""
+
+
+class RequestTimeout(RemotingError, TimeoutError):
+    """No response arrived within the timeout; the message names the request code, opaque and peer."""
+
+    def __init__(self, message: str, *, opaque: int, code: int) -> None:
+        super().__init__(message)
+        self.opaque = opaque
+        self.code = code
+
+
+class ConnectionClosed(RemotingError, ConnectionError):
+    """The connection closed before the call completed; ``reason`` is a broker.remoting.connection.CloseReason."""
+
+    def __init__(self, reason: object, detail: str = "") -> None:
+        name = getattr(reason, "name", reason)
+        super().__init__(f"connection closed ({name}){': ' + detail if detail else ''}")
+        self.reason = reason
+
+
+class RemotingConnectError(RemotingError, ConnectionError):
+    """Could not open a connection to ``address`` ("host:port")."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        super().__init__(f"cannot connect to {address}: {detail}")
+        self.address = address
+
+
+# -- metadata ---------------------------------------------------------------------------------------------------------
+
+
+class MetadataError(RmqError):
+    """Broker metadata (topics.json, subscriptionGroup.json, consumerOffset.json) cannot be used as found."""
+
+
+class MetadataCorrupt(MetadataError):
+    """A metadata file and its backup are both unreadable; starting empty would silently drop topics or offsets."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot load {path} (nor its .bak): {reason}")
+        self.path = path
+        self.reason = reason
+
+
+# -- client (broker/client) -------------------------------------------------------------------------------------------
+# Java's MQClientException (our side refused or gave up) and MQBrokerException (the broker answered a code that is not
+# an expected outcome). Expected outcomes (SEND_OK, FLUSH_DISK_TIMEOUT, PULL_NOT_FOUND...) are status values instead.
+
+
+class ClientErrorCode(IntEnum):
+    """org.apache.rocketmq.client.common.ClientErrorCode: the codes an MQClientError carries when no broker spoke."""
+
+    CONNECT_BROKER_EXCEPTION = 10001
+    ACCESS_BROKER_TIMEOUT = 10002
+    BROKER_NOT_EXIST_EXCEPTION = 10003
+    NO_NAME_SERVER_EXCEPTION = 10004
+    NOT_FOUND_TOPIC_EXCEPTION = 10005
+    REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
+
+
+class MQClientError(RmqError):
+    """The client refused a call (an invalid message or topic, no route, no broker) or gave up after its retries.
+
+    ``code`` is a ResponseCode (MESSAGE_ILLEGAL for a bad message, as Java's Validators), a ClientErrorCode, or -1
+    when Java gives none; ``remark`` is the text, Java's own where Java has one."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"CODE: {int(code)}  DESC: {remark}" if code != -1 else remark)
+        self.code = int(code)
+        self.remark = remark
+
+    @property
+    def retriable(self) -> bool:
+        """Worth trying again later: the broker or NameServer was unreachable or slow, not the input wrong."""
+        return self.code in (ClientErrorCode.CONNECT_BROKER_EXCEPTION, ClientErrorCode.ACCESS_BROKER_TIMEOUT,
+                             ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
+
+
+# DefaultMQProducer.retryResponseCodes: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, SYSTEM_BUSY,
+# NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT, GO_AWAY (numbers, so this module needs no remoting import).
+RETRIABLE_RESPONSE_CODES = frozenset({17, 14, 1, 2, 16, 204, 205, 1500})
+
+
+class MQBrokerError(RmqError):
+    """A broker (or NameServer) answered ``code`` with ``remark`` where the call needed success.
+
+    ``retriable`` says whether the producer tries another broker (Java's retryResponseCodes); ``address`` is the
+    server that answered."""
+
+    def __init__(self, code: int, remark: str | None, address: str | None = None) -> None:
+        where = f" BROKER: {address}" if address else ""
+        super().__init__(f"CODE: {int(code)}  DESC: {remark}{where}")
+        self.code = int(code)
+        self.remark = remark
+        self.address = address
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE_RESPONSE_CODES
+
+
+class OffsetNotFound(MQBrokerError):
+    """QUERY_CONSUMER_OFFSET answered QUERY_NOT_FOUND: the group has no committed offset for the queue yet."""
+
+
+# -- connector (connector/) -------------------------------------------------------------------------------------------
+
+
+class ConnectorError(RmqError):
+    """The Spark connector cannot go on; the message names the topic, broker, queue or option concerned."""
+
+
+class ConnectorOptionError(ConnectorError, ConfigError):
+    """An unknown, missing, malformed or contradictory ``format("rmq")`` option, reported when the query starts."""
+
+
+class DataLossError(ConnectorError):
+    """A queue's minimum offset moved past the offset the query needs next (retention removed the data), and
+    failOnDataLoss is true."""
+
+
+# -- local processes and jobs (broker/tools/local_cluster.py, jobs/) ---------------------------------------------------
+
+
+class ServerError(RmqError, RuntimeError):
+    """A NameServer or broker process did not start or stop as expected; the message carries its console's tail."""
+
+
+class JobError(RmqError):
+    """A job cannot run as asked (a bad argument, an unreachable NameServer, a missing table); the message says which
+    and what to do, and the command exits with status 2 without a traceback."""

@@ -1,0 +1,172 @@
+"""Java ``.properties`` files and config dataclasses: one parser, one key-to-field rule, shared by every config.
+
+``parse_properties`` reads Java's syntax (``mqbroker -c``, ``mqnamesrv -c``, the jobs' conf); ``parse_fields`` turns
+the keys that name fields of a config dataclass (RocketMQ's camelCase, ``mappedFileSizeCommitLog``) into typed
+values for its snake_case fields (``mapped_file_size_commit_log``), and ``to_camel`` goes back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterator
+from enum import Enum
+
+from broker.common.errors import ConfigError
+
+_WHITESPACE = " \t\f"
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``java.util.Properties.load``: ``key=value``, ``key = value``, ``key: value``, ``key value``; ``#`` and
+    ``!`` comment lines; an odd number of trailing backslashes continues a line; ``\\t \\n \\r \\f \\uXXXX`` escapes.
+    Later keys win.
+
+    Examples:
+        >>> parse_properties("a = 1\\n! note\\nb: two \\\\\\n   words\\nc\\\\=d=e")
+        {'a': '1', 'b': 'two words', 'c=d': 'e'}
+    """
+    props: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        key, value = _split_key_value(line)
+        props[_unescape(key, number)] = _unescape(value, number)
+    return props
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, logical line) with leading whitespace, comments and continuations handled."""
+    pending: str | None = None
+    start = 0
+    for number, raw in enumerate(_NEWLINES.split(text), start=1):
+        line = raw.lstrip(_WHITESPACE)
+        if pending is None:
+            if not line or line[0] in "#!":
+                continue  # a comment line never continues, whatever it ends with
+            pending, start = "", number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending += line[:-1]
+            continue
+        yield start, pending + line
+        pending = None
+    if pending is not None:
+        yield start, pending  # the file ended right after a continuation backslash
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    i, n = 0, len(line)
+    has_separator = False
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=:":
+            has_separator = True
+            break
+        if c in _WHITESPACE:
+            break
+        i += 1
+    key, j = line[: min(i, n)], i + 1
+    while j < n and line[j] in _WHITESPACE:
+        j += 1
+    if not has_separator and j < n and line[j] in "=:":
+        j += 1
+        while j < n and line[j] in _WHITESPACE:
+            j += 1
+    return key, line[j:]
+
+
+def _unescape(text: str, line_number: int) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        i += 1
+        if c != "\\" or i >= n:
+            out.append(c)
+            continue
+        c = text[i]
+        i += 1
+        if c == "u":
+            digits = text[i : i + 4]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                escape = "\\u" + digits
+                raise ConfigError(f"line {line_number}: malformed \\uxxxx escape {escape!r}")
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_SIMPLE_ESCAPES.get(c, c))
+    result = "".join(out)
+    # \ud83d\ude00 is one character written as two UTF-16 escapes, as Java sees it: join such pairs.
+    return result.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a properties file. Java reads ISO-8859-1; we read UTF-8 (which ASCII files are), falling back to
+    ISO-8859-1 for bytes that are not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise ConfigError(f"cannot read broker config {os.fspath(path)}: {err}") from err
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")
+    return parse_properties(text)
+
+
+def to_camel(name: str) -> str:
+    if name in _SPECIAL_NAMES:
+        return _SPECIAL_NAMES[name]
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def to_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+# RocketMQ spells these with upper-case runs that the plain rule would split differently.
+_SPECIAL_KEYS = {"checkCRCOnRecover": "check_crc_on_recover"}
+_SPECIAL_NAMES = {v: k for k, v in _SPECIAL_KEYS.items()}
+
+
+def parse_fields(cls: type, props: dict[str, str]) -> dict[str, object]:
+    """Convert the properties that name fields of dataclass ``cls`` into typed values; ConfigError names the key."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, object] = {}
+    for key, raw in props.items():
+        name = _SPECIAL_KEYS.get(key, to_snake(key))
+        if name not in fields:
+            continue
+        default = getattr(cls(), name)
+        try:
+            values[name] = _convert(type(default), raw.strip())
+        except (ValueError, KeyError) as err:
+            raise ConfigError(f"bad value for {key}: {raw!r} ({err})") from err
+    return values
+
+
+def _convert(kind: type, raw: str) -> object:
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return raw.lower() == "true"
+    if issubclass(kind, Enum):
+        return kind[raw]
+    return kind(raw)
+
+
+def format_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)

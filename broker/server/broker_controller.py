@@ -1,0 +1,157 @@
+"""BrokerController: one broker process. It owns the store, the metadata managers, the client managers and the
+remoting server, registers with every NameServer, and runs the periodic duties (registration every 30 s, consumer
+offsets persisted every 5 s, silent clients dropped).
+
+Processors (``broker/processors``, one module per request family) reach everything through this object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from broker.common.message import pack_host
+from broker.remoting.client import RemotingClient
+from broker.remoting.server import RemotingServer
+from broker.server.config import BrokerConfig
+from broker.server.consumer_manager import ConsumerManager
+from broker.server.filter.message_filter import ConsumerFilterManager
+from broker.server.metadata.groups import SubscriptionGroupManager
+from broker.server.metadata.offsets import ConsumerOffsetManager
+from broker.server.metadata.topics import TopicConfigManager
+from broker.server.outer_api import register_broker_all, unregister_broker_all
+from broker.server.processors import registry
+from broker.server.producer_manager import ProducerManager
+from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
+from broker.server.stats import BrokerStats
+from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
+from broker.store.commit_log import StoreMessage
+from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.message_store import MessageStore
+from broker.store.results import PutMessageResult
+
+log = logging.getLogger(__name__)
+
+CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
+
+
+class BrokerController:
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig, *,
+                 bind_host: str = "0.0.0.0") -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        root = store_config.store_path_root_dir
+        self.store = MessageStore(store_config, pack_host(broker_config.broker_ip1, broker_config.listen_port))
+        self.topic_config_manager = TopicConfigManager(broker_config, root, on_topic_created=self._topic_created)
+        self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
+        self.consumer_offset_manager = ConsumerOffsetManager(broker_config, root)
+        self.consumer_manager = ConsumerManager()
+        self.consumer_filter_manager = ConsumerFilterManager()  # SQL92 subscriptions: heartbeat writes, pull reads
+        self.producer_manager = ProducerManager()
+        self.server = RemotingServer(bind_host, broker_config.listen_port)
+        # -- transactions (broker/transaction): open half messages, END_TRANSACTION, the check
+        self.transactional_message_service = TransactionalMessageService(self)
+        self.transactional_message_check_service = TransactionalMessageCheckService(self)
+        # -- delayed delivery (broker/server/schedule.py): scheduled records get their deliver time as tagsCode, so the
+        # dispatcher must know it before the store starts (recovery dispatches too).
+        self.schedule_message_service = ScheduleMessageService(
+            self.store, self.put_messages, broker_config.delay_level_table(), root,
+            flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
+                                                                       FLUSH_DELAY_OFFSET_INTERVAL_MS)))
+        self.store.reput.tags_code_of = self.schedule_message_service.tags_code_of
+        self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
+        # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
+        # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
+        self._put_executor = (ThreadPoolExecutor(16, thread_name_prefix="put")
+                              if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.stats: BrokerStats  # made at start(), once the store has recovered
+        self.started = False
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_config.broker_ip1}:{self.broker_config.listen_port}"
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, self.store.start)
+        self.stats = BrokerStats(self.store)
+        self.topic_config_manager.load()
+        self.subscription_group_manager.load()
+        self.consumer_offset_manager.load()
+        await self.transactional_message_service.start()  # transactions: rebuilt from the half and op topics
+        self.schedule_message_service.load()  # delayed delivery: after the store recovered, before sends come in
+        registry.register_all(self)
+        await self.server.start()
+        self.started = True
+        await self.schedule_message_service.start()
+        self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
+        self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        self.transactional_message_check_service.start()  # transactions: a check round every transactionCheckInterval
+        self.every(1.0, self.stats.sample)
+        await register_broker_all(self)
+        self.every(self.broker_config.effective_register_name_server_period / 1000,
+                    lambda: register_broker_all(self))
+
+    async def shutdown(self) -> None:
+        """Unregister, stop serving, persist metadata, flush and close the store (the abort file goes)."""
+        if not self.started:
+            return
+        self.started = False
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.schedule_message_service.stop()  # delayed delivery: stops and persists delayOffset.json
+        await unregister_broker_all(self)
+        await self.server.stop()
+        await self.outer_client.close()
+        self._persist_offsets()
+        self.topic_config_manager.persist()
+        self.subscription_group_manager.persist()
+        if self._put_executor is not None:
+            self._put_executor.shutdown()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+
+    def every(self, seconds: float, action: Callable[[], object]) -> None:
+        """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    result = action()
+                    if isinstance(result, Awaitable):
+                        await result
+                except Exception:
+                    log.exception("periodic task %s failed", action)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def _topic_created(self, _topic_config: object) -> None:
+        """A new topic is routed at once, not at the next periodic registration (Java registers right away too)."""
+        if self._loop is None or not self.started:
+            return
+        def register() -> None:
+            task = self._loop.create_task(register_broker_all(self))
+            self._tasks.append(task)
+            task.add_done_callback(self._tasks.remove)
+
+        self._loop.call_soon_threadsafe(register)
+
+    def _persist_offsets(self) -> None:
+        self.consumer_offset_manager.persist()
+
+    def _scan_clients(self) -> None:
+        self.consumer_manager.scan_expired()
+        self.producer_manager.scan_expired()
+
+    # -- store access for processors ------------------------------------------------------------------------------
+
+    async def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+        if self._put_executor is None:
+            return self.store.put_messages(msgs)
+        return await asyncio.get_running_loop().run_in_executor(self._put_executor, self.store.put_messages, msgs)

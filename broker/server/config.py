@@ -1,0 +1,233 @@
+"""BrokerConfig, and reading a RocketMQ broker .properties file (``mqbroker -c``) into it and MessageStoreConfig.
+
+The file is parsed once (Java ``Properties.load`` syntax), then each key goes to every config that knows it, as
+BrokerStartup's ``MixAll.properties2Object`` calls do; keys neither knows are kept in ``BrokerConfig.extra`` and
+logged at debug, since Apache's broker ignores them too (Netty, ACL and metrics keys land there). Unlike Java, a
+value that does not parse is an error naming the key, not a silently kept default.
+
+Keys are RocketMQ's camelCase names, fields are snake_case; the conversion helpers are broker/store/config.py's.
+Examples:
+    >>> broker, store = load_broker_config(None, {"brokerName": "broker-b", "storePathRootDir": "/tmp/s"})
+    >>> broker.broker_name, broker.listen_port, store.store_path_root_dir
+    ('broker-b', 10911, '/tmp/s')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+from broker.common.errors import ConfigError
+from broker.common.message import local_address
+from broker.common.properties import parse_fields, read_properties, to_camel
+from broker.common.topic import PERM_READ, PERM_WRITE
+from broker.common.validation import RMQ_SYS_TRACE_TOPIC
+from broker.store.config import MessageStoreConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+class BrokerRole(StrEnum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _default_broker_name() -> str:
+    """BrokerIdentity.defaultBrokerName: the host name, or DEFAULT_BROKER when there is none."""
+    return socket.gethostname() or "DEFAULT_BROKER"
+
+
+def _default_namesrv_addr() -> str:
+    # Java reads -Drocketmq.namesrv.addr, then the NAMESRV_ADDR environment variable.
+    return os.environ.get("NAMESRV_ADDR", "")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """The broker's own settings (Java's BrokerIdentity + BrokerConfig), in Java's declaration order.
+
+    Left out on purpose (read the Java class for them): thread-pool sizes and queue capacities, pop/revive tuning
+    (except reviveQueueNum, which sizes a system topic), ACL, metrics, controller/DLedger/container mode, cold-data
+    control, lite topics, tiered storage, split registration and the name-server address lookup services.
+
+    Two deliberate differences: ``listenPort`` defaults to 10911, the port BrokerStartup gives NettyServerConfig
+    (Java's BrokerConfig.listenPort, 6888, is only used in broker-container mode), and ``brokerRole`` and
+    ``messageDelayLevel`` live here although Java keeps them in MessageStoreConfig, which has no such fields here.
+    """
+
+    # BrokerIdentity
+    broker_name: str = field(default_factory=_default_broker_name)
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    # BrokerConfig
+    namesrv_addr: str = field(default_factory=_default_namesrv_addr)  # "host:port;host:port"
+    listen_port: int = 10911
+    broker_ip1: str = field(default_factory=local_address)  # the address registered with the NameServer
+    broker_ip2: str = field(default_factory=local_address)  # the HA address
+    broker_permission: int = PERM_READ | PERM_WRITE
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    msg_trace_topic_name: str = RMQ_SYS_TRACE_TOPIC
+    trace_topic_enable: bool = False
+    flush_consumer_offset_interval: int = 5000  # ms between consumerOffset.json writes
+    reject_transaction_message: bool = False
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    notify_consumer_ids_changed_enable: bool = True
+    register_broker_timeout_mills: int = 24000
+    filter_support_retry: bool = False
+    enable_property_filter: bool = False
+    compressed_register: bool = False
+    force_register: bool = True
+    register_name_server_period: int = 30_000  # ms; BrokerController clamps it to [10 s, 60 s]
+    revive_queue_num: int = 8
+    transaction_time_out: int = 6000  # ms before a half message is first checked
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 30_000  # ms
+    consumer_offset_update_version_step: int = 500  # offset commits per consumerOffset dataVersion bump
+    use_server_side_reset_offset: bool = True
+    channel_expired_timeout: int = 120_000  # ms without heartbeat before a client channel is dropped
+    enable_create_sys_group: bool = True
+    # MessageStoreConfig keys in Java
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    # Keys of the properties file that no config here knows, as read.
+    extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def broker_addr(self) -> str:
+        """The address the broker registers with the NameServer: brokerIP1:listenPort."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def effective_register_name_server_period(self) -> int:
+        return max(10_000, min(self.register_name_server_period, 60_000))
+
+    def delay_level_table(self) -> tuple[int, ...]:
+        """Milliseconds per delay level; level N (1-based, as in messages) is index N - 1."""
+        return parse_delay_levels(self.message_delay_level)
+
+    def to_properties(self) -> dict[str, str]:
+        return {broker_key(f.name): _format_value(getattr(self, f.name)) for f in _broker_fields()}
+
+
+# setBrokerIP1 makes Java's key "brokerIP1"; the generic snake-to-camel rule would give "brokerIp1".
+_KEY_OVERRIDES = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+
+
+def broker_key(field_name: str) -> str:
+    """The properties key (Java field name) of a BrokerConfig field."""
+    return _KEY_OVERRIDES.get(field_name) or to_camel(field_name)
+
+
+@functools.cache
+def _broker_fields() -> tuple[dataclasses.Field, ...]:
+    return tuple(f for f in dataclasses.fields(BrokerConfig) if f.name != "extra")
+
+
+@functools.cache
+def _broker_keys() -> frozenset[str]:
+    return frozenset(broker_key(f.name) for f in _broker_fields())
+
+
+@functools.cache
+def _store_keys() -> frozenset[str]:
+    return frozenset(MessageStoreConfig().to_properties())
+
+
+def _format_value(value: object) -> str:
+    """As Java prints a field: booleans lower case, enums by name."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+_TIME_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """ScheduleMessageService.parseDelayLevel: "1s 5s 1m 2h" -> (1000, 5000, 60000, 7200000).
+
+    Examples:
+        >>> parse_delay_levels("1s 10m 1d")
+        (1000, 600000, 86400000)
+    """
+    levels = []
+    for item in text.split():
+        unit = _TIME_UNITS_MS.get(item[-1:])
+        if unit is None or not item[:-1].isdigit():
+            raise ConfigError(f"bad value for messageDelayLevel: {text!r} (level {item!r} is not <number><s|m|h|d>)")
+        levels.append(int(item[:-1]) * unit)
+    if not levels:
+        raise ConfigError("bad value for messageDelayLevel: it names no level")
+    return tuple(levels)
+
+
+# -- Java Properties syntax -------------------------------------------------------------------------------------------
+
+
+# -- building the configs ---------------------------------------------------------------------------------------------
+
+
+def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """Give each key to every config that knows it (as Java does), keep the rest in ``BrokerConfig.extra``."""
+    broker_keys, store_keys = _broker_keys(), _store_keys()
+    extra = {k: v for k, v in props.items() if k not in broker_keys and k not in store_keys}
+    for key in extra:
+        log.debug("broker config key %s is not used by rmq; ignored", key)
+    broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
+    broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
+    store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
+    return _checked(broker), store
+
+
+def _checked(config: BrokerConfig) -> BrokerConfig:
+    """The checks Java makes at startup (BrokerStartup, PermName), as errors that name the key."""
+    if not 0 <= config.broker_permission < 8:
+        raise ConfigError(f"bad value for brokerPermission: {config.broker_permission} (a PermName value, 0-7)")
+    if not 0 <= config.listen_port <= 65535:
+        raise ConfigError(f"bad value for listenPort: {config.listen_port}")
+    parse_delay_levels(config.message_delay_level)
+    if config.broker_role is BrokerRole.SLAVE:
+        if config.broker_id <= 0:
+            raise ConfigError(f"bad value for brokerId: {config.broker_id} (a SLAVE's brokerId must be > 0)")
+        return config
+    # BrokerStartup: a master is always brokerId 0, whatever the file says.
+    return config if config.broker_id == 0 else dataclasses.replace(config, broker_id=0)
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None
+) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """``mqbroker -c path`` plus command-line ``overrides`` (``-n`` is ``{"namesrvAddr": ...}``), applied after the
+    file. Java applies command-line properties to BrokerConfig only; here they reach MessageStoreConfig too."""
+    props = read_properties(path) if path is not None else {}
+    props.update(overrides or {})
+    return configs_from_properties(props)
+
+
+def format_config(broker_config: BrokerConfig, store_config: MessageStoreConfig) -> str:
+    """The effective configuration as ``key=value`` lines, like ``mqbroker -p`` prints it.
+
+    Java prints each config's fields in declaration order (``getDeclaredFields``, not sorted) and we keep that
+    order. Two differences: Java's -p prints BrokerConfig's own fields only, so the BrokerIdentity keys
+    (brokerName, brokerClusterName, brokerId) are missing there and present here; and where Java goes on with the
+    Netty and auth configs, we print MessageStoreConfig.
+    """
+    lines = [f"{k}={v}" for k, v in broker_config.to_properties().items()]
+    lines += [f"{k}={v}" for k, v in store_config.to_properties().items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,414 @@
+"""Clients coming and going: HEART_BEAT, UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG (Java's ClientManageProcessor),
+the notice to consumers that their group changed (DefaultConsumerIdsChangeListener with realTimeNotifyConsumerChange,
+Broker2Client.notifyConsumerIdsChanged), the connection lists the admin tools read (GET_CONSUMER_CONNECTION_LIST,
+GET_PRODUCER_CONNECTION_LIST, GET_ALL_PRODUCER_INFO), and the admin requests the broker passes on to one client
+(GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, INVOKE_BROKER_TO_GET_CONSUMER_STATUS).
+
+A heartbeat registers each consumer group it names (after finding or auto-creating the group's subscription config,
+and creating its retry topic ``%RETRY%group``) and each producer group. Heartbeat V2 (useHeartbeatV2 clients) sends
+the subscriptions only when their fingerprint changed; ``IS_SUB_CHANGE`` tells the client when the broker saw a
+different fingerprint, so that it sends them again.
+
+When a connection closes, its clients leave their groups at once (the server's connection-closed listener), and the
+remaining consumers of each clustering group get NOTIFY_CONSUMER_IDS_CHANGED (oneway) so that they rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.common import validation
+from broker.common.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
+from broker.common.message import decode_offset_msg_id
+from broker.common.topic import PERM_READ, PERM_WRITE
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_request, create_response
+from broker.remoting.connection import RemotingConnection, exception_simple_desc
+from broker.remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    ConsumerGroupHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    HeartbeatResponseHeader,
+    UnregisterClientRequestHeader,
+)
+from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
+from broker.server.filter.message_filter import compile_expression
+from broker.server.processors.consumer_manage import Handler, MessageQueue, decode_body, guarded, json_body, success
+
+if TYPE_CHECKING:
+    from broker.server.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+TOPIC_SYS_FLAG_UNIT_SUB = 0x1 << 1  # TopicSysFlag.buildSysFlag(false, true): a unit-mode consumer's retry topic
+V3_0_7_SNAPSHOT = 28  # MQVersion ordinals gating what the broker may ask a client
+V3_1_8_SNAPSHOT = 62
+CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
+CONSUMER_STATUS_TIMEOUT_MS = 5000
+
+
+# -- HeartbeatData (remoting.protocol.heartbeat) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData:
+    group_name: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: tuple[SubscriptionData, ...] = ()
+    unit_mode: bool = False
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConsumerData:
+        return cls(
+            group_name=str(data["groupName"]),
+            consume_type=str(data.get("consumeType")),
+            message_model=str(data.get("messageModel")),
+            consume_from_where=str(data.get("consumeFromWhere")),
+            subscriptions=tuple(SubscriptionData.from_json(s) for s in data.get("subscriptionDataSet") or ()),
+            unit_mode=bool(data.get("unitMode", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatData:
+    client_id: str
+    consumers: tuple[ConsumerData, ...] = ()
+    producer_groups: tuple[str, ...] = ()
+    heartbeat_fingerprint: int = 0
+    without_sub: bool = False
+
+    @classmethod
+    def decode(cls, request: RemotingCommand) -> HeartbeatData:
+        """The heartbeat's JSON body; RemoteProtocolError when it is not a HeartbeatData."""
+        body = decode_body(request)
+        try:
+            return cls(
+                client_id=str(body["clientID"]),
+                consumers=tuple(ConsumerData.from_json(c) for c in body.get("consumerDataSet") or ()),
+                producer_groups=tuple(str(p["groupName"]) for p in body.get("producerDataSet") or ()),
+                heartbeat_fingerprint=int(body.get("heartbeatFingerprint") or 0),
+                without_sub=bool(body.get("withoutSub", False)),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise RemoteProtocolError(f"malformed HeartbeatData body: {err!r}") from err
+
+
+def connection_json(channel: ClientChannelInfo) -> dict[str, Any]:
+    """remoting.protocol.body.Connection."""
+    return {"clientAddr": channel.address, "clientId": channel.client_id, "language": channel.language.name,
+            "version": channel.version}
+
+
+# -- telling consumers that their group changed -----------------------------------------------------------------------
+
+
+class ConsumerIdsChangeNotifier:
+    """Sends NOTIFY_CONSUMER_IDS_CHANGED to every remaining client of a group whose clients changed. A newer change
+    of the same group replaces a notice still being sent (Java's NotifyTaskControl interrupt)."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def __call__(self, group: str, connections: list[RemotingConnection]) -> None:
+        if not self.controller.broker_config.notify_consumer_ids_changed_enable or not connections:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a change outside the broker's loop (a synchronous test): nobody to tell
+            return
+        previous = self._tasks.pop(group, None)
+        if previous is not None:
+            previous.cancel()
+        task = loop.create_task(self._notify(group, connections), name=f"notify-consumer-ids-{group}")
+        self._tasks[group] = task
+        task.add_done_callback(functools.partial(self._done, group))
+
+    def _done(self, group: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(group) is task:
+            del self._tasks[group]
+
+    async def _notify(self, group: str, connections: list[RemotingConnection]) -> None:
+        header = ConsumerGroupHeader(group).to_ext()
+        for conn in connections:
+            if conn.closed:
+                continue
+            try:
+                await conn.invoke_oneway(create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, header))
+            except ConnectionClosed as err:
+                log.info("notifyConsumerIdsChanged to %s failed: %s", conn.remote_address, err)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# -- the processor -----------------------------------------------------------------------------------------------------
+
+
+def register(controller: BrokerController) -> ClientManageProcessor:
+    processor = ClientManageProcessor(controller)
+    handlers: dict[int, Handler] = {
+        RequestCode.HEART_BEAT: processor.heart_beat,
+        RequestCode.UNREGISTER_CLIENT: processor.unregister_client,
+        RequestCode.CHECK_CLIENT_CONFIG: processor.check_client_config,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: processor.get_consumer_connection_list,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: processor.get_producer_connection_list,
+        RequestCode.GET_ALL_PRODUCER_INFO: processor.get_all_producer_info,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: processor.get_consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: processor.consume_message_directly,
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: processor.get_consumer_status,
+    }
+    for code, handler in handlers.items():
+        controller.server.register_processor(code, guarded(handler))
+    consumers = controller.consumer_manager
+    consumers.on_change = processor.notifier
+    consumers.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
+    controller.producer_manager.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
+    controller.server.set_connection_closed_listener(processor.connection_closed)
+    return processor
+
+
+class ClientManageProcessor:
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.notifier = ConsumerIdsChangeNotifier(controller)
+        self._fingerprints: dict[str, int] = {}  # consumer group -> fingerprint of its last heartbeat V2
+
+    def connection_closed(self, conn: RemotingConnection) -> None:
+        """ClientHousekeepingService.onChannelClose: the connection's clients leave every group now."""
+        self.controller.producer_manager.connection_closed(conn)
+        self.controller.consumer_manager.connection_closed(conn)
+
+    # -- HEART_BEAT --------------------------------------------------------------------------------------------
+
+    async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.decode(request)
+        sub_change = data.heartbeat_fingerprint == 0  # a V1 heartbeat always carries the subscriptions
+        for consumer in data.consumers:
+            if data.heartbeat_fingerprint != 0:
+                known = self._fingerprints.get(consumer.group_name)
+                sub_change |= known is not None and known != data.heartbeat_fingerprint
+            self._fingerprints[consumer.group_name] = data.heartbeat_fingerprint
+            await self._register_consumer(conn, request, data, consumer)
+        for group in data.producer_groups:
+            self.controller.producer_manager.register_producer(group, self._channel(conn, request, data))
+        header = HeartbeatResponseHeader(is_support_heart_beat_v2=True, is_sub_change=sub_change)
+        return success(request, ext_fields=header.to_ext())
+
+    def _channel(self, conn: RemotingConnection, request: RemotingCommand, data: HeartbeatData) -> ClientChannelInfo:
+        return ClientChannelInfo(conn, data.client_id, request.language, request.version)
+
+    async def _register_consumer(self, conn: RemotingConnection, request: RemotingCommand, data: HeartbeatData,
+                                 consumer: ConsumerData) -> None:
+        """One ConsumerData of a heartbeat (rejectPullConsumerEnable is off in rmq: pull consumers register too)."""
+        group = consumer.group_name
+        groups = self.controller.subscription_group_manager
+        config = groups.select_subscription_group_config(group)
+        if config is None:  # creating it persists subscriptionGroup.json: off the event loop
+            config = await asyncio.to_thread(groups.find_subscription_group_config, group)
+        if config is None:
+            log.warning("heartbeat of %s names consumer group %s, which does not exist and is not auto-created",
+                        conn.remote_address, group)
+            return
+        await self._create_retry_topic(consumer, config.retry_queue_nums)
+        channel = self._channel(conn, request, data)
+        manager = self.controller.consumer_manager
+        notify = config.notify_consumer_ids_changed_enable
+        if data.without_sub:
+            changed = manager.register_consumer_without_sub(group, channel, consumer.consume_type,
+                                                            consumer.message_model, consumer.consume_from_where,
+                                                            notify=notify)
+        else:
+            changed = manager.register_consumer(group, channel, consumer.consume_type, consumer.message_model,
+                                                consumer.consume_from_where, list(consumer.subscriptions),
+                                                notify=notify)
+            self._register_filters(group, consumer)
+        if changed:
+            log.info("registerConsumer info changed, SDK address=%s, group=%s, type=%s", conn.remote_address, group,
+                     consumer.consume_type)
+
+    def _register_filters(self, group: str, consumer: ConsumerData) -> None:
+        """ConsumerGroupEvent.REGISTER: every full heartbeat (re)registers the group's SQL92 filter data, which its
+        pulls then evaluate (issue 4; ConsumerFilterManager.register)."""
+        self.controller.consumer_filter_manager.register(group, consumer.subscriptions)
+
+    async def _create_retry_topic(self, consumer: ConsumerData, retry_queue_nums: int) -> None:
+        """%RETRY%group, orderly when the group subscribes an orderly topic (createTopicInSendMessageBackMethod)."""
+        topics = self.controller.topic_config_manager
+        order = any(topics.is_order_topic(sub.topic) for sub in consumer.subscriptions)
+        retry = validation.retry_topic(consumer.group_name)
+        existing = topics.select_topic_config(retry)
+        if existing is not None and existing.order == order:
+            return
+        sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if consumer.unit_mode else 0
+        await asyncio.to_thread(topics.create_topic_in_send_message_back_method, retry, retry_queue_nums,
+                                PERM_READ | PERM_WRITE, sys_flag, order=order)
+        # The controller registers the created topic with the NameServers (TopicConfigManager.on_topic_created).
+
+    # -- UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG --------------------------------------------------------------
+
+    async def unregister_client(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+        if header.producer_group is not None:
+            self.controller.producer_manager.unregister_producer(header.producer_group, conn)
+        if header.consumer_group is not None:
+            config = self.controller.subscription_group_manager.select_subscription_group_config(header.consumer_group)
+            notify = config.notify_consumer_ids_changed_enable if config is not None else True
+            self.controller.consumer_manager.unregister_consumer(header.consumer_group, conn, notify=notify)
+        return success(request)
+
+    async def check_client_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CheckClientRequestBody: a TAG subscription is always fine; another needs enablePropertyFilter and an
+        expression that compiles, else SUBSCRIPTION_PARSE_FAILED with the compiler's reason (a Java push consumer
+        with a bad MessageSelector.bySql fails to start with it)."""
+        body = decode_body(request) if request.body else {}
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(sub, dict):
+            return success(request)
+        expression_type = sub.get("expressionType")
+        if not expression_type or expression_type == "TAG":
+            return success(request)
+        if not self.controller.broker_config.enable_property_filter:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"The broker does not support consumer to filter message by {expression_type}")
+        try:
+            compile_expression(str(expression_type), str(sub.get("subString") or ""))
+        except FilterExpressionError as err:
+            log.warning("client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+                        body.get("clientId"), body.get("group"), sub, err)
+            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(err))
+        return success(request)
+
+    # -- connection lists ---------------------------------------------------------------------------------------
+
+    async def get_consumer_connection_list(self, conn: RemotingConnection,
+                                           request: RemotingCommand) -> RemotingCommand:
+        group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
+        info = self.controller.consumer_manager.get(group)
+        if info is None:
+            return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [connection_json(c) for c in info.channels.values()],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {topic: sub.to_json() for topic, sub in info.subscriptions.items()},
+        }
+        return success(request, json_body(body))
+
+    async def get_producer_connection_list(self, conn: RemotingConnection,
+                                           request: RemotingCommand) -> RemotingCommand:
+        group = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields).producer_group
+        channels = self.controller.producer_manager.groups.get(group)
+        if channels is None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return success(request, json_body({"connectionSet": [connection_json(c) for c in channels.values()]}))
+
+    async def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """ProducerTableInfo: group -> ProducerInfo list."""
+        table = {
+            group: [{"clientId": c.client_id, "language": c.language.name, "lastUpdateTimestamp":
+                     c.last_update_timestamp, "remoteIP": c.address, "version": c.version} for c in channels]
+            for group, channels in self.controller.producer_manager.producer_table().items()
+        }
+        return success(request, json_body({"data": table}))
+
+    # -- requests passed on to a client --------------------------------------------------------------------------
+
+    async def get_consumer_running_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
+        return await self._call_consumer(request, header.consumer_group, header.client_id, request.ext_fields,
+                                         request.body)
+
+    async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """The message (by its offsetMsgId) goes to the client with the request, as Java sends it."""
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
+        header.broker_name = self.controller.broker_config.broker_name
+        topic_config = self.controller.topic_config_manager.select_topic_config(header.topic or "")
+        if topic_config is not None:
+            header.topic_sys_flag = topic_config.topic_sys_flag
+        group_config = self.controller.subscription_group_manager.select_subscription_group_config(
+            header.consumer_group)
+        if group_config is not None:
+            header.group_sys_flag = group_config.group_sys_flag
+        ext = dict(request.ext_fields) | header.to_ext()
+        body = self._message_by_id(header.msg_id) or b""
+        return await self._call_consumer(request, header.consumer_group, header.client_id or "", ext, body)
+
+    def _message_by_id(self, msg_id: str | None) -> bytes | None:
+        try:
+            _, offset = decode_offset_msg_id(msg_id or "")
+        except ValueError:
+            return None
+        return self.controller.store.select_one_message(offset)
+
+    async def _call_consumer(self, original: RemotingCommand, group: str, client_id: str,
+                             ext_fields: Mapping[str, str], body: bytes) -> RemotingCommand:
+        """AdminBrokerProcessor.callConsumer: the same request goes to the client, whose own response goes back
+        to the caller."""
+        channel = self.controller.consumer_manager.find_channel(group, client_id)
+        if channel is None:
+            return create_response(original, ResponseCode.SYSTEM_ERROR,
+                                   f"The Consumer <{group}> <{client_id}> not online")
+        if channel.version < V3_1_8_SNAPSHOT:
+            return create_response(original, ResponseCode.SYSTEM_ERROR,
+                                   f"The Consumer <{client_id}> Version <{channel.version}> too low to finish, "
+                                   "please upgrade it to V3_1_8_SNAPSHOT")
+        forwarded = create_request(original.code, ext_fields, body)
+        try:
+            answer = await channel.connection.invoke(forwarded, CALL_CLIENT_TIMEOUT_MS)
+        except RequestTimeout as err:
+            return create_response(original, ResponseCode.CONSUME_MSG_TIMEOUT,
+                                   f"consumer <{group}> <{client_id}> Timeout: {exception_simple_desc(err)}")
+        except ConnectionClosed as err:
+            return create_response(original, ResponseCode.SYSTEM_ERROR,
+                                   f"invoke consumer <{group}> <{client_id}> Exception: {exception_simple_desc(err)}")
+        return create_response(original, answer.code, answer.remark, ext_fields=answer.ext_fields, body=answer.body)
+
+    async def get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Broker2Client.getConsumeStatus: ask each client (or the one at ``clientAddr``) for its queue offsets."""
+        header = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
+        info = self.controller.consumer_manager.get(header.group)
+        if info is None or not info.channels:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"No Any Consumer online in the consumer group: [{header.group}]")
+        table: dict[str, Any] = {}
+        for channel in list(info.channels.values()):
+            if channel.version < V3_0_7_SNAPSHOT:
+                return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                       f"the client does not support this feature. version={channel.version}")
+            if header.client_addr and header.client_addr != channel.client_id:
+                continue
+            statuses = await self._client_status(channel, header)
+            if statuses is not None:
+                table[channel.client_id] = statuses
+            if header.client_addr:
+                break
+        return success(request, json_body({"consumerTable": table, "messageQueueTable": {}}))
+
+    async def _client_status(self, channel: ClientChannelInfo,
+                             header: GetConsumerStatusRequestHeader) -> dict[MessageQueue, int] | None:
+        ask = GetConsumerStatusRequestHeader(topic=header.topic, group=header.group)
+        try:
+            answer = await channel.connection.invoke(
+                create_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ask.to_ext()), CONSUMER_STATUS_TIMEOUT_MS)
+            if answer.code != ResponseCode.SUCCESS or not answer.body:
+                return None
+            return {MessageQueue.from_json(json.loads(key)): int(offset)
+                    for key, offset in decode_body(answer).get("messageQueueTable", {}).items()}
+        except (RequestTimeout, ConnectionClosed, RemoteProtocolError, KeyError, TypeError, ValueError) as err:
+            log.error("[get-consumer-status] %s of group %s: %s", channel.client_id, header.group, err)
+            return None

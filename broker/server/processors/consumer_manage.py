@@ -1,0 +1,495 @@
+"""Consumer offsets and what the admin tools ask about consumer groups.
+
+Java's ConsumerManageProcessor (GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET), the
+consumer parts of AdminBrokerProcessor (GET_CONSUME_STATS, GET_ALL_CONSUMER_OFFSET, QUERY_TOPIC_CONSUME_BY_WHO,
+QUERY_TOPICS_BY_CONSUMER, QUERY_SUBSCRIPTION_BY_CONSUMER, QUERY_CONSUME_TIME_SPAN, INVOKE_BROKER_TO_RESET_OFFSET,
+CLONE_GROUP_OFFSET, QUERY_CORRECTION_OFFSET, GET_BROKER_CONSUME_STATS, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and
+Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``MessageQueue`` (a JSON map key
+in many bodies), ``guarded`` and the body decoder.
+
+A reset of offsets (mqadmin resetOffsetByTime) is Java 5's server-side reset when useServerSideResetOffset (the
+default): the new offsets are committed and also held as pending resets, which the pull processor serves (as
+OFFSET_RESET) to the next pull of each queue. With it off, the broker sends RESET_CONSUMER_CLIENT_OFFSET to every
+online client of the group instead, as RocketMQ 4 did.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.common.errors import ConnectionClosed, IllegalName, RemoteProtocolError
+from broker.common.fastjson import JavaDouble, decode_json, encode_json
+from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_request, create_response
+from broker.remoting.connection import RemotingConnection, exception_simple_desc
+from broker.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumerGroupHeader,
+    ConsumeStatsTopicListHeader,
+    GetConsumeStatsInBrokerHeader,
+    GetConsumeStatsRequestHeader,
+    GroupHeader,
+    HeaderError,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
+    QuerySubscriptionByConsumerRequestHeader,
+    ResetOffsetRequestHeader,
+    TopicHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from broker.server.config import BrokerRole
+from broker.server.consumer_manager import ClientChannelInfo
+
+if TYPE_CHECKING:
+    from broker.server.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+V3_0_7_SNAPSHOT = 28  # MQVersion.Version ordinal: the first client that takes RESET_CONSUMER_CLIENT_OFFSET
+REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
+RESET_NOTIFY_TIMEOUT_MS = 5000
+
+Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+# -- shared by the client, consumer and admin processors ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """common.message.MessageQueue; ordered as Java's compareTo (topic, brokerName, queueId)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
+        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
+
+
+def decode_body(request: RemotingCommand) -> Any:
+    """The request's JSON body (fastjson's dialect); RemoteProtocolError when it is missing or not JSON."""
+    if not request.body:
+        raise RemoteProtocolError(f"request code {request.code} needs a JSON body")
+    try:
+        return decode_json(request.body.decode())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise RemoteProtocolError(f"request code {request.code} has a malformed JSON body: {err}") from err
+
+
+def json_body(value: Any) -> bytes:
+    return encode_json(value).encode()
+
+
+def guarded(handler: Handler) -> Handler:
+    """Answer a request whose header or body does not parse as Java does (SYSTEM_ERROR with the exception)."""
+
+    @functools.wraps(handler)
+    async def wrapper(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            return await handler(conn, request)
+        except (HeaderError, RemoteProtocolError) as err:
+            log.warning("bad request code %s from %s: %s", request.code, conn.remote_address, err)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
+
+    return wrapper
+
+
+def success(request: RemotingCommand, body: bytes = b"", ext_fields: dict[str, str] | None = None) -> RemotingCommand:
+    return create_response(request, ResponseCode.SUCCESS, body=body, ext_fields=ext_fields)
+
+
+def queue_value(read: Callable[[], int], missing: int) -> int:
+    """A per-queue store value; a topic that cannot name a queue directory has no queue (``missing``)."""
+    try:
+        return read()
+    except IllegalName:
+        return missing
+
+
+# -- rebalance locks (Java's RebalanceLockManager) ---------------------------------------------------------------------
+
+
+class RebalanceLockManager:
+    """Which client of a group holds each queue, for orderly consumers; a lock not renewed for 60 s lapses."""
+
+    def __init__(self, max_live_time_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME_MS) -> None:
+        self.max_live_time_ms = max_live_time_ms
+        self._locks: dict[str, dict[MessageQueue, tuple[str, float]]] = {}  # group -> mq -> (clientId, since)
+
+    def _held(self, group: str, mq: MessageQueue, now: float) -> str | None:
+        entry = self._locks.get(group, {}).get(mq)
+        if entry is None or (now - entry[1]) * 1000 > self.max_live_time_ms:
+            return None
+        return entry[0]
+
+    def try_lock_batch(self, group: str, mqs: list[MessageQueue], client_id: str) -> list[MessageQueue]:
+        now = time.monotonic()
+        locked = []
+        table = self._locks.setdefault(group, {})
+        for mq in mqs:
+            holder = self._held(group, mq, now)
+            if holder is None or holder == client_id:
+                if holder is None:
+                    log.info("rebalance lock of %s %s taken by %s", group, mq, client_id)
+                table[mq] = (client_id, now)
+                locked.append(mq)
+        return locked
+
+    def unlock_batch(self, group: str, mqs: list[MessageQueue], client_id: str) -> None:
+        table = self._locks.get(group, {})
+        for mq in mqs:
+            entry = table.get(mq)
+            if entry is not None and entry[0] == client_id:
+                del table[mq]
+
+
+# -- the processor -----------------------------------------------------------------------------------------------------
+
+
+def register(controller: BrokerController) -> None:
+    processor = ConsumerProcessor(controller)
+    handlers: dict[int, Handler] = {
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: processor.get_consumer_list_by_group,
+        RequestCode.QUERY_CONSUMER_OFFSET: processor.query_consumer_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: processor.update_consumer_offset,
+        RequestCode.GET_CONSUME_STATS: processor.get_consume_stats,
+        RequestCode.GET_ALL_CONSUMER_OFFSET: processor.get_all_consumer_offset,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: processor.query_topic_consume_by_who,
+        RequestCode.QUERY_TOPICS_BY_CONSUMER: processor.query_topics_by_consumer,
+        RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER: processor.query_subscription_by_consumer,
+        RequestCode.QUERY_CONSUME_TIME_SPAN: processor.query_consume_time_span,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: processor.reset_offset,
+        RequestCode.CLONE_GROUP_OFFSET: processor.clone_group_offset,
+        RequestCode.QUERY_CORRECTION_OFFSET: processor.query_correction_offset,
+        RequestCode.GET_BROKER_CONSUME_STATS: processor.get_broker_consume_stats,
+        RequestCode.LOCK_BATCH_MQ: processor.lock_batch_mq,
+        RequestCode.UNLOCK_BATCH_MQ: processor.unlock_batch_mq,
+    }
+    for code, handler in handlers.items():
+        controller.server.register_processor(code, guarded(handler))
+
+
+class ConsumerProcessor:
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.locks = RebalanceLockManager()
+
+    @property
+    def broker_name(self) -> str:
+        return self.controller.broker_config.broker_name
+
+    # -- ConsumerManageProcessor -----------------------------------------------------------------------------------
+
+    async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
+        info = self.controller.consumer_manager.get(group)
+        if info is not None and info.channels:
+            return success(request, json_body({"consumerIdList": info.client_ids()}))
+        log.warning("no consumer of group %s online, asked by %s", group, conn.remote_address)
+        return create_response(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+
+    async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        group, topic = header.consumer_group, header.topic
+        if not self.controller.subscription_group_manager.contains_subscription_group(group):
+            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
+        if not self.controller.topic_config_manager.contains_topic(topic):
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        offsets = self.controller.consumer_offset_manager
+        if self.controller.broker_config.use_server_side_reset_offset and \
+                offsets.has_offset_reset(topic, group, header.queue_id):
+            log.info("offset commit of %s %s-%d ignored: it was reset", group, topic, header.queue_id)
+            return create_response(request, ResponseCode.SUCCESS, "Offset has been previously reset")
+        offsets.commit_offset(group, topic, header.queue_id, header.commit_offset, conn.remote_address)
+        return success(request)
+
+    async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        topic, queue_id = header.topic, header.queue_id
+        offset = self.controller.consumer_offset_manager.query_offset(header.consumer_group, topic, queue_id)
+        if offset >= 0:
+            return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
+        if header.set_zero_if_not_found is False:
+            return create_response(request, ResponseCode.QUERY_NOT_FOUND,
+                                   "Not found, do not set to zero, maybe this group boot first")
+        store = self.controller.store
+        if queue_value(lambda: store.min_offset_in_queue(topic, queue_id), 0) <= 0 and \
+                queue_value(lambda: store.message_store_timestamp(topic, queue_id, 0), -1) != -1:
+            # Java's checkInMemByConsumeOffset(topic, queueId, 0, 1): the queue's first message is still stored
+            return success(request, ext_fields=OffsetResponseHeader(0).to_ext())
+        return create_response(request, ResponseCode.QUERY_NOT_FOUND,
+                               "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    # -- consume statistics ----------------------------------------------------------------------------------------
+
+    async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
+        topic_list = ConsumeStatsTopicListHeader.from_ext(request.ext_fields).topic_list
+        group = header.consumer_group
+        table: dict[MessageQueue, dict[str, int]] = {}
+        for topic in sorted(self._topics_for_consume_stats(group, header.topic, topic_list)):
+            config = self.controller.topic_config_manager.select_topic_config(topic)
+            if config is None:
+                log.warning("consume stats of %s: topic %s does not exist", group, topic)
+                continue
+            for queue_id in range(config.read_queue_nums):
+                table[MessageQueue(topic, self.broker_name, queue_id)] = self._offset_wrapper(group, topic, queue_id)
+        # consumeTps: rmq keeps no per-group get statistics (Java's BrokerStatsManager), so it reports none
+        return success(request, json_body({"consumeTps": JavaDouble(0.0), "offsetTable": table}))
+
+    def _topics_for_consume_stats(self, group: str, topic: str | None, topic_list: str | None) -> set[str]:
+        listed = [t for t in (topic_list or "").split(";") if t]
+        if listed:
+            return set(listed)  # a listed topic skips the subscription check, as in Java
+        topics = self.controller.consumer_offset_manager.which_topic_by_consumer(group) if not topic else {topic}
+        manager = self.controller.consumer_manager
+        if manager.find_subscription_data_count(group) > 0:
+            topics = {t for t in topics if manager.find_subscription_data(group, t) is not None}
+        return topics
+
+    def _offset_wrapper(self, group: str, topic: str, queue_id: int) -> dict[str, int]:
+        store = self.controller.store
+        broker_offset = max(0, store.max_offset_in_queue(topic, queue_id))
+        consumer_offset = max(0, self.controller.consumer_offset_manager.query_offset(group, topic, queue_id))
+        last = self._store_time(topic, queue_id, consumer_offset - 1)
+        return {"brokerOffset": broker_offset, "consumerOffset": consumer_offset,
+                "lastTimestamp": max(last, 0), "pullOffset": consumer_offset}
+
+    async def get_broker_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): ConsumeStatsList over every group."""
+        only_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
+        groups, total_diff = [], 0
+        for group in self.controller.subscription_group_manager.subscription_group_table:
+            stats_list = []
+            for topic in sorted(self.controller.consumer_offset_manager.which_topic_by_consumer(group)):
+                config = self.controller.topic_config_manager.select_topic_config(topic)
+                if config is None or (only_order and not config.order) or \
+                        not self._topics_for_consume_stats(group, topic, None):
+                    continue
+                table = {MessageQueue(topic, self.broker_name, q): self._offset_wrapper(group, topic, q)
+                         for q in range(config.write_queue_nums)}
+                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for w in table.values())
+                stats_list.append({"consumeTps": JavaDouble(0.0), "offsetTable": table})
+            groups.append({group: stats_list})
+        body = {"brokerAddr": self.controller.broker_addr, "consumeStatsList": groups, "totalDiff": total_diff,
+                "totalInflightDiff": 0}
+        return success(request, json_body(body))
+
+    async def get_all_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        return success(request, json_body(self.controller.consumer_offset_manager.to_json()))
+
+    async def query_consume_time_span(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumeTimeSpanRequestHeader.from_ext(request.ext_fields)
+        config = self.controller.topic_config_manager.select_topic_config(header.topic)
+        if config is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        spans = [self._time_span(header.group, header.topic, q) for q in range(config.write_queue_nums)]
+        return success(request, json_body({"consumeTimeSpanSet": spans}))
+
+    def _store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """getMessageStoreTimeStamp: -1 when there is no such message (a negative offset included)."""
+        if queue_offset < 0:
+            return -1
+        return self.controller.store.message_store_timestamp(topic, queue_id, queue_offset)
+
+    def _time_span(self, group: str, topic: str, queue_id: int) -> dict[str, Any]:
+        store = self.controller.store
+        min_time = store.earliest_message_time(topic, queue_id)
+        max_offset = store.max_offset_in_queue(topic, queue_id)
+        max_time = self._store_time(topic, queue_id, max_offset - 1)
+        consumer_offset = self.controller.consumer_offset_manager.query_offset(group, topic, queue_id)
+        consume_time = self._store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else min_time
+        delay = 0
+        if consumer_offset < max_offset:
+            delay = int(time.time() * 1000) - self._store_time(topic, queue_id, consumer_offset)
+        return {"consumeTimeStamp": consume_time, "consumeTimeStampStr": _human_time(consume_time),
+                "delayTime": delay, "maxTimeStamp": max_time, "maxTimeStampStr": _human_time(max_time),
+                "messageQueue": MessageQueue(topic, self.broker_name, queue_id).to_json(),
+                "minTimeStamp": min_time, "minTimeStampStr": _human_time(min_time)}
+
+    # -- who consumes what -----------------------------------------------------------------------------------------
+
+    async def query_topic_consume_by_who(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicHeader.from_ext(request.ext_fields).topic
+        groups = self.controller.consumer_manager.query_topic_consume_by_who(topic)
+        groups |= self.controller.consumer_offset_manager.which_group_by_topic(topic)
+        return success(request, json_body({"groupList": sorted(groups)}))
+
+    async def query_topics_by_consumer(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group = GroupHeader.from_ext(request.ext_fields).group
+        topics = self.controller.consumer_offset_manager.which_topic_by_consumer(group)
+        return success(request, json_body({"brokerAddr": self.controller.broker_addr, "topicList": sorted(topics)}))
+
+    async def query_subscription_by_consumer(self, conn: RemotingConnection,
+                                             request: RemotingCommand) -> RemotingCommand:
+        header = QuerySubscriptionByConsumerRequestHeader.from_ext(request.ext_fields)
+        sub = (self.controller.consumer_manager.find_subscription_data(header.group, header.topic)
+               if header.topic is not None else None)
+        body = {"group": header.group, "subscriptionData": sub.to_json() if sub else None, "topic": header.topic}
+        return success(request, json_body(body))
+
+    # -- offsets changed by an administrator -----------------------------------------------------------------------
+
+    async def reset_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        log.info("[reset-offset] reset offset started by %s: topic=%s group=%s timestamp=%d force=%s",
+                 conn.remote_address, header.topic, header.group, header.timestamp, header.is_force)
+        if self.controller.broker_config.use_server_side_reset_offset:
+            return self._reset_offset_in_broker(request, header)
+        return await self._reset_offset_in_clients(request, header)
+
+    def _search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        store = self.controller.store
+        if timestamp < 0:
+            return store.max_offset_in_queue(topic, queue_id)
+        return store.offset_in_queue_by_time(topic, queue_id, timestamp)
+
+    def _reset_offset_in_broker(self, request: RemotingCommand, header: ResetOffsetRequestHeader) -> RemotingCommand:
+        """AdminBrokerProcessor.resetOffsetInner: commit the new offsets and hold them for the next pulls."""
+        topic, group, queue_id, offset = header.topic, header.group, header.queue_id, header.offset
+        if self.controller.broker_config.broker_role is BrokerRole.SLAVE:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
+        config = self.controller.topic_config_manager.select_topic_config(topic)
+        if config is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
+        if not self.controller.subscription_group_manager.contains_subscription_group(group):
+            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
+        store = self.controller.store
+        if queue_id >= 0:
+            if offset is not None and offset != -1:
+                low, high = store.min_offset_in_queue(topic, queue_id), store.max_offset_in_queue(topic, queue_id)
+                if (low >= 0 and offset < low) or offset > high + 1:
+                    return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                           f"Target offset {offset} not in consume queue range [{low}-{high}]")
+            else:
+                offset = self._search_offset(topic, queue_id, header.timestamp)
+            new_offsets = {queue_id: offset}
+        else:
+            new_offsets = {q: self._search_offset(topic, q, header.timestamp) for q in range(config.read_queue_nums)}
+        if not new_offsets:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "No queues to reset.")
+        for q, value in new_offsets.items():
+            self.controller.consumer_offset_manager.assign_reset_offset(topic, group, q, value)
+        table = {MessageQueue(topic, self.broker_name, q): value for q, value in new_offsets.items()}
+        log.info("reset offset, topic=%s group=%s queues=%s", topic, group, new_offsets)
+        return success(request, json_body({"offsetTable": table}))
+
+    async def _reset_offset_in_clients(self, request: RemotingCommand,
+                                       header: ResetOffsetRequestHeader) -> RemotingCommand:
+        """Broker2Client.resetOffset: work the offsets out here, let every online client of the group apply them."""
+        topic, group = header.topic, header.group
+        config = self.controller.topic_config_manager.select_topic_config(topic)
+        if config is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
+                                   f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        table: dict[MessageQueue, int] = {}
+        for queue_id in range(config.write_queue_nums):
+            consumer_offset = self.controller.consumer_offset_manager.query_offset(group, topic, queue_id)
+            if consumer_offset == -1:
+                return create_response(request, ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            target = max(0, self._search_offset(topic, queue_id, header.timestamp))
+            use_target = header.is_force or target < consumer_offset
+            table[MessageQueue(topic, self.broker_name, queue_id)] = target if use_target else consumer_offset
+        info = self.controller.consumer_manager.get(group)
+        if info is None or not info.channels:
+            return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                                   f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                                   f"Timestamp: {header.timestamp}")
+        refusal = await self._notify_reset(request, header, table, list(info.channels.values()))
+        return refusal or success(request, json_body({"offsetTable": table}))
+
+    async def _notify_reset(self, request: RemotingCommand, header: ResetOffsetRequestHeader,
+                            table: dict[MessageQueue, int],
+                            channels: list[ClientChannelInfo]) -> RemotingCommand | None:
+        if request.language is LanguageCode.CPP:  # ResetOffsetBodyForC: a list of MessageQueueForC, not a map
+            entries = [dict(sorted({**mq.to_json(), "offset": value}.items())) for mq, value in table.items()]
+            body = json_body({"offsetTable": entries})
+        else:
+            body = json_body({"offsetTable": table})
+        notice_header = ResetOffsetRequestHeader(group=header.group, topic=header.topic, timestamp=header.timestamp,
+                                                 is_force=False)
+        for channel in channels:
+            if channel.version < V3_0_7_SNAPSHOT:
+                return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                       f"the client does not support this feature. version={channel.version}")
+            notice = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notice_header.to_ext(), body)
+            try:
+                await channel.connection.invoke_oneway(notice)
+            except ConnectionClosed as err:
+                log.error("[reset-offset] cannot tell %s: %s", channel.client_id, err)
+        return None
+
+    async def clone_group_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        header = CloneGroupOffsetRequestHeader.from_ext(request.ext_fields)
+        offsets = self.controller.consumer_offset_manager
+        topics = {header.topic} if header.topic and header.topic.strip() else \
+            offsets.which_topic_by_consumer(header.src_group)
+        manager = self.controller.consumer_manager
+        for topic in topics:
+            if self.controller.topic_config_manager.select_topic_config(topic) is None:
+                log.warning("[cloneGroupOffset] topic %s does not exist", topic)
+                continue
+            if not header.offline and manager.find_subscription_data_count(header.src_group) > 0 and \
+                    manager.find_subscription_data(header.src_group, topic) is None:
+                continue
+            offsets.clone_offset(header.src_group, header.dest_group, topic)
+        return success(request)
+
+    async def query_correction_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """The lowest committed offset per queue over all groups but ``filterGroups``; MAX when the compare group
+        is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup)."""
+        header = QueryCorrectionOffsetHeader.from_ext(request.ext_fields)
+        filtered = {g.strip() for g in (header.filter_groups or "").split(",") if g.strip()}
+        correction: dict[int, int] = {}
+        for key, queues in self.controller.consumer_offset_manager.offset_table.items():
+            topic, _, group = key.partition("@")
+            if topic != header.topic or group in filtered:
+                continue
+            for queue_id, offset in queues.items():
+                correction[queue_id] = min(offset, correction.get(queue_id, offset))
+        compare = self.controller.consumer_offset_manager.query_offsets(header.compare_group, header.topic) or {}
+        for queue_id, offset in compare.items():
+            if queue_id in correction and correction[queue_id] > offset:
+                correction[queue_id] = 2**63 - 1
+        return success(request, json_body({"correctionOffsets": correction}))
+
+    # -- orderly consumers ----------------------------------------------------------------------------------------
+
+    async def lock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, mqs = _lock_body(request)
+        locked = self.locks.try_lock_batch(group, mqs, client_id)
+        return success(request, json_body({"lockOKMQSet": [mq.to_json() for mq in locked]}))
+
+    async def unlock_batch_mq(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, mqs = _lock_body(request)
+        self.locks.unlock_batch(group, mqs, client_id)
+        return success(request)
+
+
+def _lock_body(request: RemotingCommand) -> tuple[str, str, list[MessageQueue]]:
+    """LockBatchRequestBody / UnlockBatchRequestBody: consumerGroup, clientId, mqSet."""
+    body = decode_body(request)
+    try:
+        return (str(body["consumerGroup"]), str(body["clientId"]),
+                [MessageQueue.from_json(item) for item in body.get("mqSet") or ()])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise RemoteProtocolError(f"malformed lock request body: {err!r}") from err
+
+
+def _human_time(timestamp_ms: int) -> str:
+    """UtilAll.timeMillisToHumanString3-like "yyyy-MM-dd#HH:mm:ss:SSS" in local time (QueueTimeSpan's getters)."""
+    seconds, millis = divmod(timestamp_ms, 1000)
+    return time.strftime("%Y-%m-%d#%H:%M:%S", time.localtime(seconds)) + f":{millis:03d}"
+

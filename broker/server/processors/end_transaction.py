@@ -1,0 +1,151 @@
+"""END_TRANSACTION: Java's EndTransactionProcessor. A producer (after its local transaction, or answering
+CHECK_TRANSACTION_STATE) commits or rolls back a half message; the broker finds the half record by its commit log
+offset, checks it is the one the producer means, and lets TransactionalMessageService end it.
+
+The producer sends it oneway, so the response matters only to callers that invoke it (tests, tools); it carries
+Java's codes and remarks. A pending state (TRANSACTION_NOT_TYPE) gets no response at all, as in Java.
+
+Differences: the commit log offset must point at a half message (Java would "commit" any record whose producer
+group and offsets match), and a transaction ended before is answered SUCCESS without writing again (Java would
+commit it twice); one the check discarded is still ended, as in Java.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.common.message import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_PRODUCER_GROUP,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from broker.common.record import MessageRecord
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_response
+from broker.remoting.connection import RemotingConnection
+from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
+from broker.server.config import BrokerRole
+from broker.server.processors.send import bad_header_response
+from broker.server.transaction import bridge
+from broker.server.transaction.service import EndStatus
+from broker.store.results import PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+END_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
+NOT_FOUND_REMARK = "Find prepared transaction message failed"
+
+
+def register(controller: BrokerController) -> None:
+    controller.server.register_processor(RequestCode.END_TRANSACTION, EndTransactionProcessor(controller).process)
+
+
+def parse_end_transaction_header(request: RemotingCommand) -> EndTransactionRequestHeader:
+    """decodeCommandCustomHeader with EndTransactionRequestHeader.checkFields."""
+    header = EndTransactionRequestHeader.from_ext(request.ext_fields)
+    if header.commit_or_rollback not in END_TYPES:
+        raise HeaderError("commitOrRollback field wrong")
+    return header
+
+
+def check_prepare_message(half: MessageRecord, header: EndTransactionRequestHeader) -> str | None:
+    """EndTransactionProcessor.checkPrepareMessage: the remark of a mismatch, None when the record is the one."""
+    if half.properties.get(PROPERTY_PRODUCER_GROUP) != header.producer_group:
+        return "The producer group wrong"
+    if half.queue_offset != header.tran_state_table_offset:
+        return "The transaction state table offset wrong"
+    if half.commit_log_offset != header.commit_log_offset:
+        return "The commit log offset wrong"
+    return None
+
+
+class EndTransactionProcessor:
+    """The END_TRANSACTION handler of one broker.
+
+    Examples:
+        >>> controller.server.register_processor(RequestCode.END_TRANSACTION,
+        ...                                      EndTransactionProcessor(controller).process)  # doctest: +SKIP
+    """
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            header = parse_end_transaction_header(request)
+        except HeaderError as err:
+            return bad_header_response(request, err)
+        if self.controller.broker_config.broker_role is BrokerRole.SLAVE:
+            log.warning("Message store is slave mode, so end transaction is forbidden. ")
+            return create_response(request, ResponseCode.SLAVE_NOT_AVAILABLE)
+        if header.commit_or_rollback == TRANSACTION_NOT_TYPE:
+            log.warning("producer %s end transaction %s: still pending (from check: %s) remark: %s",
+                        conn.remote_address, header.msg_id, header.from_transaction_check, request.remark)
+            return None
+        if header.commit_or_rollback == TRANSACTION_ROLLBACK_TYPE or header.from_transaction_check:
+            log.warning("producer %s %s transaction %s (from check: %s) remark: %s", conn.remote_address,
+                        "rolls back" if header.commit_or_rollback == TRANSACTION_ROLLBACK_TYPE else "commits",
+                        header.msg_id, header.from_transaction_check, request.remark)
+        half = self._half_message(header.commit_log_offset)
+        if half is None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, NOT_FOUND_REMARK)
+        if self.reject_commit_or_rollback(header, half):
+            log.warning("end transaction refused: %s is past its check immunity time, commitLogOffset=%d; the check "
+                        "will ask", header.msg_id, header.commit_log_offset)
+            return create_response(request, ResponseCode.ILLEGAL_OPERATION)
+        remark = check_prepare_message(half, header)
+        if remark is not None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, remark)
+        outcome = await self.controller.transactional_message_service.end(
+            half, commit=header.commit_or_rollback == TRANSACTION_COMMIT_TYPE, prepared_offset=header.commit_log_offset)
+        if outcome.status is EndStatus.ALREADY_ENDED:
+            log.info("transaction %s at %d was ended before", header.msg_id, header.commit_log_offset)
+        if outcome.status is EndStatus.PUT_FAILED and outcome.put is not None:
+            return create_response(request, *self._put_failure(outcome.put.status))
+        return create_response(request, ResponseCode.SUCCESS)
+
+    def _half_message(self, commit_log_offset: int) -> MessageRecord | None:
+        """The half record at ``commit_log_offset`` (getHalfMessageByOffset), None when there is none."""
+        if commit_log_offset < 0:
+            return None
+        record = self.controller.transactional_message_service.half_record(commit_log_offset)
+        if record is None or record.topic != bridge.HALF_TOPIC:
+            return None
+        return record
+
+    def reject_commit_or_rollback(self, header: EndTransactionRequestHeader, half: MessageRecord) -> bool:
+        """A producer's own end (not a check's answer) of a message with CHECK_IMMUNITY_TIME_IN_SECONDS comes too
+        late once that time (at least transactionTimeOut) has passed: the check decides it now."""
+        if header.from_transaction_check:
+            return False
+        immunity = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        if not immunity:
+            return False
+        age = time.time_ns() // 1_000_000 - half.born_timestamp
+        return age > bridge.end_immunity_ms(immunity, self.controller.broker_config.transaction_time_out)
+
+    def _put_failure(self, status: PutMessageStatus) -> tuple[int, str | None]:
+        """EndTransactionProcessor.sendFinalMessage's code and remark for a put that did not store."""
+        match status:
+            case PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+                return ResponseCode.SYSTEM_ERROR, "Create mapped file failed."
+            case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+                return ResponseCode.MESSAGE_ILLEGAL, (
+                    "The message is illegal, maybe msg body or properties length not matched. msg body length limit "
+                    f"{self.controller.store_config.max_message_size}B, msg properties length limit 32KB.")
+            case PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
+            case PutMessageStatus.OS_PAGE_CACHE_BUSY:
+                return ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"
+            case PutMessageStatus.UNKNOWN_ERROR:
+                return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+            case PutMessageStatus.FLUSH_SLAVE_TIMEOUT | PutMessageStatus.SLAVE_NOT_AVAILABLE:
+                return ResponseCode.SUCCESS, None
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"

@@ -1,0 +1,414 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE: Java's SendMessageProcessor (with the msgCheck of
+AbstractSendMessageProcessor), as a 5.x master runs it.
+
+A send is checked (topic name, reserved topics, the topic exists or is created from the default topic, queue id),
+turned into StoreMessages exactly as Java builds its MessageExtBrokerInner (properties MSG_REGION, TRACE_ON, UNIQ_KEY
+and CLUSTER added and written in Java's HashMap order, so the records are byte-for-byte Apache's), and put through
+``controller.put_messages``. The PutMessageStatus becomes Java's response code and remark (``put_response``).
+
+A message with a delay level is parked in SCHEDULE_TOPIC_XXXX by the schedule service's put hook
+(broker/server/schedule.py, ``handle_schedule_message``), as Java's HookUtils.handleScheduleMessage does in the store.
+
+A prepared send (TRAN_MSG=true) is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0 and registered with
+the TransactionalMessageService (broker/transaction), which END_TRANSACTION and the check service end.
+
+Left for later issues: send hooks and static topics.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from broker.client.message import create_uniq_id
+from broker.common import validation as v
+from broker.common.errors import CorruptRecord
+from broker.common.hash_order import hash_map_order
+from broker.common.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_MSG_REGION,
+    PROPERTY_POP_CK,
+    PROPERTY_TRACE_SWITCH,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_NOT_TYPE,
+    SysFlag,
+    decode_properties,
+    pack_host,
+    parse_host,
+    transaction_type,
+)
+from broker.common.record import decode_batch_body
+from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import RemotingCommand, create_response
+from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection, exception_simple_desc
+from broker.remoting.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from broker.server.transaction.bridge import half_message  # transactions
+from broker.store.commit_log import StoreMessage
+from broker.store.flush import disk_usage_percent
+from broker.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # FAQUrl.DEFAULT_FAQ_URL (every FAQ constant)
+DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID, BrokerConfig.regionId's default
+V3_4_9 = 165  # MQVersion.Version.V3_4_9.ordinal(): clients from here on may send maxReconsumeTimes
+TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag
+CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
+PROPERTIES_MAP_CAPACITY = 128  # MessageDecoder.string2messageProperties: new HashMap<>(128)
+# Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
+# are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
+MAX_PUTS_IN_FLIGHT = 10_000
+MAX_BYTES_IN_FLIGHT = 512 * 1024 * 1024
+_MULTI_TAGS = int(SysFlag.MULTI_TAGS)
+# batch rules (issue 4): a batch body over maxMessageSize makes Java's MessageExtEncoder throw, and the remoting layer
+# answers SYSTEM_ERROR with the exception (line 290 of MessageExtEncoder.java in 5.5.0, as Apache's broker sends it)
+BATCH_TOO_BIG_REMARK = ("java.lang.RuntimeException: message body size exceeded, "
+                        "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
+
+
+def register(controller: BrokerController) -> None:
+    processor = SendMessageProcessor(controller)
+    for code in SEND_CODES:
+        controller.server.register_processor(code, processor.process)
+
+
+def suggest_todo(url: str = FAQ_URL) -> str:
+    """FAQUrl.suggestTodo: the hint Java appends to some remarks."""
+    return f"\nSee {url} for further details."
+
+
+def bad_header_response(request: RemotingCommand, err: HeaderError) -> RemotingCommand:
+    """What Java answers a request whose custom header does not decode (SYSTEM_ERROR, the exception's text)."""
+    return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
+
+
+def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """SendMessageRequestHeader.parseRequestHeader: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use one-letter names."""
+    if request.code == RequestCode.SEND_MESSAGE:
+        return SendMessageRequestHeader.from_ext(request.ext_fields)
+    return SendMessageRequestHeader.from_ext(request.ext_fields, SendMessageRequestHeader.V2_WIRE)
+
+
+def random_queue_id(write_queue_nums: int) -> int:
+    return random.randrange(99_999_999) % write_queue_nums
+
+
+def parse_group(retry_topic: str) -> str:
+    """KeyBuilder.parseGroup: the group of a %RETRY% topic (POP's "%RETRY%group+topic" included)."""
+    parts = retry_topic.split("+")
+    head = parts[0] if len(parts) == 2 else retry_topic
+    return head[len(v.RETRY_GROUP_TOPIC_PREFIX):]
+
+
+def java_topic_config_string(config: TopicConfig) -> str:
+    """TopicConfig.toString(), as Java's remarks print it."""
+    attributes = ", ".join(f"{k}={val}" for k, val in config.attributes.items())
+    return (f"TopicConfig [topicName={config.topic_name}, readQueueNums={config.read_queue_nums}, "
+            f"writeQueueNums={config.write_queue_nums}, perm={perm_to_string(config.perm)}, "
+            f"topicFilterType={config.topic_filter_type}, topicSysFlag={config.topic_sys_flag}, "
+            f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]")
+
+
+@functools.lru_cache(maxsize=1024)
+def _java_property_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(hash_map_order(keys, PROPERTIES_MAP_CAPACITY))
+
+
+def java_ordered(properties: dict[str, str]) -> dict[str, str]:
+    """``properties`` in the order Java's broker writes them: the iteration order of the HashMap it parsed them into
+    (cached per key set: producers send the same few names over and over)."""
+    return {key: properties[key] for key in _java_property_order(tuple(properties))}
+
+
+@functools.lru_cache(maxsize=4096)
+def born_host(remote_address: str) -> bytes:
+    """The packed address of a producer connection (an IPv4-mapped IPv6 peer is stored as IPv4, as Java sees it)."""
+    try:
+        host, port = parse_host(remote_address)
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return pack_host("127.0.0.1", 0)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return pack_host(str(addr), port)
+
+
+class SendMessageProcessor:
+    """The send processor of one broker. ``process`` is the remoting handler for SEND_CODES.
+
+    Examples:
+        >>> processor = SendMessageProcessor(controller, max_puts_in_flight=1000)  # doctest: +SKIP
+        >>> controller.server.register_processor(RequestCode.SEND_MESSAGE_V2, processor.process)  # doctest: +SKIP
+    """
+
+    def __init__(self, controller: BrokerController, *, max_puts_in_flight: int | None = None,
+                 max_bytes_in_flight: int | None = None) -> None:
+        self.controller = controller
+        extra = controller.broker_config.extra
+        self.region_id = extra.get("regionId", DEFAULT_REGION_ID)
+        self.trace_on = "false" if extra.get("traceOn", "true").strip().lower() == "false" else "true"
+        self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
+        self.max_bytes_in_flight = MAX_BYTES_IN_FLIGHT if max_bytes_in_flight is None else max_bytes_in_flight
+        self.puts_in_flight = 0
+        self.bytes_in_flight = 0
+
+    async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            header = parse_send_header(request)
+        except HeaderError as err:
+            return bad_header_response(request, err)
+        refusal, topic_config = self.msg_check(conn, header)
+        if refusal is not None:
+            return self._answer(request, *refusal)
+        assert topic_config is not None
+        if header.batch:
+            return await self._send_batch(conn, request, header, topic_config)
+        return await self._send_message(conn, request, header, topic_config)
+
+    def _answer(self, request: RemotingCommand, code: int, remark: str | None,
+                header: SendMessageResponseHeader | None = None) -> RemotingCommand:
+        """Every answer after the header parsed carries MSG_REGION and TRACE_ON (Java's preSend adds them)."""
+        ext = {PROPERTY_MSG_REGION: self.region_id, PROPERTY_TRACE_SWITCH: self.trace_on}
+        if header is not None:
+            ext.update(header.to_ext())
+        return create_response(request, code, remark, ext_fields=ext)
+
+    # -- checks (AbstractSendMessageProcessor.msgCheck) ---------------------------------------------------------------
+
+    def msg_check(self, conn: RemotingConnection,
+                  header: SendMessageRequestHeader) -> tuple[tuple[int, str] | None, TopicConfig | None]:
+        """(refusal code and remark, None) or (None, the topic's config), creating the topic when Java would."""
+        bc = self.controller.broker_config
+        topics = self.controller.topic_config_manager
+        topic = header.topic
+        if not is_writeable(bc.broker_permission) and topics.is_order_topic(topic):
+            return (ResponseCode.NO_PERMISSION, f"the broker[{bc.broker_ip1}] sending message is forbidden"), None
+        result = v.validate_topic(topic)
+        if not result.valid:
+            return (ResponseCode.INVALID_PARAMETER, result.remark), None
+        if v.is_not_allowed_send_topic(topic):
+            return (ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."), None
+        config = topics.select_topic_config(topic) or self._create_topic(conn, header)
+        if config is None:
+            return (ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!{suggest_todo()}"), None
+        if header.queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            remark = (f"request queueId[{header.queue_id}] is illegal, {java_topic_config_string(config)} "
+                      f"Producer: {conn.remote_address}")
+            log.warning("%s", remark)
+            return (ResponseCode.INVALID_PARAMETER, remark), None
+        return None, config
+
+    def _create_topic(self, conn: RemotingConnection, header: SendMessageRequestHeader) -> TopicConfig | None:
+        topics = self.controller.topic_config_manager
+        topic = header.topic
+        retry = v.is_retry_topic(topic)
+        sys_flag = 0
+        if header.unit_mode:
+            sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if retry else TOPIC_SYS_FLAG_UNIT
+        log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
+        config = topics.create_topic_in_send_message_method(topic, header.default_topic, conn.remote_address,
+                                                             header.default_topic_queue_nums, sys_flag)
+        if config is None and retry:
+            config = topics.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+        return config
+
+    # -- one message --------------------------------------------------------------------------------------------------
+
+    async def _send_message(self, conn: RemotingConnection, request: RemotingCommand,
+                            header: SendMessageRequestHeader, config: TopicConfig) -> RemotingCommand:
+        queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(config.write_queue_nums)
+        props = self._sent_properties(header.properties)
+        target = self._retry_or_dlq(request, header, props, queue_id, config)
+        if isinstance(target, RemotingCommand):
+            return target
+        topic, store_queue_id, target_config = target
+        if not props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+        if config.attributes.get(CLEANUP_POLICY) == "COMPACTION" and not props.get(PROPERTY_KEYS, "").strip():
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
+        props[PROPERTY_CLUSTER] = self.controller.broker_config.broker_cluster_name
+        prepared = self._is_prepared(header, props)  # transactions (broker/transaction): a half message
+        if prepared and self.controller.broker_config.reject_transaction_message:
+            remark = f"the broker[{self.controller.broker_config.broker_ip1}] sending transaction message is forbidden"
+            return self._answer(request, ResponseCode.NO_PERMISSION, remark)
+        msg = StoreMessage(topic, store_queue_id, request.body, java_ordered(props), header.flag,
+                           self._sys_flag(header, target_config), header.born_timestamp,
+                           born_host(conn.remote_address), header.reconsume_times or 0)
+        if prepared:  # transactions: parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0 (parseHalfMessageInner)
+            msg = half_message(msg)
+        msg = self.controller.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
+        result = await self._put([msg], len(request.body))
+        if result is None:
+            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        if prepared:  # transactions: open until END_TRANSACTION or the check service ends it
+            self.controller.transactional_message_service.half_stored(msg, result)
+        return self.put_response(request, result, queue_id, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
+
+    def _sent_properties(self, text: str | None) -> dict[str, str]:
+        """The producer's properties plus what Java's buildMsgContext adds, minus the reserved POP_CK."""
+        props = decode_properties(text or "")
+        props[PROPERTY_MSG_REGION] = self.region_id
+        props[PROPERTY_TRACE_SWITCH] = self.trace_on
+        props.pop(PROPERTY_POP_CK, None)
+        return props
+
+    @staticmethod
+    def _sys_flag(header: SendMessageRequestHeader, config: TopicConfig) -> int:
+        if config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            return header.sys_flag | _MULTI_TAGS
+        return header.sys_flag
+
+    @staticmethod
+    def _is_prepared(header: SendMessageRequestHeader, props: dict[str, str]) -> bool:
+        """A transaction half message (TRAN_MSG=true), unless it is an old client's retry of one."""
+        if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() != "true":
+            return False
+        delay = props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
+        return not ((header.reconsume_times or 0) > 0 and delay.lstrip("-").isdigit() and int(delay) > 0)
+
+    def _retry_or_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader, props: dict[str, str],
+                      queue_id: int, config: TopicConfig) -> tuple[str, int, TopicConfig] | RemotingCommand:
+        """Where a message goes: its own topic, or for a %RETRY% topic retried more than the group allows, the
+        group's %DLQ% topic (SendMessageProcessor.handleRetryAndDLQ; the orderly-lock shortcut is not modelled)."""
+        topic = header.topic
+        if not v.is_retry_topic(topic):
+            return topic, queue_id, config
+        group = parse_group(topic)
+        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        if group_config is None:
+            return self._answer(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group not exist, {group} {suggest_todo()}")
+        max_times = group_config.retry_max_times
+        if request.version >= V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) <= max_times:
+            return topic, queue_id, config
+        props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
+        dlq_config = self.controller.topic_config_manager.create_dlq_topic(group)
+        log.info("send %s to the DLQ %s: reconsumeTimes %s > %s", topic, dlq_config.topic_name,
+                 header.reconsume_times, max_times)
+        return dlq_config.topic_name, random_queue_id(1), dlq_config
+
+    # -- batches ------------------------------------------------------------------------------------------------------
+
+    async def _send_batch(self, conn: RemotingConnection, request: RemotingCommand,
+                          header: SendMessageRequestHeader, config: TopicConfig) -> RemotingCommand:
+        queue_id = header.queue_id if header.queue_id >= 0 else random_queue_id(config.write_queue_nums)
+        if len(header.topic) > v.TOPIC_MAX_LENGTH:
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL,
+                                f"message topic length too long {len(header.topic)}")
+        if v.is_retry_topic(header.topic):
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL,
+                                f"batch request does not support retry group {header.topic}")
+        batch_props = decode_properties(header.properties or "")
+        refusal = self._batch_refusal(header, batch_props, request.body)
+        if refusal is not None:
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
+        if len(request.body) > self.controller.store_config.max_message_size:  # batch rules (issue 4)
+            return self._answer(request, ResponseCode.SYSTEM_ERROR, BATCH_TOO_BIG_REMARK)
+        try:
+            items = decode_batch_body(request.body)
+        except CorruptRecord as err:
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {err}")
+        if not items:
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
+        msgs = [StoreMessage(header.topic, queue_id, item.body, item.properties, item.flag, sys_flag,
+                             header.born_timestamp, host, header.reconsume_times or 0,
+                             encoded_properties=item.encoded_properties) for item in items]
+        result = await self._put(msgs, len(request.body))
+        if result is None:
+            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def _batch_refusal(self, header: SendMessageRequestHeader, batch_props: dict[str, str], body: bytes) -> str | None:
+        """The store's refusals of a batch (CommitLog.asyncPutMessages): no transactions, no delay. A body over
+        maxMessageSize is refused after these, by MessageExtEncoder's exception (BATCH_TOO_BIG_REMARK)."""
+        delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
+        delayed = delay.lstrip("-").isdigit() and int(delay) > 0
+        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE or delayed:
+            return self._illegal_remark()
+        return None
+
+    # -- the put and its answer ---------------------------------------------------------------------------------------
+
+    async def _put(self, msgs: list[StoreMessage], size: int) -> PutMessageResult | None:
+        """The store's result, or None when too many puts already wait for the store (back-pressure)."""
+        if self.puts_in_flight and (self.puts_in_flight >= self.max_puts_in_flight
+                                    or self.bytes_in_flight + size > self.max_bytes_in_flight):
+            log.warning("send refused: %d puts (%d bytes) already wait for the store", self.puts_in_flight,
+                        self.bytes_in_flight)
+            return None
+        self.puts_in_flight += 1
+        self.bytes_in_flight += size
+        try:
+            return await self.controller.put_messages(msgs)
+        finally:
+            self.puts_in_flight -= 1
+            self.bytes_in_flight -= size
+
+    def put_response(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+                     transaction_id: str | None) -> RemotingCommand:
+        """SendMessageProcessor.handlePutMessageResult: Java's code and remark for each PutMessageStatus; a stored
+        message (also on FLUSH_DISK_TIMEOUT) gets the response header with its offsetMsgId(s) and queue offset."""
+        code, remark = self._put_status(result.status)
+        if not result.ok or result.append is None:
+            return self._answer(request, code, remark)
+        append = result.append
+        header = SendMessageResponseHeader(msg_id=",".join(append.msg_ids), queue_id=queue_id,
+                                           queue_offset=append.queue_offset, transaction_id=transaction_id)
+        return self._answer(request, code, None, header)
+
+    def _put_status(self, status: PutMessageStatus) -> tuple[int, str | None]:
+        match status:
+            case PutMessageStatus.PUT_OK:
+                return ResponseCode.SUCCESS, None
+            case PutMessageStatus.FLUSH_DISK_TIMEOUT:
+                return ResponseCode.FLUSH_DISK_TIMEOUT, None
+            case PutMessageStatus.FLUSH_SLAVE_TIMEOUT:
+                return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
+            case PutMessageStatus.SLAVE_NOT_AVAILABLE:
+                return ResponseCode.SLAVE_NOT_AVAILABLE, None
+            case PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+                return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+            case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+                return ResponseCode.MESSAGE_ILLEGAL, self._illegal_remark()
+            case PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                return ResponseCode.SERVICE_NOT_AVAILABLE, (
+                    "service not available now. It may be caused by one of the following reasons: the broker's disk "
+                    f"is full [{self._disk_util()}], messages are put to the slave, message store has been shut "
+                    "down, etc.")
+            case PutMessageStatus.OS_PAGE_CACHE_BUSY:
+                return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+            case PutMessageStatus.UNKNOWN_ERROR:
+                return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+    def _illegal_remark(self) -> str:
+        return ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+                f"{self.controller.store_config.max_message_size}B, msg properties length limit 32KB.")
+
+    def _disk_util(self) -> str:
+        """SendMessageProcessor.diskUtil: the used fraction of the disks of CommitLog, ConsumeQueue and index."""
+        config = self.controller.store_config
+
+        def ratio(path: str) -> float:
+            try:
+                return disk_usage_percent(path) / 100
+            except OSError:
+                return -1.0
+
+        return (f"CL: {ratio(config.commit_log_dir):5.2f} CQ: {ratio(config.consume_queue_dir):5.2f} "
+                f"INDEX: {ratio(config.index_dir):5.2f}")

@@ -1,0 +1,64 @@
+"""The import rules of broker/'s rooms (see broker/__init__.py), checked in fresh interpreters.
+
+A Spark executor imports the connector; a client application imports broker.client. Neither may load the broker
+server, the store, the NameServer or the remoting server: they start nothing, but they cost import time and memory on
+every executor, and a chain from a package face into a server is how cycles and hard-coded codes crept in before.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import broker
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER_ROOMS = ("broker.server", "broker.namesrv", "broker.store", "broker.remoting.server", "broker.tools")
+
+
+def loaded_after(statement: str) -> list[str]:
+    """The project modules a fresh interpreter has loaded after ``statement``."""
+    code = (f"import sys, json\n{statement}\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('broker', 'connector', 'jobs'))))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("statement", ["import connector.source, connector.sink", "import broker.client",
+                                       "import connector.resolver, connector.decisions"])
+def test_executors_and_clients_load_no_server_code(statement: str) -> None:
+    loaded = loaded_after(statement)
+    server = [m for m in loaded if any(m == room or m.startswith(room + ".") for room in SERVER_ROOMS)]
+    assert server == [], f"{statement!r} loads {server}"
+    assert "broker.client.blocking" in loaded  # the check would pass vacuously if nothing were imported
+
+
+def test_common_imports_only_itself_and_the_code_table() -> None:
+    loaded = loaded_after("import " + ", ".join(f"broker.common.{m.name}" for m in
+                                                pkgutil.iter_modules([str(REPO / "broker" / "common")])))
+    outside = {m for m in loaded if not m.startswith("broker.common")}
+    assert outside <= {"broker", "broker._speedups", "broker.remoting", "broker.remoting.codes"}, outside
+
+
+def test_every_module_imports_first_without_a_cycle() -> None:
+    """Each module imported first, in its own clean slate: a cycle between package faces shows as an ImportError
+    only when the wrong module happens to be imported first."""
+    names = [m.name for m in pkgutil.walk_packages(broker.__path__, "broker.")
+             if not m.name.endswith("__main__") and m.name != "broker._speedups"]
+    code = ("import importlib, sys\nfailed = []\n"
+            f"for name in {names!r}:\n"
+            "    for loaded in [m for m in sys.modules if m.split('.')[0] in ('broker', 'connector', 'jobs')]:\n"
+            "        del sys.modules[loaded]\n"
+            "    try:\n        importlib.import_module(name)\n"
+            "    except ImportError as err:\n        failed.append(f'{name}: {err}')\n"
+            "print('\\n'.join(failed))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", done.stdout
+    assert len(names) > 60
