@@ -5,7 +5,8 @@ Rule 1: how the client fills each request header and how it reads each response 
 (``instance.py``, ``producer.py``, ``consumer.py``) and the blocking one (``blocking.py``). Nothing here does I/O.
 
 A response code that is an expected outcome becomes a status value (SendStatus, PullStatus); any other code raises
-MQBrokerError carrying the code, the remark, the answering address and whether a retry may help.
+the MQBrokerError class ``broker.common.errors.for_code`` gives it, carrying the code, the remark, the answering
+address and whether a retry may help.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from broker.client.message import (
     decode_messages,
 )
 from broker.client.route import TopicRouteData
-from broker.common.errors import MQBrokerError, MQClientError, OffsetNotFound
+from broker.common.errors import MQClientError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import (
     PROPERTY_MAX_OFFSET,
@@ -60,7 +61,7 @@ from broker.remoting.headers import (
 
 def expect_success(response: RemotingCommand, address: str | None) -> RemotingCommand:
     if response.code != ResponseCode.SUCCESS:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     return response
 
 
@@ -167,7 +168,7 @@ def parse_send_response(response: RemotingCommand, topic: str, broker_name: str,
     """processSendResponse. ``uniq_ids`` are the UNIQ_KEYs sent (one, or each message of a batch)."""
     status = _SEND_STATUS.get(response.code)
     if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     header = SendMessageResponseHeader.from_ext(dict(response.ext_fields))
     msg_id = ",".join(uniq_ids) if header.batch_uniq_id is None else header.batch_uniq_id
     return SendResult(status, msg_id or None, header.msg_id, MessageQueue(topic, broker_name, header.queue_id),
@@ -230,7 +231,7 @@ def parse_pull_response(response: RemotingCommand, address: str | None) -> PullR
     """processPullResponse: the status and offsets; ``body`` keeps the records undecoded."""
     status = _PULL_STATUS.get(response.code)
     if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     header = PullMessageResponseHeader.from_ext(dict(response.ext_fields))
     body = response.body if status is PullStatus.FOUND else b""
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, body,
@@ -277,9 +278,8 @@ def search_offset_request(mq: MessageQueue, timestamp_ms: int, boundary_type: st
 
 
 def parse_offset_response(response: RemotingCommand, address: str | None) -> int:
-    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP / QUERY_CONSUMER_OFFSET answers."""
-    if response.code == ResponseCode.QUERY_NOT_FOUND:
-        raise OffsetNotFound(response.code, response.remark, address)
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP / QUERY_CONSUMER_OFFSET answers (QUERY_NOT_FOUND
+    raises OffsetNotFound)."""
     return OffsetResponseHeader.from_ext(dict(expect_success(response, address).ext_fields)).offset
 
 
@@ -337,5 +337,5 @@ def parse_consumer_list_response(response: RemotingCommand, address: str | None)
     """GetConsumerListByGroupResponseBody's ``consumerIdList``."""
     expect_success(response, address)
     if not response.body:
-        raise MQBrokerError(response.code, "GET_CONSUMER_LIST_BY_GROUP answered without a body", address)
+        raise broker_error(response.code, "GET_CONSUMER_LIST_BY_GROUP answered without a body", address)
     return [str(cid) for cid in decode_json(response.body.decode("utf-8")).get("consumerIdList") or ()]

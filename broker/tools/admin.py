@@ -23,7 +23,7 @@ from typing import Any
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
 from broker.client.route import MASTER_ID, QueueData, TopicRouteData
-from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.hash_order import hash_map_order
 from broker.common.message import KEY_SEPARATOR
@@ -100,7 +100,7 @@ def _check(response: RemotingCommand, address: str | None = None, *, broker: boo
     """Success, or the exception Java's call throws: MQBrokerException (with the address) or MQClientException."""
     if response.code != ResponseCode.SUCCESS:
         if broker:
-            raise MQBrokerError(response.code, response.remark, address)
+            raise broker_error(response.code, response.remark, address)
         raise MQClientError(response.code, response.remark or "")
     return response
 
@@ -473,7 +473,7 @@ class MQAdminExt:
         try:
             await self._invoke_reset(addr, header)
         except MQClientError as err:
-            raise MQBrokerError(err.code, err.remark, addr) from err
+            raise broker_error(err.code, err.remark, addr) from err
 
     async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp_ms: int, force: bool, *,
                                             cluster: str | None = None) -> list[RollbackStats]:
@@ -521,7 +521,7 @@ class MQAdminExt:
                           addr)
         messages = decode_messages(response.body)
         if not messages:
-            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "the answer holds no message", addr)
+            raise broker_error(ResponseCode.SYSTEM_ERROR, "the answer holds no message", addr)
         return messages[0]
 
     async def query_message_by_id(self, topic: str, msg_id: str, cluster: str | None = None) -> MessageExt | None:
