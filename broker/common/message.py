@@ -1,7 +1,8 @@
 """Message vocabulary shared by store, broker, clients and connector.
 
-Rule 1: property names, MessageSysFlag bits, the properties string codec, Java's String.hashCode and the
-message-id encodings are defined here and nowhere else. The record's byte layout is ``broker.common.record``'s.
+Rule 1: property names, MessageSysFlag bits, the properties string codec, Java's String.hashCode, the
+message-id encodings and MessageQueue are defined here and nowhere else. The record's byte layout is
+``broker.common.record``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import functools
 import ipaddress
 import socket
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import IntFlag
+from typing import Any
 
 # -- MessageConst property names (org.apache.rocketmq.common.message.MessageConst) -----------------------------
 PROPERTY_KEYS = "KEYS"
@@ -64,6 +68,40 @@ TRANSACTION_ROLLBACK_TYPE = 0xC
 
 def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_MASK
+
+
+# -- MessageQueue (org.apache.rocketmq.common.message.MessageQueue) -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker: what the client sends to and pulls from, and the key of many admin
+    bodies. Ordered as Java's compareTo: topic, broker name, queue id (names are ASCII by the topic rules, so str
+    order is Java's).
+
+    Examples:
+        >>> mq = MessageQueue("TopicTest", "broker-a", 0)
+        >>> str(mq)
+        'MessageQueue [topic=TopicTest, brokerName=broker-a, queueId=0]'
+        >>> mq.to_json()
+        {'brokerName': 'broker-a', 'queueId': 0, 'topic': 'TopicTest'}
+    """
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        # Java's toString: the consistent-hash allocation hashes exactly this text.
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+    def to_json(self) -> dict[str, object]:
+        """fastjson's bean properties, in its (alphabetical) order."""
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
+        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 # -- properties string: "k\x01v\x02k\x01v\x02" ----------------------------------------------------------------

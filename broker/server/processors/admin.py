@@ -25,7 +25,7 @@ from broker.common import validation
 from broker.common.attributes import parse_attributes
 from broker.common.errors import ConfigError, CorruptRecord, IllegalName, RemoteProtocolError
 from broker.common.fastjson import DataVersion, JavaDouble, encode_json
-from broker.common.message import PROPERTY_REAL_TOPIC
+from broker.common.message import PROPERTY_REAL_TOPIC, MessageQueue
 from broker.common.properties import parse_properties
 from broker.common.topic import TopicConfig, TopicFilterType
 from broker.remoting.codes import RequestCode, ResponseCode
@@ -56,7 +56,6 @@ from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.outer_api import register_broker_all
 from broker.server.processors.consumer_manage import (
     Handler,
-    MessageQueue,
     decode_body,
     guarded,
     json_body,

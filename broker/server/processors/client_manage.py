@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.common import validation
 from broker.common.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
-from broker.common.message import decode_offset_msg_id
+from broker.common.message import MessageQueue, decode_offset_msg_id
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
@@ -41,7 +41,7 @@ from broker.remoting.headers import (
 )
 from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
 from broker.server.filter.message_filter import compile_expression
-from broker.server.processors.consumer_manage import Handler, MessageQueue, decode_body, guarded, json_body, success
+from broker.server.processors.consumer_manage import Handler, decode_body, guarded, json_body, success
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController

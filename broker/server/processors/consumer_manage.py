@@ -4,8 +4,8 @@ Java's ConsumerManageProcessor (GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSE
 consumer parts of AdminBrokerProcessor (GET_CONSUME_STATS, GET_ALL_CONSUMER_OFFSET, QUERY_TOPIC_CONSUME_BY_WHO,
 QUERY_TOPICS_BY_CONSUMER, QUERY_SUBSCRIPTION_BY_CONSUMER, QUERY_CONSUME_TIME_SPAN, INVOKE_BROKER_TO_RESET_OFFSET,
 CLONE_GROUP_OFFSET, QUERY_CORRECTION_OFFSET, GET_BROKER_CONSUME_STATS, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and
-Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``MessageQueue`` (a JSON map key
-in many bodies), ``guarded`` and the body decoder.
+Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``guarded`` and the body decoder
+(MessageQueue, a JSON map key in many bodies, is ``broker.common.message``'s).
 
 A reset of offsets (mqadmin resetOffsetByTime) is Java 5's server-side reset when useServerSideResetOffset (the
 default): the new offsets are committed and also held as pending resets, which the pull processor serves (as
@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.common.errors import ConnectionClosed, IllegalName, RemoteProtocolError
 from broker.common.fastjson import JavaDouble, decode_json, encode_json
+from broker.common.message import MessageQueue
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
@@ -60,22 +60,6 @@ Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingComm
 
 
 # -- shared by the client, consumer and admin processors ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """common.message.MessageQueue; ordered as Java's compareTo (topic, brokerName, queueId)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 def decode_body(request: RemotingCommand) -> Any:
