@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from broker.client.message import (
     Message,
@@ -57,6 +56,13 @@ from broker.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from broker.remoting.heartbeat import (
+    EXPRESSION_TAG,
+    SUB_ALL,
+    ConsumerData,
+    HeartbeatData,
+    SubscriptionData,
+)
 
 
 def expect_success(response: RemotingCommand, address: str | None) -> RemotingCommand:
@@ -66,30 +72,6 @@ def expect_success(response: RemotingCommand, address: str | None) -> RemotingCo
 
 
 # -- subscriptions -----------------------------------------------------------------------------------------------------
-
-SUB_ALL = "*"
-EXPRESSION_TAG = "TAG"
-
-
-@dataclass(slots=True)
-class SubscriptionData:
-    """remoting/protocol/heartbeat/SubscriptionData: what a consumer group reads of a topic."""
-
-    topic: str
-    sub_string: str = SUB_ALL
-    tags_set: list[str] = field(default_factory=list)
-    code_set: list[int] = field(default_factory=list)
-    sub_version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
-    expression_type: str = EXPRESSION_TAG
-
-    def matches_tag(self, tags: str | None) -> bool:
-        """PullAPIWrapper's client-side filter: the broker filters by tag hash, collisions are dropped here."""
-        return not self.tags_set or (tags is not None and tags in self.tags_set)
-
-    def to_json(self) -> dict[str, object]:
-        return {"classFilterMode": False, "codeSet": self.code_set, "expressionType": self.expression_type,
-                "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": self.tags_set,
-                "topic": self.topic}
 
 
 def build_subscription_data(topic: str, sub_expression: str | None) -> SubscriptionData:
@@ -102,7 +84,7 @@ def build_subscription_data(topic: str, sub_expression: str | None) -> Subscript
     if not sub_expression or sub_expression == SUB_ALL:
         return SubscriptionData(topic)
     tags = [tag.strip() for tag in sub_expression.split("||") if tag.strip()]
-    return SubscriptionData(topic, sub_expression, tags, [java_hash(tag) for tag in tags])
+    return SubscriptionData(topic, sub_expression, tags_set=tags, code_set=[java_hash(tag) for tag in tags])
 
 
 # -- NameServer --------------------------------------------------------------------------------------------------------
@@ -298,28 +280,10 @@ def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) ->
 # -- clients and groups ------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ConsumerData:
-    """remoting/protocol/heartbeat/ConsumerData."""
-
-    group_name: str
-    consume_type: str  # CONSUME_ACTIVELY (pull) | CONSUME_PASSIVELY (push)
-    message_model: str  # CLUSTERING | BROADCASTING
-    consume_from_where: str
-    subscriptions: list[SubscriptionData]
-    unit_mode: bool = False
-
-    def to_json(self) -> dict[str, object]:
-        return {"consumeFromWhere": self.consume_from_where, "consumeType": self.consume_type,
-                "groupName": self.group_name, "messageModel": self.message_model,
-                "subscriptionDataSet": [s.to_json() for s in self.subscriptions], "unitMode": self.unit_mode}
-
-
 def heartbeat_request(client_id: str, producer_groups: Iterable[str],
                       consumers: Iterable[ConsumerData]) -> RemotingCommand:
-    """HEART_BEAT with HeartbeatData as JSON (fastjson's property order: alphabetical)."""
-    body = {"clientID": client_id, "consumerDataSet": [c.to_json() for c in consumers], "heartbeatFingerprint": 0,
-            "producerDataSet": [{"groupName": g} for g in producer_groups], "withoutSub": False}
+    """HEART_BEAT with HeartbeatData as JSON (V1: the subscriptions always ride along)."""
+    body = HeartbeatData(client_id, list(consumers), list(producer_groups)).to_json()
     return create_request(RequestCode.HEART_BEAT, body=encode_json(body).encode())
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue
 from broker.client.route import BrokerData
+from broker.remoting.heartbeat import SubscriptionData
 
 # -- MQVersion.Version -------------------------------------------------------------------------------------------------
 
@@ -140,17 +140,15 @@ class ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST: the group's clients, subscriptions and consume settings."""
 
     connection_set: list[Connection]
-    subscription_table: dict[str, protocol.SubscriptionData]
+    subscription_table: dict[str, SubscriptionData]
     consume_type: str | None
     message_model: str | None
     consume_from_where: str | None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConsumerConnection:
-        subs = {str(topic): protocol.SubscriptionData(
-            str(s.get("topic", topic)), str(s.get("subString", "*")), list(s.get("tagsSet") or []),
-            list(s.get("codeSet") or []), int(s.get("subVersion", 0)), str(s.get("expressionType", "TAG")))
-            for topic, s in (data.get("subscriptionTable") or {}).items()}
+        subs = {str(topic): SubscriptionData.from_json({"topic": str(topic), **s})
+                for topic, s in (data.get("subscriptionTable") or {}).items()}
         return cls([Connection.from_json(c) for c in data.get("connectionSet") or ()], subs,
                    data.get("consumeType"), data.get("messageModel"), data.get("consumeFromWhere"))
 

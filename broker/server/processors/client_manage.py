@@ -20,7 +20,6 @@ import functools
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation
@@ -39,7 +38,8 @@ from broker.remoting.headers import (
     HeartbeatResponseHeader,
     UnregisterClientRequestHeader,
 )
-from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
+from broker.remoting.heartbeat import ConsumerData, HeartbeatData
+from broker.server.consumer_manager import ClientChannelInfo
 from broker.server.filter.message_filter import compile_expression
 from broker.server.processors.consumer_manage import Handler, decode_body, guarded, json_body, success
 
@@ -53,54 +53,6 @@ V3_0_7_SNAPSHOT = 28  # MQVersion ordinals gating what the broker may ask a clie
 V3_1_8_SNAPSHOT = 62
 CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5000
-
-
-# -- HeartbeatData (remoting.protocol.heartbeat) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerData:
-    group_name: str
-    consume_type: str
-    message_model: str
-    consume_from_where: str
-    subscriptions: tuple[SubscriptionData, ...] = ()
-    unit_mode: bool = False
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConsumerData:
-        return cls(
-            group_name=str(data["groupName"]),
-            consume_type=str(data.get("consumeType")),
-            message_model=str(data.get("messageModel")),
-            consume_from_where=str(data.get("consumeFromWhere")),
-            subscriptions=tuple(SubscriptionData.from_json(s) for s in data.get("subscriptionDataSet") or ()),
-            unit_mode=bool(data.get("unitMode", False)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatData:
-    client_id: str
-    consumers: tuple[ConsumerData, ...] = ()
-    producer_groups: tuple[str, ...] = ()
-    heartbeat_fingerprint: int = 0
-    without_sub: bool = False
-
-    @classmethod
-    def decode(cls, request: RemotingCommand) -> HeartbeatData:
-        """The heartbeat's JSON body; RemoteProtocolError when it is not a HeartbeatData."""
-        body = decode_body(request)
-        try:
-            return cls(
-                client_id=str(body["clientID"]),
-                consumers=tuple(ConsumerData.from_json(c) for c in body.get("consumerDataSet") or ()),
-                producer_groups=tuple(str(p["groupName"]) for p in body.get("producerDataSet") or ()),
-                heartbeat_fingerprint=int(body.get("heartbeatFingerprint") or 0),
-                without_sub=bool(body.get("withoutSub", False)),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise RemoteProtocolError(f"malformed HeartbeatData body: {err!r}") from err
 
 
 def connection_json(channel: ClientChannelInfo) -> dict[str, Any]:
@@ -195,7 +147,7 @@ class ClientManageProcessor:
     # -- HEART_BEAT --------------------------------------------------------------------------------------------
 
     async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        data = HeartbeatData.decode(request)
+        data = HeartbeatData.from_json(decode_body(request))
         sub_change = data.heartbeat_fingerprint == 0  # a V1 heartbeat always carries the subscriptions
         for consumer in data.consumers:
             if data.heartbeat_fingerprint != 0:
