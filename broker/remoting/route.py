@@ -224,6 +224,11 @@ class ClusterInfo:
     broker_addr_table: dict[str, BrokerData]
     cluster_addr_table: dict[str, list[str]]
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterInfo:
+        brokers = {name: BrokerData.from_json(b) for name, b in (data.get("brokerAddrTable") or {}).items()}
+        return cls(brokers, {name: list(v) for name, v in (data.get("clusterAddrTable") or {}).items()})
+
 
 def encode_cluster_info(info: ClusterInfo) -> bytes:
     def brokers(order: list[str]) -> dict[str, Any]:
@@ -241,17 +246,10 @@ def encode_cluster_info(info: ClusterInfo) -> bytes:
 
 def decode_cluster_info(body: bytes) -> ClusterInfo:
     data = _parse(body, "ClusterInfo")
-    table = {
-        name: BrokerData(
-            cluster=b.get("cluster"),
-            broker_name=b.get("brokerName"),
-            broker_addrs={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
-            zone_name=b.get("zoneName"),
-            enable_acting_master=bool(b.get("enableActingMaster", False)),
-        )
-        for name, b in (data.get("brokerAddrTable") or {}).items()
-    }
-    return ClusterInfo(table, {k: list(v) for k, v in (data.get("clusterAddrTable") or {}).items()})
+    try:
+        return ClusterInfo.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise BodyError(f"not a ClusterInfo: {err}") from err
 
 
 def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:

@@ -23,6 +23,7 @@ from typing import Any
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
 from broker.client.route import MASTER_ID, QueueData, TopicRouteData
+from broker.common.attributes import attributes_to_string
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.hash_order import hash_map_order
@@ -34,6 +35,14 @@ from broker.common.validation import (
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
     TOOLS_CONSUMER_GROUP,
+)
+from broker.remoting.admin_bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    TopicStatsTable,
+    mq_key,
 )
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -58,21 +67,9 @@ from broker.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from broker.remoting.route import ClusterInfo
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.tools.bodies import (
-    ClusterInfo,
-    Connection,
-    ConsumerConnection,
-    ConsumeStats,
-    MessageTrack,
-    OffsetWrapper,
-    QueryResult,
-    RollbackStats,
-    TopicStatsTable,
-    TrackType,
-    attributes_to_string,
-    mq_key,
-)
+from broker.tools.results import MessageTrack, QueryResult, RollbackStats, TrackType
 
 DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"  # MixAll.NAMESRV_ADDR_ENV

@@ -24,10 +24,11 @@ from broker.common.hash_order import hash_map_order, table_size_for
 from broker.common.message import java_hash
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from broker.remoting.admin_bodies import TopicStatsTable, mq_key
 from broker.remoting.codes import ResponseCode
 from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.tools.admin import MQAdminExt
-from broker.tools.bodies import TopicStatsTable, version_desc
+from broker.tools.results import version_desc
 
 log = logging.getLogger(__name__)
 
@@ -472,7 +473,7 @@ async def _allocation(admin: MQAdminExt, group: str) -> dict[MessageQueue, str]:
         for conn in (await admin.examine_consumer_connection_info(group)).connection_set:
             info = await admin.get_consumer_running_info(group, conn.client_id)
             for key in info.get("mqTable") or {}:
-                result[MessageQueue.from_json(json.loads(key))] = conn.client_id.split("@")[0]
+                result[mq_key(key)] = conn.client_id.split("@")[0]
     except (RmqError, ValueError) as err:
         log.debug("queue allocation of group %s: %s", group, err)
     return result

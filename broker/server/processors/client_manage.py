@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from broker.common import validation
 from broker.common.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
 from broker.common.message import MessageQueue, decode_offset_msg_id
 from broker.common.topic import PERM_READ, PERM_WRITE
+from broker.remoting.admin_bodies import Connection, ConsumerConnection, mq_key
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
@@ -55,10 +55,9 @@ CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5000
 
 
-def connection_json(channel: ClientChannelInfo) -> dict[str, Any]:
-    """remoting.protocol.body.Connection."""
-    return {"clientAddr": channel.address, "clientId": channel.client_id, "language": channel.language.name,
-            "version": channel.version}
+def connection_of(channel: ClientChannelInfo) -> Connection:
+    """remoting.protocol.body.Connection of one client."""
+    return Connection(channel.client_id, channel.address, channel.language.name, channel.version)
 
 
 # -- telling consumers that their group changed -----------------------------------------------------------------------
@@ -252,14 +251,9 @@ class ClientManageProcessor:
         info = self.controller.consumer_manager.get(group)
         if info is None:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        body = {
-            "connectionSet": [connection_json(c) for c in info.channels.values()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": {topic: sub.to_json() for topic, sub in info.subscriptions.items()},
-        }
-        return success(request, json_body(body))
+        body = ConsumerConnection([connection_of(c) for c in info.channels.values()], info.subscriptions,
+                                  info.consume_type, info.message_model, info.consume_from_where)
+        return success(request, json_body(body.to_json()))
 
     async def get_producer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
@@ -267,7 +261,7 @@ class ClientManageProcessor:
         channels = self.controller.producer_manager.groups.get(group)
         if channels is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return success(request, json_body({"connectionSet": [connection_json(c) for c in channels.values()]}))
+        return success(request, json_body({"connectionSet": [connection_of(c).to_json() for c in channels.values()]}))
 
     async def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """ProducerTableInfo: group -> ProducerInfo list."""
@@ -359,7 +353,7 @@ class ClientManageProcessor:
                 create_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ask.to_ext()), CONSUMER_STATUS_TIMEOUT_MS)
             if answer.code != ResponseCode.SUCCESS or not answer.body:
                 return None
-            return {MessageQueue.from_json(json.loads(key)): int(offset)
+            return {mq_key(key): int(offset)
                     for key, offset in decode_body(answer).get("messageQueueTable", {}).items()}
         except (RequestTimeout, ConnectionClosed, RemoteProtocolError, KeyError, TypeError, ValueError) as err:
             log.error("[get-consumer-status] %s of group %s: %s", channel.client_id, header.group, err)
