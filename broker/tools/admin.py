@@ -68,7 +68,7 @@ from broker.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from broker.remoting.route import ClusterInfo
-from broker.server.metadata.groups import SubscriptionGroupConfig
+from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.tools.results import MessageTrack, QueryResult, RollbackStats, TrackType
 
 DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis

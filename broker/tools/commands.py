@@ -26,7 +26,7 @@ from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, perm_to_stri
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.admin_bodies import TopicStatsTable, mq_key
 from broker.remoting.codes import ResponseCode
-from broker.server.metadata.groups import SubscriptionGroupConfig
+from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.tools.admin import MQAdminExt
 from broker.tools.results import version_desc
 
