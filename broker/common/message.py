@@ -226,6 +226,22 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int]:
     return raw[:-8], int.from_bytes(raw[-8:], "big", signed=True)
 
 
+def decode_message_id(msg_id: str) -> tuple[str, int]:
+    """MessageDecoder.decodeMessageId: ("ip:port", commit log offset) of an offsetMsgId (32 hex digits for IPv4, 56
+    for IPv6). A UNIQ_KEY of 32 digits decodes too, to an address that is no broker, as in Java; ValueError when
+    the text cannot be an id at all (the port out of range, as InetSocketAddress refuses).
+
+    Examples:
+        >>> decode_message_id("7F00000100002A9F0000000000000064")
+        ('127.0.0.1:10911', 100)
+    """
+    store_host, offset = decode_offset_msg_id(msg_id)
+    (port,) = _PORT.unpack_from(store_host, len(store_host) - _PORT.size)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"message id {msg_id!r}: port {port} out of range")
+    return format_host(store_host), offset
+
+
 # -- send and pull (broker/server/processors/send.py, pull.py, the Python client) --------------------------------------
 # MessageConst names the broker stamps on sent messages, and the sysFlag bits of a PULL_MESSAGE request.
 

@@ -13,7 +13,6 @@ MQBrokerException for the same call), carrying Java's code and remark.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import random
 import time
@@ -27,7 +26,7 @@ from broker.common.attributes import attributes_to_string
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.hash_order import hash_map_order
-from broker.common.message import KEY_SEPARATOR
+from broker.common.message import KEY_SEPARATOR, decode_message_id
 from broker.common.topic import TopicConfig, is_valid_perm
 from broker.common.validation import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -645,24 +644,3 @@ def _key_matches(msg: MessageExt, topic: str | None, key: str, index_type: str) 
     if index_type == INDEX_TAG_TYPE:
         return msg.tags == key
     return msg.keys is not None and key in msg.keys.split(KEY_SEPARATOR)
-
-
-def decode_message_id(msg_id: str) -> tuple[str, int]:
-    """MessageDecoder.decodeMessageId: ("ip:port", commit log offset) of an offsetMsgId (32 hex digits for IPv4, 56
-    for IPv6). A UNIQ_KEY of 32 digits decodes too, to an address that is no broker, as in Java; ValueError when
-    the text cannot be an id at all (the port out of range, as InetSocketAddress refuses).
-
-    Examples:
-        >>> decode_message_id("7F00000100002A9F0000000000000064")
-        ('127.0.0.1:10911', 100)
-    """
-    raw = bytes.fromhex(msg_id)
-    ip_length = 4 if len(msg_id) == 32 else 16
-    if len(raw) != ip_length + 12:
-        raise ValueError(f"{msg_id!r} is not a message id")
-    ip = ipaddress.ip_address(raw[:ip_length])
-    port = int.from_bytes(raw[ip_length:ip_length + 4], "big", signed=True)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"message id {msg_id!r}: port {port} out of range")
-    host = str(ip) if ip.version == 4 else f"[{ip}]"
-    return f"{host}:{port}", int.from_bytes(raw[ip_length + 4:], "big", signed=True)

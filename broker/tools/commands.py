@@ -23,7 +23,7 @@ from broker.common.fastjson import encode_json_pretty
 from broker.common.hash_order import hash_map_order, table_size_for
 from broker.common.message import java_hash
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
-from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, parse_group
 from broker.remoting.admin_bodies import TopicStatsTable, mq_key
 from broker.remoting.codes import ResponseCode
 from broker.remoting.subscription import SubscriptionGroupConfig
@@ -149,13 +149,6 @@ def sub_group_text(config: SubscriptionGroupConfig) -> str:
         ("groupSysFlag", config.group_sys_flag), ("consumeTimeoutMinute", config.consume_timeout_minute),
         ("subscriptionDataSet", config.subscription_data_set), ("attributes", java_map(config.attributes)),
     ])
-
-
-def parse_group(retry_topic: str) -> str:
-    """KeyBuilder.parseGroup: the group of a retry topic ("%RETRY%g", or "%RETRY%g+topic" for POP retry v2)."""
-    rest = retry_topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-    parts = retry_topic.split("+")
-    return parts[0][len(RETRY_GROUP_TOPIC_PREFIX):] if "+" in retry_topic and len(parts) == 2 else rest
 
 
 # -- topics ------------------------------------------------------------------------------------------------------------
