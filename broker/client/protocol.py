@@ -166,11 +166,8 @@ def consumer_send_msg_back_request(msg: MessageExt, group: str, delay_level: int
                                    max_reconsume_times: int) -> RemotingCommand:
     header = ConsumerSendMsgBackRequestHeader(offset=msg.commit_log_offset, group=group, delay_level=delay_level,
                                               origin_msg_id=msg.msg_id, origin_topic=msg.topic,
-                                              max_reconsume_times=max_reconsume_times)
-    ext = header.to_ext()
-    if msg.broker_name:
-        ext["bname"] = msg.broker_name
-    return create_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
+                                              max_reconsume_times=max_reconsume_times, bname=msg.broker_name or None)
+    return create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext())
 
 
 # -- pulling -----------------------------------------------------------------------------------------------------------
@@ -194,11 +191,9 @@ def pull_message_request(group: str, mq: MessageQueue, offset: int, max_nums: in
         sub_version=subscription.sub_version if subscription and subscription.expression_type != "TAG" else 0,
         subscription=subscription.sub_string if subscription else None,
         expression_type=subscription.expression_type if subscription else EXPRESSION_TAG,
-        max_msg_bytes=max_msg_bytes,
+        max_msg_bytes=max_msg_bytes, bname=mq.broker_name,
     )
-    ext = header.to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.PULL_MESSAGE, ext)
+    return create_request(RequestCode.PULL_MESSAGE, header.to_ext())
 
 
 _PULL_STATUS: dict[int, PullStatus] = {
@@ -248,15 +243,12 @@ def min_offset_request(mq: MessageQueue) -> RemotingCommand:
 
 
 def _queue_ext(mq: MessageQueue, committed: bool | None = None) -> dict[str, str]:
-    ext = TopicQueueHeader(mq.topic, mq.queue_id, committed).to_ext()
-    ext["bname"] = mq.broker_name
-    return ext
+    return TopicQueueHeader(mq.topic, mq.queue_id, committed, bname=mq.broker_name).to_ext()
 
 
 def search_offset_request(mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER") -> RemotingCommand:
-    ext = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
+    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type, bname=mq.broker_name)
+    return create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
 
 
 def parse_offset_response(response: RemotingCommand, address: str | None) -> int:
@@ -266,15 +258,13 @@ def parse_offset_response(response: RemotingCommand, address: str | None) -> int
 
 
 def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
-    ext = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+    header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, bname=mq.broker_name)
+    return create_request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
 
 
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
-    ext = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+    header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset, bname=mq.broker_name)
+    return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
 
 
 # -- clients and groups ------------------------------------------------------------------------------------------------

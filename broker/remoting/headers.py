@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from broker.common.errors import RmqError
@@ -41,7 +41,7 @@ def _fields_of(cls: type, wire: dict[str, str] | None) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(cls)
     names = {**getattr(cls, "WIRE", {}), **(wire or {})}
     fields = []
-    for f in dataclasses.fields(cls):
+    for f in sorted(dataclasses.fields(cls), key=lambda f: f.kw_only):  # RpcRequestHeader's fields go last
         args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         kind = args[0] if args else hints[f.name]
@@ -95,11 +95,23 @@ class Header:
         return out
 
 
+@dataclass(slots=True)
+class RpcRequestHeader(Header):
+    """RocketMQ 5's RpcRequestHeader: ``bname``, the name of the broker a request is meant for, which a client sets
+    on requests about one of that broker's queues or messages (a proxy or a static topic routes by it). rmq's broker
+    does not route by it; it names itself in CHECK_TRANSACTION_STATE, which the client echoes in END_TRANSACTION.
+
+    Its fields are keyword-only and written after the request's own fields, where the client has always put them.
+    """
+
+    bname: str | None = field(default=None, kw_only=True)
+
+
 # -- sending ---------------------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class SendMessageRequestHeader(Header):
+class SendMessageRequestHeader(RpcRequestHeader):
     producer_group: str
     topic: str
     default_topic: str
@@ -113,7 +125,6 @@ class SendMessageRequestHeader(Header):
     unit_mode: bool | None = None
     batch: bool | None = None
     max_reconsume_times: int | None = None
-    bname: str | None = None  # RpcRequestHeader: the broker name the client meant
 
     # SendMessageRequestHeaderV2 carries the same fields under one-letter names.
     V2_WIRE: ClassVar[dict[str, str]] = {
@@ -133,7 +144,7 @@ class SendMessageResponseHeader(Header):
 
 
 @dataclass(slots=True)
-class ConsumerSendMsgBackRequestHeader(Header):
+class ConsumerSendMsgBackRequestHeader(RpcRequestHeader):
     offset: int
     group: str
     delay_level: int
@@ -144,7 +155,7 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
 
 @dataclass(slots=True)
-class EndTransactionRequestHeader(Header):
+class EndTransactionRequestHeader(RpcRequestHeader):
     producer_group: str
     tran_state_table_offset: int
     commit_log_offset: int
@@ -153,25 +164,23 @@ class EndTransactionRequestHeader(Header):
     topic: str | None = None
     from_transaction_check: bool = False
     transaction_id: str | None = None
-    bname: str | None = None  # RpcRequestHeader (transactions: the broker the client meant)
 
 
 @dataclass(slots=True)
-class CheckTransactionStateRequestHeader(Header):
+class CheckTransactionStateRequestHeader(RpcRequestHeader):
     tran_state_table_offset: int
     commit_log_offset: int
     topic: str | None = None
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
-    bname: str | None = None  # RpcRequestHeader (transactions: the broker asking, echoed in END_TRANSACTION)
 
 
 # -- pulling and offsets ---------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class PullMessageRequestHeader(Header):
+class PullMessageRequestHeader(RpcRequestHeader):
     consumer_group: str
     topic: str
     queue_id: int
@@ -199,7 +208,7 @@ class PullMessageResponseHeader(Header):
 
 
 @dataclass(slots=True)
-class QueryConsumerOffsetRequestHeader(Header):
+class QueryConsumerOffsetRequestHeader(RpcRequestHeader):
     consumer_group: str
     topic: str
     queue_id: int
@@ -207,7 +216,7 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 
 @dataclass(slots=True)
-class UpdateConsumerOffsetRequestHeader(Header):
+class UpdateConsumerOffsetRequestHeader(RpcRequestHeader):
     consumer_group: str
     topic: str
     queue_id: int
@@ -215,7 +224,7 @@ class UpdateConsumerOffsetRequestHeader(Header):
 
 
 @dataclass(slots=True)
-class TopicQueueHeader(Header):
+class TopicQueueHeader(RpcRequestHeader):
     """GET_MAX_OFFSET, GET_MIN_OFFSET and GET_EARLIEST_MSG_STORETIME requests."""
 
     topic: str
@@ -224,7 +233,7 @@ class TopicQueueHeader(Header):
 
 
 @dataclass(slots=True)
-class SearchOffsetRequestHeader(Header):
+class SearchOffsetRequestHeader(RpcRequestHeader):
     topic: str
     queue_id: int
     timestamp: int
