@@ -25,6 +25,7 @@ from broker.client.message import (
     decode_messages,
 )
 from broker.client.route import TopicRouteData
+from broker.common.attributes import attributes_to_string
 from broker.common.errors import MQClientError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import (
@@ -38,12 +39,15 @@ from broker.common.message import (
     encode_properties,
     java_hash,
 )
+from broker.common.topic import TopicConfig
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (
     ConsumerGroupHeader,
     ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
@@ -92,6 +96,16 @@ def build_subscription_data(topic: str, sub_expression: str | None) -> Subscript
 
 def get_route_request(topic: str) -> RemotingCommand:
     return create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext())
+
+
+def cluster_info_request() -> RemotingCommand:
+    """GET_BROKER_CLUSTER_INFO: every broker group and cluster the NameServer knows (ClusterInfo)."""
+    return create_request(RequestCode.GET_BROKER_CLUSTER_INFO)
+
+
+def topic_list_request() -> RemotingCommand:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic of every broker (TopicList)."""
+    return create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
 
 
 def parse_route_response(response: RemotingCommand) -> TopicRouteData:
@@ -191,7 +205,7 @@ def pull_message_request(group: str, mq: MessageQueue, offset: int, max_nums: in
         sub_version=subscription.sub_version if subscription and subscription.expression_type != "TAG" else 0,
         subscription=subscription.sub_string if subscription else None,
         expression_type=subscription.expression_type if subscription else EXPRESSION_TAG,
-        max_msg_bytes=max_msg_bytes, bname=mq.broker_name,
+        max_msg_bytes=max_msg_bytes, bname=_bname(mq),
     )
     return create_request(RequestCode.PULL_MESSAGE, header.to_ext())
 
@@ -243,11 +257,20 @@ def min_offset_request(mq: MessageQueue) -> RemotingCommand:
 
 
 def _queue_ext(mq: MessageQueue, committed: bool | None = None) -> dict[str, str]:
-    return TopicQueueHeader(mq.topic, mq.queue_id, committed, bname=mq.broker_name).to_ext()
+    return TopicQueueHeader(mq.topic, mq.queue_id, committed, bname=_bname(mq)).to_ext()
 
 
-def search_offset_request(mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER") -> RemotingCommand:
-    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type, bname=mq.broker_name)
+def _bname(mq: MessageQueue) -> str | None:
+    """RpcRequestHeader.bname of a request about ``mq``: none for a queue known only by its broker's address
+    (mqadmin's resetOffsetByTime -b -q), as Java's deprecated calls by address send none."""
+    return mq.broker_name or None
+
+
+def search_offset_request(mq: MessageQueue, timestamp_ms: int,
+                          boundary_type: str | None = "LOWER") -> RemotingCommand:
+    """SEARCH_OFFSET_BY_TIMESTAMP; ``boundary_type`` None leaves it out (the broker then takes LOWER), as the
+    deprecated MQAdmin searchOffset(addr, topic, queueId, timestamp) does."""
+    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type, bname=_bname(mq))
     return create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
 
 
@@ -258,13 +281,46 @@ def parse_offset_response(response: RemotingCommand, address: str | None) -> int
 
 
 def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
-    header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, bname=mq.broker_name)
+    header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, bname=_bname(mq))
     return create_request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
 
 
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
-    header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset, bname=mq.broker_name)
+    header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset, bname=_bname(mq))
     return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+
+
+# -- topics ------------------------------------------------------------------------------------------------------------
+
+
+def create_topic_request(config: TopicConfig) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC of ``config`` at one broker, which then registers the topic with its NameServers; TBW102
+    is the key topic, as DefaultMQAdminExt.createTopicKey. The header carries every field MQClientAPIImpl.createTopic
+    sets (attributes in AttributeParser's text, force false)."""
+    header = CreateTopicRequestHeader(
+        topic=config.topic_name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums, perm=config.perm, topic_filter_type=str(config.topic_filter_type),
+        order=config.order, topic_sys_flag=config.topic_sys_flag, attributes=attributes_to_string(config.attributes),
+        force=False)
+    return create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+
+
+# -- transactions ------------------------------------------------------------------------------------------------------
+
+
+def end_transaction_request(group: str, *, topic: str | None, broker_name: str | None, msg_id: str,
+                            commit_log_offset: int, queue_offset: int, transaction_id: str | None,
+                            commit_or_rollback: int, from_check: bool = False,
+                            remark: str | None = None) -> RemotingCommand:
+    """END_TRANSACTION of a half message: ``commit_log_offset`` from its offsetMsgId, ``queue_offset`` its half queue
+    offset (tranStateTableOffset), ``msg_id`` its UNIQ_KEY, ``commit_or_rollback`` a MessageSysFlag transaction
+    type. A producer sends it oneway, with a remark when its local transaction failed, and ``from_check`` when it
+    answers CHECK_TRANSACTION_STATE; the sink's END_TRANSACTION template is cut from it."""
+    header = EndTransactionRequestHeader(
+        producer_group=group, tran_state_table_offset=queue_offset, commit_log_offset=commit_log_offset,
+        commit_or_rollback=commit_or_rollback, msg_id=msg_id, topic=topic, from_transaction_check=from_check,
+        transaction_id=transaction_id, bname=broker_name)
+    return create_request(RequestCode.END_TRANSACTION, header.to_ext(), remark=remark)
 
 
 # -- clients and groups ------------------------------------------------------------------------------------------------

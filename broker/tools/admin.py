@@ -22,14 +22,12 @@ from typing import Any
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
 from broker.client.route import MASTER_ID, QueueData, TopicRouteData
-from broker.common.attributes import attributes_to_string
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.hash_order import hash_map_order
 from broker.common.message import KEY_SEPARATOR, decode_message_id
 from broker.common.topic import TopicConfig, is_valid_perm
 from broker.common.validation import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
     LMQ_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
@@ -48,7 +46,6 @@ from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (
     ConsumerGroupHeader,
-    CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -60,10 +57,8 @@ from broker.remoting.headers import (
     QueryMessageIndexHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
-    SearchOffsetRequestHeader,
     TopicHeader,
     UniqueKeyQueryHeader,
-    UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from broker.remoting.route import ClusterInfo
@@ -160,11 +155,11 @@ class MQAdminExt:
         return protocol.parse_route_response(await self.invoke_namesrv(protocol.get_route_request(topic)))
 
     async def examine_broker_cluster_info(self) -> ClusterInfo:
-        response = _check(await self.invoke_namesrv(create_request(RequestCode.GET_BROKER_CLUSTER_INFO)))
+        response = _check(await self.invoke_namesrv(protocol.cluster_info_request()))
         return ClusterInfo.from_json(_body(response, "cluster info"))
 
     async def fetch_all_topic_list(self) -> list[str]:
-        response = await self.invoke_namesrv(create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        response = await self.invoke_namesrv(protocol.topic_list_request())
         _check(response, broker=False)
         return [str(t) for t in _body(response, "topic list").get("topicList") or ()]
 
@@ -240,13 +235,7 @@ class MQAdminExt:
         """UPDATE_AND_CREATE_TOPIC with TBW102 as the key topic (DefaultMQAdminExt.createTopicKey)."""
         if not is_valid_perm(config.perm):
             raise MQClientError(ResponseCode.NO_PERMISSION, f"topicPermission value: {config.perm} is invalid.")
-        header = CreateTopicRequestHeader(
-            topic=config.topic_name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=config.read_queue_nums,
-            write_queue_nums=config.write_queue_nums, perm=config.perm, topic_filter_type=str(config.topic_filter_type),
-            order=config.order, topic_sys_flag=config.topic_sys_flag,
-            attributes=attributes_to_string(config.attributes), force=False)
-        response = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()))
-        _check(response, broker=False)
+        _check(await self.invoke(addr, protocol.create_topic_request(config)), broker=False)
 
     async def delete_topic_in_broker(self, addrs: Iterable[str], topic: str) -> None:
         for addr in addrs:
@@ -427,11 +416,8 @@ class MQAdminExt:
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP; a queue without a broker name is asked as the deprecated call does (no
-        ``bname``)."""
-        request = protocol.search_offset_request(mq, timestamp_ms)
-        if not mq.broker_name:
-            header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
-            request = create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
+        ``bname``, no ``boundaryType``)."""
+        request = protocol.search_offset_request(mq, timestamp_ms, "LOWER" if mq.broker_name else None)
         return protocol.parse_offset_response(await self.invoke(addr, request), addr)
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
@@ -463,8 +449,8 @@ class MQAdminExt:
 
     async def reset_offset_by_queue_id(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit ``offset`` for one queue, then have the broker apply it (resetOffsetByQueueId)."""
-        commit = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
-        _check(await self.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, commit.to_ext())), addr)
+        commit = protocol.update_consumer_offset_request(group, MessageQueue(topic, "", queue_id), offset)
+        _check(await self.invoke(addr, commit), addr)
         header = ResetOffsetRequestHeader(group, topic, 0, False, queue_id, offset)
         try:
             await self._invoke_reset(addr, header)
