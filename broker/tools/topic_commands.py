@@ -21,6 +21,7 @@ from broker.common.hash_order import hash_map_order
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, perm_to_string
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.admin_bodies import TopicStatsTable
+from broker.remoting.route import TopicRouteData
 from broker.tools.admin import MQAdminExt
 from broker.tools.cli import CommandLine, front, human_time2, java_map, js
 
@@ -101,15 +102,12 @@ async def topic_list(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
             print(f"{front(cluster, 20):<20}  {front(topic, 64):<64}  {front(group, 64):<64}", file=out)
 
 
-def _route_json(route: Any) -> dict[str, Any]:
-    """TopicRouteData as fastjson writes its bean: properties in alphabetical order, Long map keys bare."""
-    brokers = [{"brokerAddrs": {k: b.broker_addrs[k] for k in hash_map_order(list(b.broker_addrs))},
-                "brokerName": b.broker_name, "cluster": b.cluster, "enableActingMaster": b.enable_acting_master,
-                "zoneName": b.zone_name} for b in route.broker_datas]
-    queues = [{"brokerName": q.broker_name, "perm": q.perm, "readQueueNums": q.read_queue_nums,
-               "topicSysFlag": q.topic_sys_flag, "writeQueueNums": q.write_queue_nums} for q in route.queue_datas]
-    return {"brokerDatas": brokers, "filterServerTable": dict(route.filter_server_table),
-            "orderTopicConf": route.order_topic_conf, "queueDatas": queues}
+def _route_json(route: TopicRouteData) -> dict[str, Any]:
+    """TopicRouteData as the tool's fastjson writes the bean it parsed: properties in alphabetical order, Long map
+    keys bare, broker addresses in the order of a HashMap filled by parsing, no static-topic mappings."""
+    return {"brokerDatas": [b.to_json() for b in route.broker_datas],
+            "filterServerTable": dict(route.filter_server_table), "orderTopicConf": route.order_topic_conf,
+            "queueDatas": [q.to_json() for q in route.queue_datas]}
 
 
 ROUTE_FORMAT = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}"
