@@ -31,6 +31,8 @@ from enum import Enum
 
 from broker.common.errors import MQClientError
 from broker.common.message import (
+    COMPRESSION_TYPE_MASK,
+    COMPRESSION_ZLIB_TYPE,
     KEY_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -55,10 +57,6 @@ from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
-# MessageSysFlag COMPRESSION_TYPE bits (8-10): which codec a COMPRESSED body uses; 0 is ZLIB for old clients.
-# TODO(message.py owner): these belong with SysFlag in broker/common/message.py.
-COMPRESSION_TYPE_MASK = 0x7 << 8
-COMPRESSION_ZLIB_TYPE = 0x3 << 8
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
 _COMPRESSED = int(SysFlag.COMPRESSED)
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize

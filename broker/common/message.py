@@ -59,6 +59,10 @@ class SysFlag(IntFlag):
     INNER_BATCH = 0x80
 
 
+# MessageSysFlag COMPRESSION_TYPE bits (8-10): which codec a COMPRESSED body uses; 0 is ZLIB for old clients.
+COMPRESSION_TYPE_MASK = 0x7 << 8
+COMPRESSION_ZLIB_TYPE = 0x3 << 8
+
 TRANSACTION_MASK = 0xC
 TRANSACTION_NOT_TYPE = 0
 TRANSACTION_PREPARED_TYPE = 0x4
