@@ -21,8 +21,8 @@ from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, M
 from broker.common.fastjson import decode_json
 from broker.common.message import local_address
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import RemotingCommand
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class OffsetOracle:
         return sorted(t for t in self._all_topics() if readable_by_pattern(t) and self._pattern.fullmatch(t))
 
     def _all_topics(self) -> list[str]:
-        request = create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        request = protocol.topic_list_request()
         error: Exception | None = None
         for addr in self.client.namesrv_addrs:
             try:

@@ -350,7 +350,7 @@ def _fail(prog: str, reason: str) -> NoReturn:
     sys.exit(2)
 
 
-_CONNECTOR_ERROR = re.compile(r"broker\.errors\.(\w+): (.+)")
+_CONNECTOR_ERROR = re.compile(r"broker\.common\.errors\.(\w+): (.+)")
 
 
 def connector_error(err: BaseException) -> str | None:

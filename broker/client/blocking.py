@@ -54,6 +54,7 @@ from broker.common.errors import (
     RemotingConnectError,
     RemotingError,
 )
+from broker.common.topic import TopicConfig
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
 from broker.remoting import command
 from broker.remoting.client import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, parse_address
@@ -666,11 +667,5 @@ def create_topic(client: BlockingRemotingClient, topic: str, *, queue_nums: int 
                  timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker ``client`` talks to (as mqadmin updateTopic -b does); the broker then
     registers the topic with its NameServers."""
-    from broker.remoting.codes import RequestCode
-    from broker.remoting.headers import CreateTopicRequestHeader
-
-    header = CreateTopicRequestHeader(topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-                                      read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm,
-                                      topic_filter_type="SINGLE_TAG")
-    request = command.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+    request = protocol.create_topic_request(TopicConfig(topic, queue_nums, queue_nums, perm))
     protocol.expect_success(client.invoke(request, timeout_ms), client.address)

@@ -2,7 +2,8 @@
 
 Rule 1: the client-side message types, the UNIQ_KEY format (MessageClientIDSetter) and the decoding of a pulled body
 into MessageExt live here. Byte layouts come from ``broker.store.layout``, property names and flags from
-``broker.common.message``.
+``broker.common.message``, and so does MessageQueue, which the broker shares (it is imported here so that client
+code keeps finding it beside Message).
 
 UNIQ_KEY (MessageClientIDSetter.createUniqID), 16 bytes written as 32 upper-case hex digits::
 
@@ -27,10 +28,11 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from broker.common.errors import MQClientError
 from broker.common.message import (
+    COMPRESSION_TYPE_MASK,
+    COMPRESSION_ZLIB_TYPE,
     KEY_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -38,6 +40,7 @@ from broker.common.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
+    MessageQueue,
     SysFlag,
     format_host,
     offset_msg_id,
@@ -54,37 +57,9 @@ from broker.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
-# MessageSysFlag COMPRESSION_TYPE bits (8-10): which codec a COMPRESSED body uses; 0 is ZLIB for old clients.
-# TODO(message.py owner): these belong with SysFlag in broker/common/message.py.
-COMPRESSION_TYPE_MASK = 0x7 << 8
-COMPRESSION_ZLIB_TYPE = 0x3 << 8
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
 _COMPRESSED = int(SysFlag.COMPRESSED)
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
-
-
-# -- MessageQueue ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """One queue of a topic on one broker (common/.../message/MessageQueue). Ordered as Java's compareTo: topic,
-    broker name, queue id (names are ASCII by the topic rules, so str order is Java's)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        # Java's toString: the consistent-hash allocation hashes exactly this text.
-        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
-
-    def to_json(self) -> dict[str, object]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 # -- Message -----------------------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, ProcessQueue, compute_pull_from_where
-from broker.common.errors import MQBrokerError, MQClientError, RemotingError
+from broker.common.errors import MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -230,7 +230,7 @@ class OrderlyConsumeService:
         request = create_request(RequestCode.LOCK_BATCH_MQ, body=self._body(mqs, lock=True))
         response = await instance.invoke(addr, request, LOCK_TIMEOUT_MS)
         if response.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(response.code, response.remark, addr)
+            raise broker_error(response.code, response.remark, addr)
         granted = json.loads(response.body or b"{}").get("lockOKMQSet") or []
         return {MessageQueue.from_json(item) for item in granted}
 

@@ -5,14 +5,14 @@ Rule 1: how the client fills each request header and how it reads each response 
 (``instance.py``, ``producer.py``, ``consumer.py``) and the blocking one (``blocking.py``). Nothing here does I/O.
 
 A response code that is an expected outcome becomes a status value (SendStatus, PullStatus); any other code raises
-MQBrokerError carrying the code, the remark, the answering address and whether a retry may help.
+the MQBrokerError class ``broker.common.errors.for_code`` gives it, carrying the code, the remark, the answering
+address and whether a retry may help.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from broker.client.message import (
     Message,
@@ -25,7 +25,8 @@ from broker.client.message import (
     decode_messages,
 )
 from broker.client.route import TopicRouteData
-from broker.common.errors import MQBrokerError, MQClientError, OffsetNotFound
+from broker.common.attributes import attributes_to_string
+from broker.common.errors import MQClientError, broker_error
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import (
     PROPERTY_MAX_OFFSET,
@@ -38,12 +39,15 @@ from broker.common.message import (
     encode_properties,
     java_hash,
 )
+from broker.common.topic import TopicConfig
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (
     ConsumerGroupHeader,
     ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
@@ -56,39 +60,22 @@ from broker.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from broker.remoting.heartbeat import (
+    EXPRESSION_TAG,
+    SUB_ALL,
+    ConsumerData,
+    HeartbeatData,
+    SubscriptionData,
+)
 
 
 def expect_success(response: RemotingCommand, address: str | None) -> RemotingCommand:
     if response.code != ResponseCode.SUCCESS:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     return response
 
 
 # -- subscriptions -----------------------------------------------------------------------------------------------------
-
-SUB_ALL = "*"
-EXPRESSION_TAG = "TAG"
-
-
-@dataclass(slots=True)
-class SubscriptionData:
-    """remoting/protocol/heartbeat/SubscriptionData: what a consumer group reads of a topic."""
-
-    topic: str
-    sub_string: str = SUB_ALL
-    tags_set: list[str] = field(default_factory=list)
-    code_set: list[int] = field(default_factory=list)
-    sub_version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
-    expression_type: str = EXPRESSION_TAG
-
-    def matches_tag(self, tags: str | None) -> bool:
-        """PullAPIWrapper's client-side filter: the broker filters by tag hash, collisions are dropped here."""
-        return not self.tags_set or (tags is not None and tags in self.tags_set)
-
-    def to_json(self) -> dict[str, object]:
-        return {"classFilterMode": False, "codeSet": self.code_set, "expressionType": self.expression_type,
-                "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": self.tags_set,
-                "topic": self.topic}
 
 
 def build_subscription_data(topic: str, sub_expression: str | None) -> SubscriptionData:
@@ -101,7 +88,7 @@ def build_subscription_data(topic: str, sub_expression: str | None) -> Subscript
     if not sub_expression or sub_expression == SUB_ALL:
         return SubscriptionData(topic)
     tags = [tag.strip() for tag in sub_expression.split("||") if tag.strip()]
-    return SubscriptionData(topic, sub_expression, tags, [java_hash(tag) for tag in tags])
+    return SubscriptionData(topic, sub_expression, tags_set=tags, code_set=[java_hash(tag) for tag in tags])
 
 
 # -- NameServer --------------------------------------------------------------------------------------------------------
@@ -109,6 +96,16 @@ def build_subscription_data(topic: str, sub_expression: str | None) -> Subscript
 
 def get_route_request(topic: str) -> RemotingCommand:
     return create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext())
+
+
+def cluster_info_request() -> RemotingCommand:
+    """GET_BROKER_CLUSTER_INFO: every broker group and cluster the NameServer knows (ClusterInfo)."""
+    return create_request(RequestCode.GET_BROKER_CLUSTER_INFO)
+
+
+def topic_list_request() -> RemotingCommand:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic of every broker (TopicList)."""
+    return create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
 
 
 def parse_route_response(response: RemotingCommand) -> TopicRouteData:
@@ -167,7 +164,7 @@ def parse_send_response(response: RemotingCommand, topic: str, broker_name: str,
     """processSendResponse. ``uniq_ids`` are the UNIQ_KEYs sent (one, or each message of a batch)."""
     status = _SEND_STATUS.get(response.code)
     if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     header = SendMessageResponseHeader.from_ext(dict(response.ext_fields))
     msg_id = ",".join(uniq_ids) if header.batch_uniq_id is None else header.batch_uniq_id
     return SendResult(status, msg_id or None, header.msg_id, MessageQueue(topic, broker_name, header.queue_id),
@@ -183,11 +180,8 @@ def consumer_send_msg_back_request(msg: MessageExt, group: str, delay_level: int
                                    max_reconsume_times: int) -> RemotingCommand:
     header = ConsumerSendMsgBackRequestHeader(offset=msg.commit_log_offset, group=group, delay_level=delay_level,
                                               origin_msg_id=msg.msg_id, origin_topic=msg.topic,
-                                              max_reconsume_times=max_reconsume_times)
-    ext = header.to_ext()
-    if msg.broker_name:
-        ext["bname"] = msg.broker_name
-    return create_request(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
+                                              max_reconsume_times=max_reconsume_times, bname=msg.broker_name or None)
+    return create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext())
 
 
 # -- pulling -----------------------------------------------------------------------------------------------------------
@@ -211,11 +205,9 @@ def pull_message_request(group: str, mq: MessageQueue, offset: int, max_nums: in
         sub_version=subscription.sub_version if subscription and subscription.expression_type != "TAG" else 0,
         subscription=subscription.sub_string if subscription else None,
         expression_type=subscription.expression_type if subscription else EXPRESSION_TAG,
-        max_msg_bytes=max_msg_bytes,
+        max_msg_bytes=max_msg_bytes, bname=_bname(mq),
     )
-    ext = header.to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.PULL_MESSAGE, ext)
+    return create_request(RequestCode.PULL_MESSAGE, header.to_ext())
 
 
 _PULL_STATUS: dict[int, PullStatus] = {
@@ -230,7 +222,7 @@ def parse_pull_response(response: RemotingCommand, address: str | None) -> PullR
     """processPullResponse: the status and offsets; ``body`` keeps the records undecoded."""
     status = _PULL_STATUS.get(response.code)
     if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
+        raise broker_error(response.code, response.remark, address)
     header = PullMessageResponseHeader.from_ext(dict(response.ext_fields))
     body = response.body if status is PullStatus.FOUND else b""
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, body,
@@ -265,61 +257,79 @@ def min_offset_request(mq: MessageQueue) -> RemotingCommand:
 
 
 def _queue_ext(mq: MessageQueue, committed: bool | None = None) -> dict[str, str]:
-    ext = TopicQueueHeader(mq.topic, mq.queue_id, committed).to_ext()
-    ext["bname"] = mq.broker_name
-    return ext
+    return TopicQueueHeader(mq.topic, mq.queue_id, committed, bname=_bname(mq)).to_ext()
 
 
-def search_offset_request(mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER") -> RemotingCommand:
-    ext = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
+def _bname(mq: MessageQueue) -> str | None:
+    """RpcRequestHeader.bname of a request about ``mq``: none for a queue known only by its broker's address
+    (mqadmin's resetOffsetByTime -b -q), as Java's deprecated calls by address send none."""
+    return mq.broker_name or None
+
+
+def search_offset_request(mq: MessageQueue, timestamp_ms: int,
+                          boundary_type: str | None = "LOWER") -> RemotingCommand:
+    """SEARCH_OFFSET_BY_TIMESTAMP; ``boundary_type`` None leaves it out (the broker then takes LOWER), as the
+    deprecated MQAdmin searchOffset(addr, topic, queueId, timestamp) does."""
+    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms, boundary_type, bname=_bname(mq))
+    return create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
 
 
 def parse_offset_response(response: RemotingCommand, address: str | None) -> int:
-    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP / QUERY_CONSUMER_OFFSET answers."""
-    if response.code == ResponseCode.QUERY_NOT_FOUND:
-        raise OffsetNotFound(response.code, response.remark, address)
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP / QUERY_CONSUMER_OFFSET answers (QUERY_NOT_FOUND
+    raises OffsetNotFound)."""
     return OffsetResponseHeader.from_ext(dict(expect_success(response, address).ext_fields)).offset
 
 
 def query_consumer_offset_request(group: str, mq: MessageQueue) -> RemotingCommand:
-    ext = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+    header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, bname=_bname(mq))
+    return create_request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
 
 
 def update_consumer_offset_request(group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
-    ext = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset).to_ext()
-    ext["bname"] = mq.broker_name
-    return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+    header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset, bname=_bname(mq))
+    return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+
+
+# -- topics ------------------------------------------------------------------------------------------------------------
+
+
+def create_topic_request(config: TopicConfig) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC of ``config`` at one broker, which then registers the topic with its NameServers; TBW102
+    is the key topic, as DefaultMQAdminExt.createTopicKey. The header carries every field MQClientAPIImpl.createTopic
+    sets (attributes in AttributeParser's text, force false)."""
+    header = CreateTopicRequestHeader(
+        topic=config.topic_name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums, perm=config.perm, topic_filter_type=str(config.topic_filter_type),
+        order=config.order, topic_sys_flag=config.topic_sys_flag, attributes=attributes_to_string(config.attributes),
+        force=False)
+    return create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+
+
+# -- transactions ------------------------------------------------------------------------------------------------------
+
+
+def end_transaction_request(group: str, *, topic: str | None, broker_name: str | None, msg_id: str,
+                            commit_log_offset: int, queue_offset: int, transaction_id: str | None,
+                            commit_or_rollback: int, from_check: bool = False,
+                            remark: str | None = None) -> RemotingCommand:
+    """END_TRANSACTION of a half message: ``commit_log_offset`` from its offsetMsgId, ``queue_offset`` its half queue
+    offset (tranStateTableOffset), ``msg_id`` its UNIQ_KEY, ``commit_or_rollback`` a MessageSysFlag transaction
+    type. A producer sends it oneway, with a remark when its local transaction failed, and ``from_check`` when it
+    answers CHECK_TRANSACTION_STATE; the sink's END_TRANSACTION template is cut from it."""
+    header = EndTransactionRequestHeader(
+        producer_group=group, tran_state_table_offset=queue_offset, commit_log_offset=commit_log_offset,
+        commit_or_rollback=commit_or_rollback, msg_id=msg_id, topic=topic, from_transaction_check=from_check,
+        transaction_id=transaction_id, bname=broker_name)
+    return create_request(RequestCode.END_TRANSACTION, header.to_ext(), remark=remark)
 
 
 # -- clients and groups ------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ConsumerData:
-    """remoting/protocol/heartbeat/ConsumerData."""
-
-    group_name: str
-    consume_type: str  # CONSUME_ACTIVELY (pull) | CONSUME_PASSIVELY (push)
-    message_model: str  # CLUSTERING | BROADCASTING
-    consume_from_where: str
-    subscriptions: list[SubscriptionData]
-    unit_mode: bool = False
-
-    def to_json(self) -> dict[str, object]:
-        return {"consumeFromWhere": self.consume_from_where, "consumeType": self.consume_type,
-                "groupName": self.group_name, "messageModel": self.message_model,
-                "subscriptionDataSet": [s.to_json() for s in self.subscriptions], "unitMode": self.unit_mode}
-
-
 def heartbeat_request(client_id: str, producer_groups: Iterable[str],
                       consumers: Iterable[ConsumerData]) -> RemotingCommand:
-    """HEART_BEAT with HeartbeatData as JSON (fastjson's property order: alphabetical)."""
-    body = {"clientID": client_id, "consumerDataSet": [c.to_json() for c in consumers], "heartbeatFingerprint": 0,
-            "producerDataSet": [{"groupName": g} for g in producer_groups], "withoutSub": False}
+    """HEART_BEAT with HeartbeatData as JSON (V1: the subscriptions always ride along)."""
+    body = HeartbeatData(client_id, list(consumers), list(producer_groups)).to_json()
     return create_request(RequestCode.HEART_BEAT, body=encode_json(body).encode())
 
 
@@ -337,5 +347,5 @@ def parse_consumer_list_response(response: RemotingCommand, address: str | None)
     """GetConsumerListByGroupResponseBody's ``consumerIdList``."""
     expect_success(response, address)
     if not response.body:
-        raise MQBrokerError(response.code, "GET_CONSUMER_LIST_BY_GROUP answered without a body", address)
+        raise broker_error(response.code, "GET_CONSUMER_LIST_BY_GROUP answered without a body", address)
     return [str(cid) for cid in decode_json(response.body.decode("utf-8")).get("consumerIdList") or ()]

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from broker.client import protocol
 from broker.client.blocking import RequestTemplate
 from broker.client.instance import ClientConfig, MQClientInstance
-from broker.client.message import Message, MessageExt, SendResult, SendStatus, check_message
+from broker.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus, check_message
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.route import TopicPublishInfo
 from broker.common.errors import CorruptRecord, MQClientError, RemotingError
@@ -49,13 +50,12 @@ from broker.common.message import (
     encode_properties,
 )
 from broker.common.record import decode_record
-from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
+from broker.common.validation import DEFAULT_PRODUCER_GROUP
 from broker.remoting.codes import RequestCode
-from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
 from broker.remoting.headers import (
     CheckTransactionStateRequestHeader,
-    EndTransactionRequestHeader,
     HeaderError,
     SendMessageRequestHeader,
 )
@@ -176,13 +176,12 @@ class TransactionProducer(Producer):
         _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id or result.msg_id or "")
         broker_name = result.message_queue.broker_name
         addr = await self.instance.broker_address_for(result.message_queue)
-        header = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=result.queue_offset,
-            commit_log_offset=commit_log_offset, commit_or_rollback=state.transaction_type,
-            msg_id=result.msg_id or "", topic=msg.topic, transaction_id=result.transaction_id, bname=broker_name)
         remark = (None if local_error is None
                   else f"executeLocalTransactionBranch exception: {type(local_error).__name__}: {local_error}")
-        request = create_request(RequestCode.END_TRANSACTION, header.to_ext(), remark=remark)
+        request = protocol.end_transaction_request(
+            self.group, topic=msg.topic, broker_name=broker_name, msg_id=result.msg_id or "",
+            commit_log_offset=commit_log_offset, queue_offset=result.queue_offset, transaction_id=result.transaction_id,
+            commit_or_rollback=state.transaction_type, remark=remark)
         await self.instance.remoting.invoke_oneway(addr, request, self.config.send_msg_timeout)
 
     # -- CHECK_TRANSACTION_STATE (DefaultMQProducerImpl.checkTransactionState) ----------------------------------------
@@ -207,14 +206,15 @@ class TransactionProducer(Producer):
             error = err
         if state is not LocalTransactionState.COMMIT_MESSAGE:
             log.warning("when broker check, client answers %s for transaction %s", state.value, header.transaction_id)
-        end = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=header.tran_state_table_offset,
-            commit_log_offset=header.commit_log_offset, commit_or_rollback=state.transaction_type,
-            msg_id=msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id, topic=header.topic,
-            from_transaction_check=True, transaction_id=header.transaction_id, bname=header.bname)
         remark = None if error is None else f"checkLocalTransactionState Exception: {exception_simple_desc(error)}"
+        end = protocol.end_transaction_request(
+            self.group, topic=header.topic, broker_name=header.bname,
+            msg_id=msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
+            commit_log_offset=header.commit_log_offset, queue_offset=header.tran_state_table_offset,
+            transaction_id=header.transaction_id, commit_or_rollback=state.transaction_type, from_check=True,
+            remark=remark)
         try:
-            await conn.invoke_oneway(create_request(RequestCode.END_TRANSACTION, end.to_ext(), remark=remark))
+            await conn.invoke_oneway(end)
         except RemotingError as err:
             log.error("endTransactionOneway to %s failed: %s", conn.remote_address, err)
 
@@ -249,18 +249,6 @@ def prepare_half_message(msg: Message, group: str) -> None:
     msg.properties[PROPERTY_PRODUCER_GROUP] = group
 
 
-def end_transaction_request(group: str, *, topic: str, broker_name: str, msg_id: str, commit_log_offset: int,
-                            queue_offset: int, transaction_id: str | None, state: LocalTransactionState,
-                            from_check: bool = False) -> RemotingCommand:
-    """END_TRANSACTION for the half message a SendResult named (its commit log offset from the offsetMsgId, its half
-    queue offset), as end_transaction sends it; a caller that invokes it (not oneway) gets the broker's answer."""
-    header = EndTransactionRequestHeader(
-        producer_group=group, tran_state_table_offset=queue_offset, commit_log_offset=commit_log_offset,
-        commit_or_rollback=state.transaction_type, msg_id=msg_id, topic=topic, from_transaction_check=from_check,
-        transaction_id=transaction_id, bname=broker_name)
-    return create_request(RequestCode.END_TRANSACTION, header.to_ext())
-
-
 def half_properties(group: str, extra: Mapping[str, str]) -> str:
     """The properties string every half message of ``group`` carries (TRAN_MSG, PGROUP, then ``extra``), for
     callers that append the per-message ones (UNIQ_KEY, TAGS...) themselves."""
@@ -270,10 +258,8 @@ def half_properties(group: str, extra: Mapping[str, str]) -> str:
 def half_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
     """SEND_MESSAGE_V2 of a half message of ``group`` to ``topic`` on ``broker_name``, as send_message_header fills
     it, with queueId, sysFlag, bornTimestamp and properties open (in that order)."""
-    header = SendMessageRequestHeader(
-        producer_group=group, topic=topic, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=4,
-        queue_id=0, sys_flag=0, born_timestamp=0, flag=0, properties="", reconsume_times=0, unit_mode=False,
-        batch=False, bname=broker_name)
+    header = protocol.send_message_header(group, Message(topic, b""), MessageQueue(topic, broker_name, 0), 0,
+                                          batch=False)
     wire = SendMessageRequestHeader.V2_WIRE
     ext: dict[str, str | None] = dict(header.to_ext(wire))
     for name in ("queue_id", "sys_flag", "born_timestamp", "properties"):
@@ -283,13 +269,14 @@ def half_message_template(group: str, topic: str, broker_name: str) -> RequestTe
 
 def end_transaction_template(group: str, topic: str, broker_name: str,
                              state: LocalTransactionState) -> RequestTemplate:
-    """END_TRANSACTION ``state`` as end_transaction_request builds it, with tranStateTableOffset, commitLogOffset,
-    msgId and transactionId open (in that order): a producer's own end, answered (invoke it, not oneway)."""
-    marks = {"tran_state_table_offset": -101, "commit_log_offset": -102, "msg_id": "\x00m", "transaction_id": "\x00t"}
-    header = EndTransactionRequestHeader(producer_group=group, commit_or_rollback=state.transaction_type,
-                                         topic=topic, bname=broker_name, **marks)
+    """END_TRANSACTION ``state`` as protocol.end_transaction_request builds it, with tranStateTableOffset,
+    commitLogOffset, msgId and transactionId open (in that order): a producer's own end, answered (invoke it, not
+    oneway)."""
+    marks = {"queue_offset": -101, "commit_log_offset": -102, "msg_id": "\x00m", "transaction_id": "\x00t"}
+    request = protocol.end_transaction_request(group, topic=topic, broker_name=broker_name,
+                                               commit_or_rollback=state.transaction_type, **marks)
     opened = {str(v) for v in marks.values()}
-    ext = {k: (None if v in opened else v) for k, v in header.to_ext().items()}
+    ext = {k: (None if v in opened else v) for k, v in request.ext_fields.items()}
     template = RequestTemplate(RequestCode.END_TRANSACTION, ext)
     assert len(template.open_fields) == 4, template.open_fields
     return template

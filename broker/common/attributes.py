@@ -1,7 +1,9 @@
 """Topic and group attributes as admin requests carry them (Java's AttributeParser): the one parser shared by the
-broker's admin processor and ``mqadmin``."""
+broker's admin processor and ``mqadmin``, and its inverse, which the topic-creation request uses."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 
 def parse_attributes(text: str | None) -> dict[str, str]:
@@ -25,3 +27,13 @@ def parse_attributes(text: str | None) -> dict[str, str]:
             raise ValueError(f"key duplication: {key}")
         attributes[key] = value
     return attributes
+
+
+def attributes_to_string(attributes: Mapping[str, str]) -> str:
+    """AttributeParser.parseToString: the inverse of parse_attributes, as admin requests carry attributes.
+
+    Examples:
+        >>> attributes_to_string({"+queue.type": "BatchCQ", "-x": ""})
+        '+queue.type=BatchCQ,-x'
+    """
+    return ",".join(f"{k}={v}" if v else k for k, v in attributes.items())

@@ -1,10 +1,15 @@
 """The one error tree of rmq. Expected outcomes (a full queue, an offset out of range, a flush timeout) are status
-values, not exceptions; what is raised here means something is wrong with an input, a file or a peer."""
+values, not exceptions; what is raised here means something is wrong with an input, a file or a peer.
+
+Rule 1: which response codes a client retries, and which exception class each code raises, is decided here
+(``for_code``) and nowhere else."""
 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from broker.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     from broker.remoting.frame import Frame
@@ -174,16 +179,23 @@ class MQClientError(RmqError):
                              ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
 
 
-# DefaultMQProducer.retryResponseCodes: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, SYSTEM_BUSY,
-# NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT, GO_AWAY (numbers, so this module needs no remoting import).
-RETRIABLE_RESPONSE_CODES = frozenset({17, 14, 1, 2, 16, 204, 205, 1500})
-
-
 class MQBrokerError(RmqError):
-    """A broker (or NameServer) answered ``code`` with ``remark`` where the call needed success.
+    """A broker (or NameServer) answered ``code`` with ``remark`` where the call needed success; ``address`` is the
+    server that answered.
 
-    ``retriable`` says whether the producer tries another broker (Java's retryResponseCodes); ``address`` is the
-    server that answered."""
+    aiokafka's table: a response code the client or the connector treats specially has its own subclass, which
+    declares the ``code`` it stands for and whether it is ``retriable`` (the producer then tries another broker:
+    Java's DefaultMQProducer.retryResponseCodes). ``for_code(code)`` finds the class; raise through it, so that
+    ``except OffsetNotFound`` or ``err.retriable`` see the right class. Any other code is a plain MQBrokerError.
+
+    Examples:
+        >>> err = for_code(ResponseCode.SYSTEM_BUSY)(ResponseCode.SYSTEM_BUSY, "too many requests", "127.0.0.1:10911")
+        >>> type(err).__name__, err.retriable, str(err)
+        ('SystemBusy', True, 'CODE: 2  DESC: too many requests BROKER: 127.0.0.1:10911')
+    """
+
+    code: int  # the answer's code; on a subclass also a class attribute, the ResponseCode it stands for
+    retriable: ClassVar[bool] = False
 
     def __init__(self, code: int, remark: str | None, address: str | None = None) -> None:
         where = f" BROKER: {address}" if address else ""
@@ -192,13 +204,84 @@ class MQBrokerError(RmqError):
         self.remark = remark
         self.address = address
 
-    @property
-    def retriable(self) -> bool:
-        return self.code in RETRIABLE_RESPONSE_CODES
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            _BROKER_ERRORS[int(cls.code)] = cls
+
+
+_BROKER_ERRORS: dict[int, type[MQBrokerError]] = {}
+
+
+def for_code(code: int) -> type[MQBrokerError]:
+    """The MQBrokerError class of a response code: its own subclass, else MQBrokerError itself."""
+    return _BROKER_ERRORS.get(int(code), MQBrokerError)
+
+
+def broker_error(code: int, remark: str | None, address: str | None = None) -> MQBrokerError:
+    """The exception for a broker's answer ``code``: an instance of ``for_code(code)``."""
+    return for_code(code)(code, remark, address)
+
+
+# DefaultMQProducer.retryResponseCodes: the producer sends again, to another broker when there is one.
+
+
+class BrokerSystemError(MQBrokerError):
+    """SYSTEM_ERROR: the broker failed on its side (an exception, a store that refused)."""
+
+    code = ResponseCode.SYSTEM_ERROR
+    retriable = True
+
+
+class SystemBusy(MQBrokerError):
+    """SYSTEM_BUSY: the broker sheds load (its send queue is full, or the page cache is busy)."""
+
+    code = ResponseCode.SYSTEM_BUSY
+    retriable = True
+
+
+class ServiceNotAvailable(MQBrokerError):
+    """SERVICE_NOT_AVAILABLE: the broker cannot serve this now (a replica asked to write, a store shutting down)."""
+
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+class NoPermission(MQBrokerError):
+    """NO_PERMISSION: the topic or broker is not writable (or readable) now."""
+
+    code = ResponseCode.NO_PERMISSION
+    retriable = True
+
+
+class TopicNotExist(MQBrokerError):
+    """TOPIC_NOT_EXIST: this broker does not have the topic (another of its route may)."""
+
+    code = ResponseCode.TOPIC_NOT_EXIST
+    retriable = True
+
+
+class NoBuyerId(MQBrokerError):
+    code = ResponseCode.NO_BUYER_ID
+    retriable = True
+
+
+class NotInCurrentUnit(MQBrokerError):
+    code = ResponseCode.NOT_IN_CURRENT_UNIT
+    retriable = True
+
+
+class GoAway(MQBrokerError):
+    """GO_AWAY: the broker is shutting down and asks its clients to go elsewhere."""
+
+    code = ResponseCode.GO_AWAY
+    retriable = True
 
 
 class OffsetNotFound(MQBrokerError):
     """QUERY_CONSUMER_OFFSET answered QUERY_NOT_FOUND: the group has no committed offset for the queue yet."""
+
+    code = ResponseCode.QUERY_NOT_FOUND
 
 
 # -- connector (connector/) -------------------------------------------------------------------------------------------

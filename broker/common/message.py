@@ -1,7 +1,8 @@
 """Message vocabulary shared by store, broker, clients and connector.
 
-Rule 1: property names, MessageSysFlag bits, the properties string codec, Java's String.hashCode and the
-message-id encodings are defined here and nowhere else. The record's byte layout is ``broker.common.record``'s.
+Rule 1: property names, MessageSysFlag bits, the properties string codec, Java's String.hashCode, the
+message-id encodings and MessageQueue are defined here and nowhere else. The record's byte layout is
+``broker.common.record``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import functools
 import ipaddress
 import socket
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import IntFlag
+from typing import Any
 
 # -- MessageConst property names (org.apache.rocketmq.common.message.MessageConst) -----------------------------
 PROPERTY_KEYS = "KEYS"
@@ -55,6 +59,10 @@ class SysFlag(IntFlag):
     INNER_BATCH = 0x80
 
 
+# MessageSysFlag COMPRESSION_TYPE bits (8-10): which codec a COMPRESSED body uses; 0 is ZLIB for old clients.
+COMPRESSION_TYPE_MASK = 0x7 << 8
+COMPRESSION_ZLIB_TYPE = 0x3 << 8
+
 TRANSACTION_MASK = 0xC
 TRANSACTION_NOT_TYPE = 0
 TRANSACTION_PREPARED_TYPE = 0x4
@@ -64,6 +72,40 @@ TRANSACTION_ROLLBACK_TYPE = 0xC
 
 def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_MASK
+
+
+# -- MessageQueue (org.apache.rocketmq.common.message.MessageQueue) -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker: what the client sends to and pulls from, and the key of many admin
+    bodies. Ordered as Java's compareTo: topic, broker name, queue id (names are ASCII by the topic rules, so str
+    order is Java's).
+
+    Examples:
+        >>> mq = MessageQueue("TopicTest", "broker-a", 0)
+        >>> str(mq)
+        'MessageQueue [topic=TopicTest, brokerName=broker-a, queueId=0]'
+        >>> mq.to_json()
+        {'brokerName': 'broker-a', 'queueId': 0, 'topic': 'TopicTest'}
+    """
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        # Java's toString: the consistent-hash allocation hashes exactly this text.
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+    def to_json(self) -> dict[str, object]:
+        """fastjson's bean properties, in its (alphabetical) order."""
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
+        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 # -- properties string: "k\x01v\x02k\x01v\x02" ----------------------------------------------------------------
@@ -186,6 +228,22 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int]:
     if len(raw) not in (16, 28):
         raise ValueError(f"not an offset message id: {msg_id!r}")
     return raw[:-8], int.from_bytes(raw[-8:], "big", signed=True)
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int]:
+    """MessageDecoder.decodeMessageId: ("ip:port", commit log offset) of an offsetMsgId (32 hex digits for IPv4, 56
+    for IPv6). A UNIQ_KEY of 32 digits decodes too, to an address that is no broker, as in Java; ValueError when
+    the text cannot be an id at all (the port out of range, as InetSocketAddress refuses).
+
+    Examples:
+        >>> decode_message_id("7F00000100002A9F0000000000000064")
+        ('127.0.0.1:10911', 100)
+    """
+    store_host, offset = decode_offset_msg_id(msg_id)
+    (port,) = _PORT.unpack_from(store_host, len(store_host) - _PORT.size)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"message id {msg_id!r}: port {port} out of range")
+    return format_host(store_host), offset
 
 
 # -- send and pull (broker/server/processors/send.py, pull.py, the Python client) --------------------------------------

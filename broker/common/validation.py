@@ -203,6 +203,18 @@ def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 
 
+def parse_group(retry_topic: str) -> str:
+    """KeyBuilder.parseGroup: the group of a retry topic ("%RETRY%group", or POP retry v2's "%RETRY%group+topic").
+
+    Examples:
+        >>> parse_group("%RETRY%GID_orders"), parse_group("%RETRY%GID_orders+TopicTest")
+        ('GID_orders', 'GID_orders')
+    """
+    parts = retry_topic.split("+")
+    head = parts[0] if len(parts) == 2 else retry_topic
+    return head[len(RETRY_GROUP_TOPIC_PREFIX):]
+
+
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 

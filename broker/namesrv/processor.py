@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from broker.common.errors import ConfigError
 from broker.common.properties import parse_properties
+from broker.namesrv.broker_info import BrokerRegistration, UnregisterRequest
 from broker.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG
-from broker.namesrv.route_table import BrokerRegistration, UnregisterRequest
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
@@ -192,7 +192,7 @@ class NamesrvProcessor:
     def get_broker_member_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = GetBrokerMemberGroupRequestHeader.from_ext(request.ext_fields)
         group = self.routes.get_broker_member_group(header.cluster_name, header.broker_name)
-        body = encode_broker_member_group(group.cluster, group.broker_name, group.broker_addrs)
+        body = encode_broker_member_group(group)
         # Java never clears the placeholder remark of createResponseCommand(null) here.
         return create_response(request, ResponseCode.SUCCESS, NOT_SET_REMARK, body=body)
 

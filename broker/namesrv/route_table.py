@@ -23,13 +23,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from broker.common.fastjson import DataVersion
 from broker.common.hash_order import concurrent_map_order, hash_map_copy_order, hash_map_order
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, is_writeable
+from broker.namesrv.broker_info import (
+    BrokerAddrInfo,
+    BrokerLiveInfo,
+    BrokerRegistration,
+    Channel,
+    RegisterBrokerResult,
+    UnregisterRequest,
+)
 from broker.remoting.route import (
     BROKER_ADDR_TABLE_CAPACITY,
     CLUSTER_ADDR_TABLE_CAPACITY,
@@ -38,6 +45,7 @@ from broker.remoting.route import (
     MASTER_ID,
     TOPIC_QUEUE_TABLE_CAPACITY,
     BrokerData,
+    BrokerMemberGroup,
     ClusterInfo,
     QueueData,
     TopicConfigWrapper,
@@ -49,66 +57,9 @@ log = logging.getLogger(__name__)
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 1000 * 60 * 2  # ms without a registration before a broker is dropped
 SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"  # TopicValidator: never rewritten for acting masters
 
-Channel = Hashable | None
-"""A broker's connection, as the route table sees it: compared by identity, never used."""
-
-
 def now_ms() -> int:
     """Wall-clock milliseconds, as System.currentTimeMillis (the liveness timestamps)."""
     return time.time_ns() // 1_000_000
-
-
-class BrokerAddrInfo(NamedTuple):
-    """A broker instance: its cluster and address (BrokerAddrInfo keys the liveness and filter-server tables)."""
-
-    cluster_name: str
-    broker_addr: str
-
-
-@dataclass(slots=True)
-class BrokerLiveInfo:
-    last_update_timestamp: int
-    heartbeat_timeout_millis: int
-    data_version: DataVersion
-    channel: Channel
-    ha_server_addr: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    """Who registers, from RegisterBrokerRequestHeader (``zone_name`` is the ``__ZONE_NAME`` extField)."""
-
-    cluster_name: str
-    broker_addr: str
-    broker_name: str
-    broker_id: int
-    ha_server_addr: str | None = None
-    zone_name: str | None = None
-    heartbeat_timeout_millis: int | None = None  # None: DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
-    enable_acting_master: bool | None = None  # None: a broker older than 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterBrokerResult:
-    """For a slave: its master's address and HA address, once the master is registered."""
-
-    ha_server_addr: str | None = None
-    master_addr: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UnregisterRequest:
-    cluster_name: str
-    broker_addr: str
-    broker_name: str
-    broker_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerMemberGroup:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str]
 
 
 class RouteInfoManager:

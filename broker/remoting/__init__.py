@@ -3,7 +3,9 @@
 Sans-IO (no sockets, no event loop; the blocking client and the asyncio side share them): ``codes`` (RequestCode,
 ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` (the frame layout), ``command``
 (RemotingCommand and its JSON and ROCKETMQ header encodings), ``headers`` (one dataclass per custom header),
-``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body).
+``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body), ``heartbeat``
+(HeartbeatData, ConsumerData, SubscriptionData), ``subscription`` (SubscriptionGroupConfig), ``admin_bodies``
+(TopicStatsTable, ConsumeStats, ConsumerConnection: what the broker answers the admin tools).
 asyncio: ``connection`` (one reader task, opaque -> future), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 

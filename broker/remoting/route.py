@@ -1,4 +1,5 @@
-"""What a NameServer stores and answers: QueueData, BrokerData, TopicRouteData, ClusterInfo, the register body.
+"""What a NameServer stores and answers: QueueData, BrokerData, TopicRouteData, ClusterInfo, BrokerMemberGroup, the
+register body.
 
 Rule 1: the JSON shapes of the NameServer's bodies (remoting ``protocol/route`` and ``protocol/body`` classes) and
 the binary form of a compressed RegisterBrokerBody are defined here and nowhere else. The JSON is fastjson2's, as
@@ -224,6 +225,11 @@ class ClusterInfo:
     broker_addr_table: dict[str, BrokerData]
     cluster_addr_table: dict[str, list[str]]
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterInfo:
+        brokers = {name: BrokerData.from_json(b) for name, b in (data.get("brokerAddrTable") or {}).items()}
+        return cls(brokers, {name: list(v) for name, v in (data.get("clusterAddrTable") or {}).items()})
+
 
 def encode_cluster_info(info: ClusterInfo) -> bytes:
     def brokers(order: list[str]) -> dict[str, Any]:
@@ -241,17 +247,10 @@ def encode_cluster_info(info: ClusterInfo) -> bytes:
 
 def decode_cluster_info(body: bytes) -> ClusterInfo:
     data = _parse(body, "ClusterInfo")
-    table = {
-        name: BrokerData(
-            cluster=b.get("cluster"),
-            broker_name=b.get("brokerName"),
-            broker_addrs={int(k): v for k, v in (b.get("brokerAddrs") or {}).items()},
-            zone_name=b.get("zoneName"),
-            enable_acting_master=bool(b.get("enableActingMaster", False)),
-        )
-        for name, b in (data.get("brokerAddrTable") or {}).items()
-    }
-    return ClusterInfo(table, {k: list(v) for k, v in (data.get("clusterAddrTable") or {}).items()})
+    try:
+        return ClusterInfo.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise BodyError(f"not a ClusterInfo: {err}") from err
 
 
 def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> bytes:
@@ -269,10 +268,22 @@ def encode_kv_table(table: Mapping[str, str]) -> bytes:
     return encode_json({"table": _in_order(table, hash_map_order)}).encode()
 
 
-def encode_broker_member_group(cluster: str, broker_name: str, broker_addrs: Mapping[int, str]) -> bytes:
+@dataclass(frozen=True, slots=True)
+class BrokerMemberGroup:
+    """GET_BROKER_MEMBER_GROUP: the members of one broker group, by brokerId."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerAddrs": _in_order(self.broker_addrs, hash_map_order), "brokerName": self.broker_name,
+                "cluster": self.cluster}
+
+
+def encode_broker_member_group(group: BrokerMemberGroup) -> bytes:
     """GetBrokerMemberGroupResponseBody around a BrokerMemberGroup."""
-    group = {"brokerAddrs": _in_order(broker_addrs, hash_map_order), "brokerName": broker_name, "cluster": cluster}
-    return encode_json({"brokerMemberGroup": group}).encode()
+    return encode_json({"brokerMemberGroup": group.to_json()}).encode()
 
 
 def encode_data_version(version: DataVersion) -> bytes:

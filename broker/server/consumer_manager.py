@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.remoting.codes import LanguageCode
 from broker.remoting.connection import RemotingConnection
+from broker.remoting.heartbeat import SubscriptionData
 
 log = logging.getLogger(__name__)
 
@@ -57,47 +57,6 @@ class ClientChannelInfo:
     def address(self) -> str:
         """``ip:port`` of the client (RemotingHelper.parseChannelRemoteAddr)."""
         return self.connection.remote_address
-
-
-@dataclass(slots=True)
-class SubscriptionData:
-    """One topic a consumer group subscribes to, as the heartbeat carries it."""
-
-    topic: str
-    sub_string: str = "*"
-    expression_type: str = "TAG"
-    tags_set: list[str] = field(default_factory=list)
-    code_set: list[int] = field(default_factory=list)
-    sub_version: int = 0
-    class_filter_mode: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The properties fastjson writes, in its (alphabetical) order."""
-        return {
-            "classFilterMode": self.class_filter_mode,
-            "codeSet": list(self.code_set),
-            "expressionType": self.expression_type,
-            "subString": self.sub_string,
-            "subVersion": self.sub_version,
-            "tagsSet": list(self.tags_set),
-            "topic": self.topic,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SubscriptionData:
-        """Java's defaults for what is missing; ValueError/TypeError for a malformed entry."""
-        topic = data.get("topic")
-        if not isinstance(topic, str):
-            raise ValueError(f"subscription without a topic: {dict(data)!r}")
-        return cls(
-            topic=topic,
-            sub_string=str(data.get("subString") or "*"),
-            expression_type=str(data.get("expressionType") or "TAG"),
-            tags_set=[str(tag) for tag in data.get("tagsSet") or ()],
-            code_set=[int(code) for code in data.get("codeSet") or ()],
-            sub_version=int(data.get("subVersion") or 0),
-            class_filter_mode=bool(data.get("classFilterMode", False)),
-        )
 
 
 @dataclass(slots=True, eq=False)

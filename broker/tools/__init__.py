@@ -1,7 +1,10 @@
 """Admin tools: ``mqadmin`` (RocketMQ's admin command line) and the async MQAdminExt API it is built on.
 
-Modules: ``admin`` (MQAdminExt: the admin calls), ``bodies`` (their answers as dataclasses), ``commands`` and
-``messages`` (what each command does and prints) and ``mqadmin`` (the command line: options, help, exit codes).
+Modules: ``admin`` (MQAdminExt: the admin calls; offsets and messages), ``admin_client`` (its transport and the calls
+about the cluster), ``results`` (what the admin calls answer beside the wire bodies, which are ``broker.remoting``'s),
+``topic_commands``, ``commands`` and ``messages`` (what each command does and prints: topics, brokers and clusters;
+groups and offsets; messages), ``cli`` (what the commands share: parsed options, Java's text forms) and ``mqadmin``
+(the command line: options, help, exit codes).
 
 Examples:
     >>> from broker.tools import MQAdminExt

@@ -1,112 +1,45 @@
 """MQAdminExt: the admin calls behind ``mqadmin``, async, answering with dataclasses.
 
 Rule 1: what each admin call sends and how it reads the answer (tools/admin/DefaultMQAdminExtImpl.java, the admin
-half of client/impl/MQClientAPIImpl.java and client/impl/MQAdminImpl.java) is written here once; the bodies'
-JSON shapes are those of remoting/protocol/body/*.java and remoting/protocol/admin/*.java. Routes, offsets, pulls
-and message decoding reuse ``broker.client`` (``protocol``, ``route``, ``message``).
-
-A NameServer call goes to the NameServers in turn until one answers, as NettyRemotingClient does with a null
-address. A response code that is not success raises MQClientError or MQBrokerError (Java's MQClientException or
-MQBrokerException for the same call), carrying Java's code and remark.
+half of client/impl/MQClientAPIImpl.java and client/impl/MQAdminImpl.java) is written once, in this module (offsets
+and messages) or in ``admin_client`` (the transport and the calls about the cluster, which MQAdminExt inherits);
+the bodies' JSON shapes are ``broker.remoting``'s. Routes, offsets, pulls and message decoding reuse
+``broker.client`` (``protocol``, ``route``, ``message``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import os
-import random
 import time
-from collections.abc import Iterable
-from typing import Any
 
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
-from broker.client.route import MASTER_ID, QueueData, TopicRouteData
-from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
-from broker.common.fastjson import decode_json, encode_json
-from broker.common.hash_order import hash_map_order
-from broker.common.message import KEY_SEPARATOR
-from broker.common.topic import TopicConfig, is_valid_perm
-from broker.common.validation import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    LMQ_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TIMER_TOPIC,
-    TOOLS_CONSUMER_GROUP,
-)
-from broker.remoting.client import RemotingClient
+from broker.client.route import MASTER_ID, QueueData
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
+from broker.common.message import KEY_SEPARATOR, decode_message_id
+from broker.common.validation import LMQ_PREFIX, TOOLS_CONSUMER_GROUP
+from broker.remoting.admin_bodies import ConsumerConnection, OffsetWrapper, mq_key
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
-from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.command import create_request
 from broker.remoting.headers import (
-    ConsumerGroupHeader,
-    CreateTopicRequestHeader,
-    DeleteSubscriptionGroupRequestHeader,
-    DeleteTopicFromNamesrvRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumeStatsRequestHeader,
-    GetKVConfigResponseHeader,
-    GetProducerConnectionListRequestHeader,
-    KVConfigKeyHeader,
-    PutKVConfigRequestHeader,
     QueryMessageIndexHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
-    SearchOffsetRequestHeader,
-    TopicHeader,
     UniqueKeyQueryHeader,
-    UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.tools.bodies import (
-    ClusterInfo,
-    Connection,
-    ConsumerConnection,
-    ConsumeStats,
-    MessageTrack,
-    OffsetWrapper,
-    QueryResult,
-    RollbackStats,
-    TopicStatsTable,
-    TrackType,
-    attributes_to_string,
-    mq_key,
-)
+from broker.tools.admin_client import AdminClient, answer_json, check_answer, route_topic
+from broker.tools.results import MessageTrack, QueryResult, RollbackStats, TrackType
 
-DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
-NAMESRV_ADDR_ENV = "NAMESRV_ADDR"  # MixAll.NAMESRV_ADDR_ENV
-NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil
 UNIQ_KEY_LOOKBACK_MS = 3 * 24 * 3600 * 1000  # MQAdminImpl.queryMessageByUniqKey: the last three days
 QUERY_MAX_NUM_BY_UNIQ_KEY = 32
-CLUSTER_NOT_FOUND = "Make sure the specified clusterName exists or the name server connected to is correct."
 JAVA_LONG_MAX = 2**63 - 1
 INDEX_KEY_TYPE, INDEX_UNIQUE_TYPE, INDEX_TAG_TYPE = "K", "U", "T"  # MessageConst: the indexes QUERY_MESSAGE reads
 
 
-def _body(response: RemotingCommand, what: str) -> Any:
-    if not response.body:
-        raise MQClientError(response.code, f"{what}: the answer has no body")
-    try:
-        return decode_json(response.body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise MQClientError(ResponseCode.SYSTEM_ERROR, f"{what}: the body is not JSON: {err}") from err
-
-
-# -- the admin API -----------------------------------------------------------------------------------------------------
-
-
-def _check(response: RemotingCommand, address: str | None = None, *, broker: bool = True) -> RemotingCommand:
-    """Success, or the exception Java's call throws: MQBrokerException (with the address) or MQClientException."""
-    if response.code != ResponseCode.SUCCESS:
-        if broker:
-            raise MQBrokerError(response.code, response.remark, address)
-        raise MQClientError(response.code, response.remark or "")
-    return response
-
-
-class MQAdminExt:
-    """The admin calls of DefaultMQAdminExt over one RemotingClient.
+class MQAdminExt(AdminClient):
+    """The admin calls of DefaultMQAdminExt over one RemotingClient: AdminClient's calls about the cluster, plus
+    searching, committing and resetting consumer offsets, and viewing, querying, pulling and tracking messages.
 
     ``namesrv_addr`` is "host:port;host:port"; without it the NAMESRV_ADDR environment variable is used, as Java.
 
@@ -116,330 +49,16 @@ class MQAdminExt:
         ...     stats = await admin.examine_topic_stats("TopicTest")
     """
 
-    def __init__(self, namesrv_addr: str | None = None, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        self.namesrv_addr = namesrv_addr if namesrv_addr else os.environ.get(NAMESRV_ADDR_ENV, "")
-        self.timeout_ms = timeout_ms
-        self.remoting = RemotingClient(default_timeout_ms=timeout_ms)
-        self._namesrv_index = random.randrange(1 << 16)
-
-    def namesrv_list(self) -> list[str]:
-        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
-
-    async def close(self) -> None:
-        await self.remoting.close()
-
-    async def __aenter__(self) -> MQAdminExt:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    # -- transport ----------------------------------------------------------------------------------------------
-
-    async def invoke_namesrv(self, request: RemotingCommand) -> RemotingCommand:
-        """The first NameServer that answers, starting after the last one used; raises the last transport error."""
-        addresses = self.namesrv_list()
-        if not addresses:
-            raise MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
-                                f"No name server address, please set it (-n or the {NAMESRV_ADDR_ENV} variable)")
-        error: RemotingError | None = None
-        for i in range(len(addresses)):
-            index = (self._namesrv_index + i) % len(addresses)
-            try:
-                response = await self.remoting.invoke(addresses[index], request, self.timeout_ms)
-            except RemotingError as err:
-                error = err
-                continue
-            self._namesrv_index = index
-            return response
-        assert error is not None
-        raise error
-
-    async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: float | None = None) -> RemotingCommand:
-        return await self.remoting.invoke(addr, request, self.timeout_ms if timeout_ms is None else timeout_ms)
-
-    # -- NameServer ---------------------------------------------------------------------------------------------
-
-    async def examine_topic_route_info(self, topic: str) -> TopicRouteData:
-        return protocol.parse_route_response(await self.invoke_namesrv(protocol.get_route_request(topic)))
-
-    async def examine_broker_cluster_info(self) -> ClusterInfo:
-        response = _check(await self.invoke_namesrv(create_request(RequestCode.GET_BROKER_CLUSTER_INFO)))
-        return ClusterInfo.from_json(_body(response, "cluster info"))
-
-    async def fetch_all_topic_list(self) -> list[str]:
-        response = await self.invoke_namesrv(create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-        _check(response, broker=False)
-        return [str(t) for t in _body(response, "topic list").get("topicList") or ()]
-
-    async def delete_topic_in_name_server(self, addrs: Iterable[str], topic: str, cluster: str | None = None) -> None:
-        for addr in addrs:
-            header = DeleteTopicFromNamesrvRequestHeader(topic, cluster)
-            response = await self.invoke(addr, create_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, header.to_ext()))
-            _check(response, broker=False)
-
-    async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG to every NameServer; the last refusal is raised after all were asked."""
-        refusal = None
-        for addr in self.namesrv_list():
-            header = PutKVConfigRequestHeader(namespace, key, value)
-            request = create_request(RequestCode.PUT_KV_CONFIG, header.to_ext())
-            response = await self.invoke(addr, request)
-            if response.code != ResponseCode.SUCCESS:
-                refusal = response
-        if refusal is not None:
-            raise MQClientError(refusal.code, refusal.remark or "")
-
-    async def get_kv_config(self, namespace: str, key: str) -> str | None:
-        request = create_request(RequestCode.GET_KV_CONFIG, KVConfigKeyHeader(namespace, key).to_ext())
-        response = _check(await self.invoke_namesrv(request), broker=False)
-        return GetKVConfigResponseHeader.from_ext(dict(response.ext_fields)).value
-
-    async def create_or_update_order_conf(self, key: str, value: str, is_cluster: bool) -> None:
-        """The orderTopicConf of a topic: a cluster's replaces it, a broker's ("name:n") is merged into it."""
-        if not is_cluster:
-            try:
-                old = await self.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, key)
-            except (MQClientError, RemotingError):
-                old = None
-            confs = {conf.split(":")[0]: conf for conf in (old or "").split(";") if conf.strip()}
-            confs[value.split(":")[0]] = value
-            value = ";".join(confs.values())
-        await self.put_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, key, value)
-
-    # -- CommandUtil: addresses from the cluster table ----------------------------------------------------------
-
-    async def master_addrs_by_cluster(self, cluster: str) -> list[str]:
-        """CommandUtil.fetchMasterAddrByClusterName; MQClientError when the cluster is unknown."""
-        info = await self.examine_broker_cluster_info()
-        names = self._cluster_brokers(info, cluster)
-        addrs = [info.broker_addr_table[n].broker_addrs.get(MASTER_ID) for n in names if n in info.broker_addr_table]
-        return [a for a in addrs if a is not None]
-
-    async def master_and_slave_addrs_by_cluster(self, cluster: str) -> list[str]:
-        info = await self.examine_broker_cluster_info()
-        names = self._cluster_brokers(info, cluster)
-        return [addr for n in names if n in info.broker_addr_table
-                for addr in info.broker_addr_table[n].broker_addrs.values()]
-
-    async def broker_names_by_cluster(self, cluster: str) -> list[str]:
-        return self._cluster_brokers(await self.examine_broker_cluster_info(), cluster)
-
-    async def broker_name_by_addr(self, addr: str) -> str:
-        for name, broker in (await self.examine_broker_cluster_info()).broker_addr_table.items():
-            if addr in broker.broker_addrs.values():
-                return name
-        raise MQClientError(-1, CLUSTER_NOT_FOUND)
-
-    @staticmethod
-    def _cluster_brokers(info: ClusterInfo, cluster: str) -> list[str]:
-        names = info.cluster_addr_table.get(cluster)
-        if not names:
-            raise MQClientError(-1, f"cluster [{cluster}] not found. {CLUSTER_NOT_FOUND}")
-        return sorted(names)
-
-    # -- topics -------------------------------------------------------------------------------------------------
-
-    async def create_and_update_topic_config(self, addr: str, config: TopicConfig) -> None:
-        """UPDATE_AND_CREATE_TOPIC with TBW102 as the key topic (DefaultMQAdminExt.createTopicKey)."""
-        if not is_valid_perm(config.perm):
-            raise MQClientError(ResponseCode.NO_PERMISSION, f"topicPermission value: {config.perm} is invalid.")
-        header = CreateTopicRequestHeader(
-            topic=config.topic_name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=config.read_queue_nums,
-            write_queue_nums=config.write_queue_nums, perm=config.perm, topic_filter_type=str(config.topic_filter_type),
-            order=config.order, topic_sys_flag=config.topic_sys_flag,
-            attributes=attributes_to_string(config.attributes), force=False)
-        response = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()))
-        _check(response, broker=False)
-
-    async def delete_topic_in_broker(self, addrs: Iterable[str], topic: str) -> None:
-        for addr in addrs:
-            request = create_request(RequestCode.DELETE_TOPIC_IN_BROKER, TopicHeader(topic).to_ext())
-            _check(await self.invoke(addr, request), broker=False)
-
-    async def delete_topic(self, topic: str, cluster: str) -> None:
-        """deleteTopic: from every broker of the cluster, every NameServer, and the topic's order config."""
-        await self.delete_topic_in_broker(await self.master_and_slave_addrs_by_cluster(cluster), topic)
-        await self.delete_topic_in_name_server(self.namesrv_list(), topic)
-        for addr in self.namesrv_list():
-            request = create_request(RequestCode.DELETE_KV_CONFIG,
-                                     KVConfigKeyHeader(NAMESPACE_ORDER_TOPIC_CONFIG, topic).to_ext())
-            _check(await self.invoke(addr, request), broker=False)
-
-    async def topic_cluster_list(self, topic: str) -> list[str]:
-        """getTopicClusterList: the clusters of the first broker of the topic's route."""
-        info = await self.examine_broker_cluster_info()
-        route = await self.examine_topic_route_info(topic)
-        if not route.broker_datas:
-            return []
-        name = route.broker_datas[0].broker_name
-        return [cluster for cluster, names in info.cluster_addr_table.items() if name in names]
-
-    async def examine_topic_stats(self, topic: str, broker_addr: str | None = None) -> TopicStatsTable:
-        """One broker's stats, or every broker's of the topic's route (MQClientError when none has any)."""
-        if broker_addr is not None:
-            return await self._topic_stats(broker_addr, topic)
-        route = await self.examine_topic_route_info(topic)
-        result = TopicStatsTable()
-        for broker in route.broker_datas:
-            addr = broker.select_broker_addr()
-            if addr is not None:
-                result.offset_table.update((await self._topic_stats(addr, topic)).offset_table)
-        if not result.offset_table:
-            raise MQClientError(-1, "Not found the topic stats info")
-        return result
-
-    async def _topic_stats(self, addr: str, topic: str) -> TopicStatsTable:
-        request = create_request(RequestCode.GET_TOPIC_STATS_INFO, TopicHeader(topic).to_ext())
-        response = _check(await self.invoke(addr, request), addr)
-        return TopicStatsTable.from_json(_body(response, "topic stats"))
-
-    async def query_topic_consume_by_who(self, topic: str) -> list[str]:
-        """QUERY_TOPIC_CONSUME_BY_WHO to the first broker of the topic's route."""
-        for broker in (await self.examine_topic_route_info(topic)).broker_datas:
-            addr = broker.select_broker_addr()
-            if addr is not None:
-                request = create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, TopicHeader(topic).to_ext())
-                response = _check(await self.invoke(addr, request), addr)
-                return [str(g) for g in _body(response, "group list").get("groupList") or ()]
-        return []
-
-    # -- brokers ------------------------------------------------------------------------------------------------
-
-    async def fetch_broker_runtime_stats(self, addr: str) -> dict[str, str]:
-        response = _check(await self.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO)), addr)
-        return {str(k): str(v) for k, v in (_body(response, "runtime info").get("table") or {}).items()}
-
-    async def delete_expired_commit_log_by_addr(self, addr: str) -> bool:
-        """DELETE_EXPIRED_COMMITLOG: the broker's retention deletes expired CommitLog files on its next rounds, even
-        outside deleteWhen. True once the broker accepted; MQClientError with its code when it refused."""
-        _check(await self.invoke(addr, create_request(RequestCode.DELETE_EXPIRED_COMMITLOG)), broker=False)
-        return True
-
-    async def delete_expired_commit_log(self, cluster: str | None = None) -> bool:
-        """DELETE_EXPIRED_COMMITLOG to every broker, masters and replicas, of ``cluster`` (of every cluster when
-        None). As in Java the answer is the last cluster's: False when it has no broker, an unknown cluster too."""
-        info = await self.examine_broker_cluster_info()
-        clusters = [cluster] if cluster else hash_map_order(list(info.cluster_addr_table))
-        result = False
-        for name in clusters:
-            addrs = [addr for broker in info.cluster_addr_table.get(name, ()) if broker in info.broker_addr_table
-                     for addr in info.broker_addr_table[broker].broker_addrs.values()]
-            for addr in addrs:
-                await self.delete_expired_commit_log_by_addr(addr)
-            result = bool(addrs)
-        return result
-
-    # -- groups -------------------------------------------------------------------------------------------------
-
-    async def create_and_update_subscription_group_config(self, addr: str, config: SubscriptionGroupConfig) -> None:
-        request = create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                                 body=encode_json(config.to_json()).encode())
-        _check(await self.invoke(addr, request), broker=False)
-
-    async def delete_subscription_group(self, addr: str, group: str, clean_offset: bool = False) -> None:
-        header = DeleteSubscriptionGroupRequestHeader(group, clean_offset)
-        response = await self.invoke(addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, header.to_ext()))
-        _check(response, broker=False)
-
-    async def examine_consume_stats(self, group: str, topic: str | None = None,
-                                    cluster: str | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS from every broker of the route of the group's retry topic, else of ``topic``. An empty
-        answer means the group is not online or is broadcasting (MQClientError with that code)."""
-        topics = [RETRY_GROUP_TOPIC_PREFIX + group] + ([topic] if topic else [])
-        if topic and route_topic(topic, cluster) != topic:
-            topics.append(route_topic(topic, cluster))
-        route = await self._first_route(topics)
-        result = ConsumeStats()
-        for broker in route.broker_datas:
-            addr = broker.select_broker_addr()
-            if addr is not None:
-                stats = await self.consume_stats_of_broker(addr, group, topic)
-                result.offset_table.update(stats.offset_table)
-                result.consume_tps += stats.consume_tps
-        if not result.offset_table:
-            try:
-                connection = await self.examine_consumer_connection_info(group)
-            except (MQClientError, MQBrokerError, RemotingError) as err:
-                raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, "Not found the consumer group consume stats, "
-                                    "because return offset table is empty, maybe the consumer not online") from err
-            if connection.message_model == "BROADCASTING":
-                raise MQClientError(ResponseCode.BROADCAST_CONSUMPTION, "Not found the consumer group consume stats, "
-                                    "because return offset table is empty, the consumer is under the broadcast mode")
-        return result
-
-    async def consume_stats_of_broker(self, addr: str, group: str, topic: str | None = None) -> ConsumeStats:
-        request = create_request(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic).to_ext())
-        response = _check(await self.invoke(addr, request, self.timeout_ms * 3), addr)
-        return ConsumeStats.from_json(_body(response, "consume stats"))
-
-    async def _first_route(self, topics: list[str]) -> TopicRouteData:
-        """The route of the first topic that has one; the last topic's error otherwise."""
-        for i, topic in enumerate(topics):
-            try:
-                return await self.examine_topic_route_info(topic)
-            except (MQClientError, RemotingError):
-                if i == len(topics) - 1:
-                    raise
-        raise AssertionError("no topics")
-
-    async def examine_consumer_connection_info(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
-        """The group's clients as one broker sees them (a random broker of its retry topic unless given);
-        MQClientError(CONSUMER_NOT_ONLINE) when it has none."""
-        addr = broker_addr
-        if addr is None:
-            brokers = (await self.examine_topic_route_info(RETRY_GROUP_TOPIC_PREFIX + group)).broker_datas
-            addr = random.choice(brokers).select_broker_addr() if brokers else None
-        result = ConsumerConnection([], {}, None, None, None)
-        if addr:
-            request = create_request(RequestCode.GET_CONSUMER_CONNECTION_LIST, ConsumerGroupHeader(group).to_ext())
-            response = _check(await self.invoke(addr, request), addr)
-            result = ConsumerConnection.from_json(_body(response, "consumer connection"))
-        if not result.connection_set:
-            raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, "Not found the consumer group connection")
-        return result
-
-    async def examine_producer_connection_info(self, group: str, topic: str) -> list[Connection]:
-        """Every producer connection of the group over the brokers of ``topic``'s route."""
-        connections: dict[str, Connection] = {}
-        for broker in (await self.examine_topic_route_info(topic)).broker_datas:
-            addr = broker.select_broker_addr()
-            if addr is not None:
-                header = GetProducerConnectionListRequestHeader(group)
-                request = create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST, header.to_ext())
-                response = _check(await self.invoke(addr, request), addr)
-                for c in _body(response, "producer connection").get("connectionSet") or ():
-                    conn = Connection.from_json(c)
-                    connections[conn.client_id + conn.client_addr] = conn
-        if not connections:
-            raise MQClientError(-1, "Not found the producer group connection")
-        return list(connections.values())
-
-    async def get_consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
-        """ConsumerRunningInfo of one client, through a broker of the group's retry topic (``mqTable`` keys are
-        MessageQueue texts); with ``jstack`` the client adds its stacks."""
-        for broker in (await self.examine_topic_route_info(RETRY_GROUP_TOPIC_PREFIX + group)).broker_datas:
-            addr = broker.select_broker_addr()
-            if addr is not None:
-                header = GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
-                response = await self.invoke(addr, create_request(RequestCode.GET_CONSUMER_RUNNING_INFO,
-                                                                  header.to_ext()))
-                return dict(_body(_check(response, addr), "consumer running info"))
-        raise MQClientError(-1, f"no broker serves the consumer group {group}")
-
     # -- offsets ------------------------------------------------------------------------------------------------
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP; a queue without a broker name is asked as the deprecated call does (no
-        ``bname``)."""
-        request = protocol.search_offset_request(mq, timestamp_ms)
-        if not mq.broker_name:
-            header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
-            request = create_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
+        ``bname``, no ``boundaryType``)."""
+        request = protocol.search_offset_request(mq, timestamp_ms, "LOWER" if mq.broker_name else None)
         return protocol.parse_offset_response(await self.invoke(addr, request), addr)
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
-        _check(await self.invoke(addr, protocol.update_consumer_offset_request(group, mq, offset)), addr)
+        check_answer(await self.invoke(addr, protocol.update_consumer_offset_request(group, mq, offset)), addr)
 
     async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp_ms: int, force: bool, *,
                                         cluster: str | None = None, cpp: bool = False) -> dict[MessageQueue, int]:
@@ -460,20 +79,20 @@ class MQAdminExt:
         response = await self.invoke(addr, request)
         if response.code != ResponseCode.SUCCESS or not response.body:
             raise MQClientError(response.code, response.remark or "")
-        table = _body(response, "reset offset").get("offsetTable") or {}
+        table = answer_json(response, "reset offset").get("offsetTable") or {}
         if isinstance(table, list):  # the C++ form: a list of MessageQueueForC
             return {MessageQueue.from_json(e): int(e["offset"]) for e in table}
         return {mq_key(k): int(v) for k, v in table.items()}
 
     async def reset_offset_by_queue_id(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit ``offset`` for one queue, then have the broker apply it (resetOffsetByQueueId)."""
-        commit = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
-        _check(await self.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, commit.to_ext())), addr)
+        commit = protocol.update_consumer_offset_request(group, MessageQueue(topic, "", queue_id), offset)
+        check_answer(await self.invoke(addr, commit), addr)
         header = ResetOffsetRequestHeader(group, topic, 0, False, queue_id, offset)
         try:
             await self._invoke_reset(addr, header)
         except MQClientError as err:
-            raise MQBrokerError(err.code, err.remark, addr) from err
+            raise broker_error(err.code, err.remark, addr) from err
 
     async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp_ms: int, force: bool, *,
                                             cluster: str | None = None) -> list[RollbackStats]:
@@ -517,11 +136,11 @@ class MQAdminExt:
     async def view_message(self, addr: str, topic: str | None, commit_log_offset: int) -> MessageExt:
         """VIEW_MESSAGE_BY_ID: the record at a commit log offset of the broker at ``addr``."""
         header = ViewMessageRequestHeader(commit_log_offset, topic)
-        response = _check(await self.invoke(addr, create_request(RequestCode.VIEW_MESSAGE_BY_ID, header.to_ext())),
-                          addr)
+        request = create_request(RequestCode.VIEW_MESSAGE_BY_ID, header.to_ext())
+        response = check_answer(await self.invoke(addr, request), addr)
         messages = decode_messages(response.body)
         if not messages:
-            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "the answer holds no message", addr)
+            raise broker_error(ResponseCode.SYSTEM_ERROR, "the answer holds no message", addr)
         return messages[0]
 
     async def query_message_by_id(self, topic: str, msg_id: str, cluster: str | None = None) -> MessageExt | None:
@@ -631,14 +250,6 @@ class MQAdminExt:
         return False
 
 
-def route_topic(topic: str, cluster: str | None) -> str:
-    """The topic whose route serves ``topic``: an LMQ queue or the timer topic has none of its own, so the route of
-    the cluster (or LMQ parent topic) given with -c stands in, as Java's admin calls do."""
-    if cluster and (topic.startswith(LMQ_PREFIX) or topic == TIMER_TOPIC):
-        return cluster
-    return topic
-
-
 def _key_matches(msg: MessageExt, topic: str | None, key: str, index_type: str) -> bool:
     """The index answers by hash: keep what really carries ``key`` (of ``topic``, unless None for an LMQ)."""
     if index_type == INDEX_UNIQUE_TYPE:
@@ -648,24 +259,3 @@ def _key_matches(msg: MessageExt, topic: str | None, key: str, index_type: str) 
     if index_type == INDEX_TAG_TYPE:
         return msg.tags == key
     return msg.keys is not None and key in msg.keys.split(KEY_SEPARATOR)
-
-
-def decode_message_id(msg_id: str) -> tuple[str, int]:
-    """MessageDecoder.decodeMessageId: ("ip:port", commit log offset) of an offsetMsgId (32 hex digits for IPv4, 56
-    for IPv6). A UNIQ_KEY of 32 digits decodes too, to an address that is no broker, as in Java; ValueError when
-    the text cannot be an id at all (the port out of range, as InetSocketAddress refuses).
-
-    Examples:
-        >>> decode_message_id("7F00000100002A9F0000000000000064")
-        ('127.0.0.1:10911', 100)
-    """
-    raw = bytes.fromhex(msg_id)
-    ip_length = 4 if len(msg_id) == 32 else 16
-    if len(raw) != ip_length + 12:
-        raise ValueError(f"{msg_id!r} is not a message id")
-    ip = ipaddress.ip_address(raw[:ip_length])
-    port = int.from_bytes(raw[ip_length:ip_length + 4], "big", signed=True)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"message id {msg_id!r}: port {port} out of range")
-    host = str(ip) if ip.version == 4 else f"[{ip}]"
-    return f"{host}:{port}", int.from_bytes(raw[ip_length + 4:], "big", signed=True)

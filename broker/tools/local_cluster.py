@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.client.blocking import BlockingRemotingClient
-from broker.client.protocol import get_route_request
+from broker.client.protocol import cluster_info_request, get_route_request
 from broker.client.route import TopicRouteData
 from broker.common.errors import RemotingError, ServerError
-from broker.remoting.codes import RequestCode, ResponseCode
-from broker.remoting.command import create_request
+from broker.remoting.codes import ResponseCode
 
 HOST = "127.0.0.1"
 # The directory holding the ``broker`` package: the repository in an editable install, site-packages otherwise.
@@ -166,7 +165,7 @@ def _registered(namesrv_addr: str, broker_addr: str) -> bool:
     """The NameServer's cluster info lists the broker: registered, with or without auto-created topics (its
     TBW102 route, the older check, exists only when autoCreateTopicEnable is on)."""
     with BlockingRemotingClient(namesrv_addr, connect_timeout_ms=500) as client:
-        response = client.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
+        response = client.invoke(cluster_info_request(), 1000)
     return response.code == ResponseCode.SUCCESS and f'"{broker_addr}"'.encode() in (response.body or b"")
 
 

@@ -12,7 +12,7 @@ from typing import TextIO
 from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
 from broker.common.errors import MQClientError, RmqError
 from broker.tools.admin import INDEX_KEY_TYPE, INDEX_TAG_TYPE, INDEX_UNIQUE_TYPE, JAVA_LONG_MAX, MQAdminExt
-from broker.tools.commands import CommandLine, human_time2, java_map, js
+from broker.tools.cli import CommandLine, human_time2, java_map, js
 
 log = logging.getLogger(__name__)
 

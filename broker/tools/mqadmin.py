@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
 from broker.common.errors import RmqError
-from broker.tools import commands, messages
+from broker.tools import commands, messages, topic_commands
 from broker.tools.admin import MQAdminExt
-from broker.tools.commands import CommandLine, ShowHelp, UsageError
+from broker.tools.cli import CommandLine, ShowHelp, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -217,11 +217,11 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("o", "order", "set topic's order(true|false)"),
         _o("u", "unit", "is unit topic (true|false)"),
         _o("s", "hasUnitSub", "has unit sub (true|false)"),
-    ), commands.update_topic),
+    ), topic_commands.update_topic),
     SubCommand("deleteTopic", "Delete topic from broker and NameServer.", (
         _o("t", "topic", "topic name", required=True),
         _o("c", "clusterName", "delete topic from which cluster", required=True),
-    ), commands.delete_topic),
+    ), topic_commands.delete_topic),
     SubCommand("updateSubGroup", "Update or create subscription group.", (
         _o("b", "brokerAddr", "create subscription group to which broker"),
         _o("c", "clusterName", "create subscription group to which cluster"),
@@ -249,22 +249,22 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
     SubCommand("topicRoute", "Examine topic route info.", (
         _o("t", "topic", "topic name", required=True),
         _o("l", "list", "Use list format to print data", arg=False),
-    ), commands.topic_route),
+    ), topic_commands.topic_route),
     SubCommand("topicStatus", "Examine topic Status info.", (
         _o("t", "topic", "topic name", required=True),
         _o("c", "cluster", "cluster name or lmq parent topic, lmq is used to find the route."),
-    ), commands.topic_status),
+    ), topic_commands.topic_status),
     SubCommand("topicClusterList", "Get cluster info for topic.", (
         _o("t", "topic", "topic name", required=True),
-    ), commands.topic_cluster_list),
+    ), topic_commands.topic_cluster_list),
     SubCommand("brokerStatus", "Fetch broker runtime status data.", (
         OptionGroup((_o("b", "brokerAddr", "Broker address"), _o("c", "clusterName", "which cluster"))),
-    ), commands.broker_status),
+    ), topic_commands.broker_status),
     SubCommand("deleteExpiredCommitLog", "Delete expired CommitLog files.", (
         _o("n", "namesrvAddr", "Name server address"),
         _o("b", "brokerAddr", "Broker address"),
         _o("c", "cluster", "clustername"),
-    ), commands.delete_expired_commit_log),
+    ), topic_commands.delete_expired_commit_log),
     SubCommand("queryMsgById", "Query Message by Id.", (
         _o("t", "topic", "topic name", required=True),
         _o("i", "msgId", "Message Id", required=True),
@@ -321,10 +321,10 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("m", "moreStats", "Print more stats", arg=False),
         _o("i", "interval", "specify intervals numbers, it is in seconds"),
         _o("c", "clusterName", "which cluster"),
-    ), commands.cluster_list),
+    ), topic_commands.cluster_list),
     SubCommand("topicList", "Fetch all topic list from name server.", (
         _o("c", "clusterModel", "clusterModel", arg=False),
-    ), commands.topic_list),
+    ), topic_commands.topic_list),
     SubCommand("resetOffsetByTime", "Reset consumer offset by timestamp(without client restart).", (
         _o("g", "group", "set the consumer group", required=True),
         _o("t", "topic", "set the topic", required=True),

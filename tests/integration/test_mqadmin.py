@@ -37,8 +37,8 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.tools import commands, messages
 from broker.tools.admin import decode_message_id, route_topic
-from broker.tools.bodies import version_desc
 from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command, main
+from broker.tools.results import version_desc
 from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, free_port, start_cluster
 
 BROKER_NAME = "broker-a"

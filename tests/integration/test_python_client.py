@@ -42,9 +42,9 @@ from broker.client import (
 from broker.client.blocking import BlockingRemotingClient, create_topic
 from broker.client.message import PullResult, decode_messages
 from broker.common.errors import MQClientError
+from broker.remoting.admin_bodies import mq_key
 from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
-from broker.tools.bodies import mq_key
 from broker.tools.mqadmin import main as mqadmin_main
 from tests.integration.cluster import start_broker, start_namesrv
 

@@ -39,6 +39,14 @@ def test_executors_and_clients_load_no_server_code(statement: str) -> None:
     assert "broker.client.blocking" in loaded  # the check would pass vacuously if nothing were imported
 
 
+def test_tools_load_no_broker_store_or_namesrv_code() -> None:
+    """mqadmin speaks to brokers and NameServers through the wire bodies of broker.remoting, not the server's."""
+    loaded = loaded_after("import broker.tools.mqadmin, broker.tools.messages")
+    server = [m for m in loaded if m.startswith(("broker.server", "broker.namesrv", "broker.store"))]
+    assert server == [], server
+    assert "broker.tools.admin" in loaded
+
+
 def test_common_imports_only_itself_and_the_code_table() -> None:
     loaded = loaded_after("import " + ", ".join(f"broker.common.{m.name}" for m in
                                                 pkgutil.iter_modules([str(REPO / "broker" / "common")])))

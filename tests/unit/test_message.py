@@ -49,3 +49,21 @@ def test_hosts_and_offset_msg_id():
     assert message.decode_offset_msg_id(msg_id) == (v4, 1024)
     with pytest.raises(ValueError, match="not an offset message id"):
         message.decode_offset_msg_id("ABCD")
+
+
+def test_decode_message_id_names_the_store_host():
+    v6 = message.pack_host("::1", 10911)
+    assert message.decode_message_id(message.offset_msg_id(v6, 7)) == ("[::1]:10911", 7)
+    assert message.decode_message_id("7F00000100002A9F0000000000000400") == ("127.0.0.1:10911", 1024)
+    with pytest.raises(ValueError, match="port .* out of range"):
+        message.decode_message_id("C00002026AE2CDAADC5980A562820002")  # a UNIQ_KEY
+    with pytest.raises(ValueError):
+        message.decode_message_id("not hex")
+
+
+def test_parse_group_of_retry_topics():
+    from broker.common.validation import parse_group, retry_topic
+
+    assert parse_group(retry_topic("GID")) == "GID"
+    assert parse_group("%RETRY%GID+TopicTest") == "GID"  # POP retry v2
+    assert parse_group("%RETRY%a+b+c") == "a+b+c"  # more than one "+": not a POP retry topic

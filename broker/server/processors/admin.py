@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from broker.common import validation
 from broker.common.attributes import parse_attributes
 from broker.common.errors import ConfigError, CorruptRecord, IllegalName, RemoteProtocolError
-from broker.common.fastjson import DataVersion, JavaDouble, encode_json
-from broker.common.message import PROPERTY_REAL_TOPIC
+from broker.common.fastjson import DataVersion, encode_json
+from broker.common.message import PROPERTY_REAL_TOPIC, MessageQueue
 from broker.common.properties import parse_properties
 from broker.common.topic import TopicConfig, TopicFilterType
+from broker.remoting.admin_bodies import TopicOffset, TopicStatsTable
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
@@ -56,7 +57,6 @@ from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.outer_api import register_broker_all
 from broker.server.processors.consumer_manage import (
     Handler,
-    MessageQueue,
     decode_body,
     guarded,
     json_body,
@@ -440,14 +440,13 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         await self._dispatched()
         broker_name = self.controller.broker_config.broker_name
-        table = {}
+        stats = TopicStatsTable()
         for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
             low = max(0, self.store.min_offset_in_queue(topic, queue_id))
             high = max(0, self.store.max_offset_in_queue(topic, queue_id))
             last = self.store.message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
-            table[MessageQueue(topic, broker_name, queue_id)] = {"lastUpdateTimestamp": last, "maxOffset": high,
-                                                                 "minOffset": low}
-        return success(request, json_body({"offsetTable": table, "topicPutTps": JavaDouble(0.0)}))
+            stats.offset_table[MessageQueue(topic, broker_name, queue_id)] = TopicOffset(low, high, last)
+        return success(request, json_body(stats.to_json()))
 
     async def get_system_topic_list(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         manager = self.controller.topic_config_manager

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation
 from broker.common.errors import ConnectionClosed, FilterExpressionError, RemoteProtocolError, RequestTimeout
-from broker.common.message import decode_offset_msg_id
+from broker.common.message import MessageQueue, decode_offset_msg_id
 from broker.common.topic import PERM_READ, PERM_WRITE
+from broker.remoting.admin_bodies import Connection, ConsumerConnection, mq_key
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
@@ -39,9 +38,10 @@ from broker.remoting.headers import (
     HeartbeatResponseHeader,
     UnregisterClientRequestHeader,
 )
-from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
+from broker.remoting.heartbeat import ConsumerData, HeartbeatData
+from broker.server.consumer_manager import ClientChannelInfo
 from broker.server.filter.message_filter import compile_expression
-from broker.server.processors.consumer_manage import Handler, MessageQueue, decode_body, guarded, json_body, success
+from broker.server.processors.consumer_manage import Handler, decode_body, guarded, json_body, success
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
@@ -55,58 +55,9 @@ CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5000
 
 
-# -- HeartbeatData (remoting.protocol.heartbeat) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerData:
-    group_name: str
-    consume_type: str
-    message_model: str
-    consume_from_where: str
-    subscriptions: tuple[SubscriptionData, ...] = ()
-    unit_mode: bool = False
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConsumerData:
-        return cls(
-            group_name=str(data["groupName"]),
-            consume_type=str(data.get("consumeType")),
-            message_model=str(data.get("messageModel")),
-            consume_from_where=str(data.get("consumeFromWhere")),
-            subscriptions=tuple(SubscriptionData.from_json(s) for s in data.get("subscriptionDataSet") or ()),
-            unit_mode=bool(data.get("unitMode", False)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatData:
-    client_id: str
-    consumers: tuple[ConsumerData, ...] = ()
-    producer_groups: tuple[str, ...] = ()
-    heartbeat_fingerprint: int = 0
-    without_sub: bool = False
-
-    @classmethod
-    def decode(cls, request: RemotingCommand) -> HeartbeatData:
-        """The heartbeat's JSON body; RemoteProtocolError when it is not a HeartbeatData."""
-        body = decode_body(request)
-        try:
-            return cls(
-                client_id=str(body["clientID"]),
-                consumers=tuple(ConsumerData.from_json(c) for c in body.get("consumerDataSet") or ()),
-                producer_groups=tuple(str(p["groupName"]) for p in body.get("producerDataSet") or ()),
-                heartbeat_fingerprint=int(body.get("heartbeatFingerprint") or 0),
-                without_sub=bool(body.get("withoutSub", False)),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise RemoteProtocolError(f"malformed HeartbeatData body: {err!r}") from err
-
-
-def connection_json(channel: ClientChannelInfo) -> dict[str, Any]:
-    """remoting.protocol.body.Connection."""
-    return {"clientAddr": channel.address, "clientId": channel.client_id, "language": channel.language.name,
-            "version": channel.version}
+def connection_of(channel: ClientChannelInfo) -> Connection:
+    """remoting.protocol.body.Connection of one client."""
+    return Connection(channel.client_id, channel.address, channel.language.name, channel.version)
 
 
 # -- telling consumers that their group changed -----------------------------------------------------------------------
@@ -195,7 +146,7 @@ class ClientManageProcessor:
     # -- HEART_BEAT --------------------------------------------------------------------------------------------
 
     async def heart_beat(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        data = HeartbeatData.decode(request)
+        data = HeartbeatData.from_json(decode_body(request))
         sub_change = data.heartbeat_fingerprint == 0  # a V1 heartbeat always carries the subscriptions
         for consumer in data.consumers:
             if data.heartbeat_fingerprint != 0:
@@ -300,14 +251,9 @@ class ClientManageProcessor:
         info = self.controller.consumer_manager.get(group)
         if info is None:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        body = {
-            "connectionSet": [connection_json(c) for c in info.channels.values()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": {topic: sub.to_json() for topic, sub in info.subscriptions.items()},
-        }
-        return success(request, json_body(body))
+        body = ConsumerConnection([connection_of(c) for c in info.channels.values()], info.subscriptions,
+                                  info.consume_type, info.message_model, info.consume_from_where)
+        return success(request, json_body(body.to_json()))
 
     async def get_producer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
@@ -315,7 +261,7 @@ class ClientManageProcessor:
         channels = self.controller.producer_manager.groups.get(group)
         if channels is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return success(request, json_body({"connectionSet": [connection_json(c) for c in channels.values()]}))
+        return success(request, json_body({"connectionSet": [connection_of(c).to_json() for c in channels.values()]}))
 
     async def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """ProducerTableInfo: group -> ProducerInfo list."""
@@ -407,7 +353,7 @@ class ClientManageProcessor:
                 create_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ask.to_ext()), CONSUMER_STATUS_TIMEOUT_MS)
             if answer.code != ResponseCode.SUCCESS or not answer.body:
                 return None
-            return {MessageQueue.from_json(json.loads(key)): int(offset)
+            return {mq_key(key): int(offset)
                     for key, offset in decode_body(answer).get("messageQueueTable", {}).items()}
         except (RequestTimeout, ConnectionClosed, RemoteProtocolError, KeyError, TypeError, ValueError) as err:
             log.error("[get-consumer-status] %s of group %s: %s", channel.client_id, header.group, err)

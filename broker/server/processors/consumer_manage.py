@@ -4,8 +4,8 @@ Java's ConsumerManageProcessor (GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSE
 consumer parts of AdminBrokerProcessor (GET_CONSUME_STATS, GET_ALL_CONSUMER_OFFSET, QUERY_TOPIC_CONSUME_BY_WHO,
 QUERY_TOPICS_BY_CONSUMER, QUERY_SUBSCRIPTION_BY_CONSUMER, QUERY_CONSUME_TIME_SPAN, INVOKE_BROKER_TO_RESET_OFFSET,
 CLONE_GROUP_OFFSET, QUERY_CORRECTION_OFFSET, GET_BROKER_CONSUME_STATS, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and
-Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``MessageQueue`` (a JSON map key
-in many bodies), ``guarded`` and the body decoder.
+Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``guarded`` and the body decoder
+(MessageQueue, a JSON map key in many bodies, is ``broker.common.message``'s).
 
 A reset of offsets (mqadmin resetOffsetByTime) is Java 5's server-side reset when useServerSideResetOffset (the
 default): the new offsets are committed and also held as pending resets, which the pull processor serves (as
@@ -18,12 +18,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.common.errors import ConnectionClosed, IllegalName, RemoteProtocolError
-from broker.common.fastjson import JavaDouble, decode_json, encode_json
+from broker.common.fastjson import decode_json, encode_json
+from broker.common.message import MessageQueue
+from broker.remoting.admin_bodies import ConsumeStats, OffsetWrapper
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
@@ -60,22 +61,6 @@ Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingComm
 
 
 # -- shared by the client, consumer and admin processors ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """common.message.MessageQueue; ordered as Java's compareTo (topic, brokerName, queueId)."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 def decode_body(request: RemotingCommand) -> Any:
@@ -238,7 +223,7 @@ class ConsumerProcessor:
         header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
         topic_list = ConsumeStatsTopicListHeader.from_ext(request.ext_fields).topic_list
         group = header.consumer_group
-        table: dict[MessageQueue, dict[str, int]] = {}
+        table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in sorted(self._topics_for_consume_stats(group, header.topic, topic_list)):
             config = self.controller.topic_config_manager.select_topic_config(topic)
             if config is None:
@@ -247,7 +232,7 @@ class ConsumerProcessor:
             for queue_id in range(config.read_queue_nums):
                 table[MessageQueue(topic, self.broker_name, queue_id)] = self._offset_wrapper(group, topic, queue_id)
         # consumeTps: rmq keeps no per-group get statistics (Java's BrokerStatsManager), so it reports none
-        return success(request, json_body({"consumeTps": JavaDouble(0.0), "offsetTable": table}))
+        return success(request, json_body(ConsumeStats(table, 0.0).to_json()))
 
     def _topics_for_consume_stats(self, group: str, topic: str | None, topic_list: str | None) -> set[str]:
         listed = [t for t in (topic_list or "").split(";") if t]
@@ -259,13 +244,12 @@ class ConsumerProcessor:
             topics = {t for t in topics if manager.find_subscription_data(group, t) is not None}
         return topics
 
-    def _offset_wrapper(self, group: str, topic: str, queue_id: int) -> dict[str, int]:
+    def _offset_wrapper(self, group: str, topic: str, queue_id: int) -> OffsetWrapper:
         store = self.controller.store
         broker_offset = max(0, store.max_offset_in_queue(topic, queue_id))
         consumer_offset = max(0, self.controller.consumer_offset_manager.query_offset(group, topic, queue_id))
         last = self._store_time(topic, queue_id, consumer_offset - 1)
-        return {"brokerOffset": broker_offset, "consumerOffset": consumer_offset,
-                "lastTimestamp": max(last, 0), "pullOffset": consumer_offset}
+        return OffsetWrapper(broker_offset, consumer_offset, consumer_offset, max(last, 0))
 
     async def get_broker_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): ConsumeStatsList over every group."""
@@ -280,8 +264,9 @@ class ConsumerProcessor:
                     continue
                 table = {MessageQueue(topic, self.broker_name, q): self._offset_wrapper(group, topic, q)
                          for q in range(config.write_queue_nums)}
-                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for w in table.values())
-                stats_list.append({"consumeTps": JavaDouble(0.0), "offsetTable": table})
+                stats = ConsumeStats(table, 0.0)
+                total_diff += stats.compute_total_diff()
+                stats_list.append(stats.to_json())
             groups.append({group: stats_list})
         body = {"brokerAddr": self.controller.broker_addr, "consumeStatsList": groups, "totalDiff": total_diff,
                 "totalInflightDiff": 0}

@@ -104,13 +104,6 @@ def random_queue_id(write_queue_nums: int) -> int:
     return random.randrange(99_999_999) % write_queue_nums
 
 
-def parse_group(retry_topic: str) -> str:
-    """KeyBuilder.parseGroup: the group of a %RETRY% topic (POP's "%RETRY%group+topic" included)."""
-    parts = retry_topic.split("+")
-    head = parts[0] if len(parts) == 2 else retry_topic
-    return head[len(v.RETRY_GROUP_TOPIC_PREFIX):]
-
-
 def java_topic_config_string(config: TopicConfig) -> str:
     """TopicConfig.toString(), as Java's remarks print it."""
     attributes = ", ".join(f"{k}={val}" for k, val in config.attributes.items())
@@ -285,7 +278,7 @@ class SendMessageProcessor:
         topic = header.topic
         if not v.is_retry_topic(topic):
             return topic, queue_id, config
-        group = parse_group(topic)
+        group = v.parse_group(topic)
         group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
             return self._answer(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
