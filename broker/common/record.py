@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -68,20 +69,10 @@ class MessageVersion(IntEnum):
 _V1, _V2 = MessageVersion.V1, MessageVersion.V2  # reading a member off the enum class costs 100 ns a time
 
 
-TOTALSIZE_POS = 0
-MAGIC_POS = 4
-BODYCRC_POS = 8
-QUEUEID_POS = 12
-FLAG_POS = 16
-QUEUEOFFSET_POS = 20
-PHYSICALOFFSET_POS = 28
-SYSFLAG_POS = 36
-BORNTIMESTAMP_POS = 40
-BORNHOST_POS = 48
-
-
 # The fixed part of a record, up to and including the body length: (struct code, field), in order; None is a host
-# (ip + int port), 8 or 20 bytes by the host flags.
+# (ip + int port), HOST_V4_LENGTH or HOST_V6_LENGTH bytes by the host flags. Every offset, index and struct of these
+# fields is derived from this table; broker/_speedups.c, which cannot import it, repeats the offsets as constants
+# that tests/unit/test_record_layout.py holds to it.
 _RECORD_FIXED_FIELDS = (
     ("i", "TOTALSIZE"),
     ("i", "MAGICCODE"),
@@ -99,67 +90,100 @@ _RECORD_FIXED_FIELDS = (
     ("q", "PREPARED TRANSACTION OFFSET"),
     ("i", "BODY length"),
 )
+RECORD_FIELDS = tuple(name for _, name in _RECORD_FIXED_FIELDS)
+# Where each field is in the tuple ``record_head(sys_flag).unpack`` returns (the same for every host length).
+RECORD_FIELD_INDEX = MappingProxyType({name: i for i, name in enumerate(RECORD_FIELDS)})
+HOST_V4_LENGTH = 8  # 4-byte ip + int port
+HOST_V6_LENGTH = 20  # 16-byte ip + int port
 # What dispatch reads of a record; the other fixed fields are skipped as pad bytes (see ``dispatch_fields``).
 _DISPATCH_FIELDS = frozenset({"TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                               "STORETIMESTAMP", "BODY length"})
-
-
-def _fixed_struct(born_len: int, store_len: int, only: frozenset[str] | None = None) -> struct.Struct:
-    """The fixed part for these host lengths; with ``only``, the other fields become pad bytes (not unpacked)."""
-    codes = []
-    for code, name in _RECORD_FIXED_FIELDS:
-        if code is None:
-            code = f"{born_len if name == 'BORNHOST' else store_len}s"
-        if only is not None and name not in only:
-            code = f"{struct.calcsize(code)}x"
-        codes.append(code)
-    return struct.Struct(">" + "".join(codes))
-
 
 # Host flag bits as plain ints: the hot paths below test them per record, and IntFlag arithmetic costs about a
 # microsecond per operation where int arithmetic costs tens of nanoseconds.
 _BORNHOST_V6 = int(SysFlag.BORNHOST_V6)
 _STOREHOST_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
 _HOST_V6_MASK = _BORNHOST_V6 | _STOREHOST_V6
+# The four layouts of the fixed part, by the record's host flag bits (sys_flag & _HOST_V6_MASK).
+_HOST_FLAGS = tuple(born_v6 | store_v6 for born_v6 in (0, _BORNHOST_V6) for store_v6 in (0, _STOREHOST_V6))
+
+
+def _field_codes(flags: int) -> list[tuple[str, str]]:
+    """(struct code, field) of the table for these host flags: each host as raw bytes of its length."""
+    born_len = HOST_V6_LENGTH if flags & _BORNHOST_V6 else HOST_V4_LENGTH
+    store_len = HOST_V6_LENGTH if flags & _STOREHOST_V6 else HOST_V4_LENGTH
+    return [(code or f"{born_len if name == 'BORNHOST' else store_len}s", name) for code, name in _RECORD_FIXED_FIELDS]
+
+
+def _field_offsets(flags: int) -> MappingProxyType[str, int]:
+    offsets, pos = {}, 0
+    for code, name in _field_codes(flags):
+        offsets[name] = pos
+        pos += struct.calcsize(">" + code)
+    return MappingProxyType(offsets)
+
+
+_FIELD_OFFSETS = {flags: _field_offsets(flags) for flags in _HOST_FLAGS}
+
+
+def record_field_offsets(sys_flag: int) -> Mapping[str, int]:
+    """Field -> byte offset from the record's start, for the host flags in ``sys_flag``: the fields after a host move
+    with its length."""
+    return _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]
+
+
+# Offsets up to and including BORNHOST's are the same in every record.
+_OFFSETS_V4 = _FIELD_OFFSETS[0]
+TOTALSIZE_POS = _OFFSETS_V4["TOTALSIZE"]
+MAGIC_POS = _OFFSETS_V4["MAGICCODE"]
+BODYCRC_POS = _OFFSETS_V4["BODYCRC"]
+QUEUEID_POS = _OFFSETS_V4["QUEUEID"]
+FLAG_POS = _OFFSETS_V4["FLAG"]
+QUEUEOFFSET_POS = _OFFSETS_V4["QUEUEOFFSET"]
+PHYSICALOFFSET_POS = _OFFSETS_V4["PHYSICALOFFSET"]
+SYSFLAG_POS = _OFFSETS_V4["SYSFLAG"]
+BORNTIMESTAMP_POS = _OFFSETS_V4["BORNTIMESTAMP"]
+BORNHOST_POS = _OFFSETS_V4["BORNHOST"]
+assert all(offsets["BORNHOST"] == BORNHOST_POS for offsets in _FIELD_OFFSETS.values())
+
+
+def _fixed_struct(flags: int, only: frozenset[str] | None = None) -> struct.Struct:
+    """The fixed part for these host flags; with ``only``, the other fields become pad bytes (not unpacked)."""
+    return struct.Struct(">" + "".join(code if only is None or name in only else f"{struct.calcsize(code)}x"
+                                       for code, name in _field_codes(flags)))
+
 
 # The fixed part, up to and including the body length, keyed by the record's host flag bits (sys_flag & mask).
-_FIXED = {
-    born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8)
-    for born_v6 in (0, _BORNHOST_V6)
-    for store_v6 in (0, _STOREHOST_V6)
-}
+_FIXED = {flags: _fixed_struct(flags) for flags in _HOST_FLAGS}
 FIXED_SIZE_V4 = _FIXED[0].size  # 88: the 84-byte header plus the body length
 
 
-def _fixed_dtype(born_len: int, store_len: int) -> np.dtype:
+def _fixed_dtype(flags: int) -> np.dtype:
     types = {"i": ">i4", "q": ">i8"}
-    fields = [(name, types[code] if code else f"S{born_len if name == 'BORNHOST' else store_len}")
-              for code, name in _RECORD_FIXED_FIELDS]
-    return np.dtype(fields)
+    return np.dtype([(name, types.get(code, f"S{code[:-1]}")) for code, name in _field_codes(flags)])
 
 
 # The same fixed part as numpy record dtypes (fields named as in the table, hosts as raw bytes): readers of many
 # records gather all their heads at once (connector/records.py).
-_FIXED_DTYPE = {flags: _fixed_dtype(20 if flags & _BORNHOST_V6 else 8, 20 if flags & _STOREHOST_V6 else 8)
-                for flags in _FIXED}
+_FIXED_DTYPE = {flags: _fixed_dtype(flags) for flags in _HOST_FLAGS}
 
 assert all(_FIXED_DTYPE[flags].itemsize == _FIXED[flags].size for flags in _FIXED)
+assert all(_FIXED_DTYPE[flags].fields[name][1] == offset  # numpy's offsets are the table's too
+           for flags, offsets in _FIELD_OFFSETS.items() for name, offset in offsets.items())
 
 
 def record_head_dtype(sys_flag: int) -> np.dtype:
     """``record_head(sys_flag)`` as a numpy dtype."""
     return _FIXED_DTYPE[sys_flag & _HOST_V6_MASK]
 
-_DISPATCH_HEAD = {
-    born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8, _DISPATCH_FIELDS)
-    for born_v6 in (0, _BORNHOST_V6)
-    for store_v6 in (0, _STOREHOST_V6)
-}
+
+_DISPATCH_HEAD = {flags: _fixed_struct(flags, _DISPATCH_FIELDS) for flags in _HOST_FLAGS}
 _DISPATCH_HEAD_V4 = _DISPATCH_HEAD[0]
 _TOPIC_LEN = {MessageVersion.V1: struct.Struct(">b"), MessageVersion.V2: struct.Struct(">h")}
 _VERSION_BY_MAGIC = {int(v): v for v in MessageVersion}  # a dict lookup; calling the enum is ten times slower
 _SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 _TWO_INTS = struct.Struct(">ii")
 MAX_PROPERTIES_LENGTH = 32767  # a signed short
 
@@ -182,10 +206,19 @@ def topic_field(topic: bytes) -> tuple[int, bytes]:
 
 
 PROPERTIES_LENGTH = _SHORT  # the short that precedes the PROPERTIES bytes
+TOTALSIZE = _INT  # the int a record starts with: walks from record to record read it
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
-    return BORNHOST_POS + (20 if sys_flag & _BORNHOST_V6 else 8)
+    return _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]["STORETIMESTAMP"]
+
+
+def store_timestamp_of(head) -> int:
+    """STORETIMESTAMP of the record that ``head`` (its first bytes, at least up to that field) starts with, without
+    decoding it: the ConsumeQueue's search by time reads only the head of each record it probes."""
+    sys_flag = int.from_bytes(head[SYSFLAG_POS:SYSFLAG_POS + _INT.size], "big")
+    pos = store_timestamp_pos(sys_flag)
+    return int.from_bytes(head[pos:pos + _LONG.size], "big", signed=True)
 
 
 def body_crc(body: bytes) -> int:
@@ -277,7 +310,7 @@ def encode_record(
 
 
 def record_size(buf, pos: int = 0) -> int:
-    return _INT.unpack_from(buf, pos)[0]
+    return _INT.unpack_from(buf, pos + TOTALSIZE_POS)[0]
 
 
 def is_blank(buf, pos: int = 0) -> bool:
@@ -357,7 +390,7 @@ def decode_record_properties(buf, pos: int = 0) -> dict[str, str]:
         version = _VERSION_BY_MAGIC[magic]
         (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
         fixed = _fixed_for(sys_flag)
-        (body_len,) = _INT.unpack_from(buf, pos + fixed.size - _INT.size)
+        (body_len,) = _INT.unpack_from(buf, pos + _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]["BODY length"])
         cur = pos + fixed.size + body_len
         topic_len_struct = _TOPIC_LEN[version]
         (topic_len,) = topic_len_struct.unpack_from(buf, cur)
