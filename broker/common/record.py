@@ -1,8 +1,9 @@
 """The CommitLog record: RocketMQ's message layout on disk and in pull responses, byte for byte.
 
-Rule 1: the record, the BLANK filler at the end of a CommitLog file and the SEND_BATCH_MESSAGE body are defined here
-once, with their encode and decode; the store, the broker, the client and the connector all call these. A ``struct``
-format for these bytes anywhere else means the layout is being defined twice. All integers are big-endian.
+Rule 1: the record and the BLANK filler at the end of a CommitLog file are defined here once, with their encode and
+decode; the store, the broker, the client and the connector all call these. A ``struct`` format for these bytes
+anywhere else means the layout is being defined twice (the SEND_BATCH_MESSAGE body, a layout of its own, is
+``broker.common.message_batch``'s). All integers are big-endian.
 
 CommitLog record (MessageExtEncoder / MessageDecoder)::
 
@@ -33,8 +34,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 from types import MappingProxyType
 from typing import NamedTuple
@@ -42,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from broker.common.errors import CorruptRecord
-from broker.common.message import SysFlag, decode_properties, encode_properties, offset_msg_id
+from broker.common.message import SysFlag, decode_properties, offset_msg_id
 
 # -- CommitLog record ---------------------------------------------------------------------------------------------
 
@@ -466,81 +467,3 @@ except ImportError:  # built without a C compiler
 
 def encode_blank(size: int) -> bytes:
     return _TWO_INTS.pack(size, BLANK_MAGIC)
-
-
-# -- batch message body (SEND_BATCH_MESSAGE) ----------------------------------------------------------------------
-# Not stored as is: the body a producer sends with SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages), which the
-# broker turns into one CommitLog record per message. Client and broker must agree on it.
-#
-#   off  field        size
-#   0    TOTALSIZE    4          this block, this field included
-#   4    MAGICCODE    4          0: unused
-#   8    BODYCRC      4          0: unused (the broker computes the record's)
-#   12   FLAG         4
-#   16   BODY         int length + bytes
-#   ..   PROPERTIES   short length + UTF-8 "k\x01v\x02..." (the message's own: UNIQ_KEY, KEYS, TAGS...)
-
-BATCH_ITEM_HEAD = struct.Struct(
-    ">"
-    "i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # FLAG
-    "i"  # BODY length
-)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMessage:
-    """One message of a batch body: what it keeps of its own (the rest comes from the request header).
-
-    ``encoded_properties`` is the PROPERTIES field as the producer wrote it (set by ``decode_batch_body``): Java's
-    broker stores a batch item's properties bytes unchanged (MessageExtEncoder.encode(MessageExtBatch)), and they
-    need not be what ``encode_properties`` makes of the dict (a 4.x client drops the last separator). It is not
-    part of equality: the same message either way."""
-
-    body: bytes
-    properties: dict[str, str]
-    flag: int = 0
-    encoded_properties: bytes | None = field(default=None, compare=False, repr=False)
-
-
-def encode_batch_body(messages: Iterable[BatchMessage]) -> bytes:
-    """The SEND_BATCH_MESSAGE body for ``messages`` (MessageDecoder.encodeMessages)."""
-    parts: list[bytes] = []
-    for msg in messages:
-        props = encode_properties(msg.properties).encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"properties are {len(props)} bytes, more than {MAX_PROPERTIES_LENGTH}")
-        size = BATCH_ITEM_HEAD.size + len(msg.body) + _SHORT.size + len(props)
-        parts += (BATCH_ITEM_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body, _SHORT.pack(len(props)), props)
-    return b"".join(parts)
-
-
-def decode_batch_body(buf) -> list[BatchMessage]:
-    """The messages of a SEND_BATCH_MESSAGE body; CorruptRecord (at the block's position) when a block is not whole
-    or its TOTALSIZE disagrees with its fields."""
-    messages: list[BatchMessage] = []
-    pos, end = 0, len(buf)
-    while pos < end:
-        try:
-            size, _, _, flag, body_len = BATCH_ITEM_HEAD.unpack_from(buf, pos)
-            cur = pos + BATCH_ITEM_HEAD.size
-            if body_len < 0 or cur + body_len > end:
-                raise ValueError(f"body length {body_len} runs past the end")
-            body = bytes(buf[cur:cur + body_len])
-            cur += body_len
-            (props_len,) = _SHORT.unpack_from(buf, cur)
-            cur += _SHORT.size
-            if props_len < 0 or cur + props_len > end:
-                raise ValueError(f"properties length {props_len} runs past the end")
-            encoded = bytes(buf[cur:cur + props_len])
-            props = decode_properties(encoded.decode())
-            cur += props_len
-        except (struct.error, ValueError) as err:
-            raise CorruptRecord(pos, f"batch message: {err}") from err
-        if cur - pos != size:
-            raise CorruptRecord(pos, f"batch message fields add up to {cur - pos}, TOTALSIZE says {size}")
-        messages.append(BatchMessage(body, props, flag, encoded))
-        pos = cur
-    return messages

@@ -70,7 +70,7 @@ class StoreMessage:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     # Stored instead of encode_properties(properties) when set: a batch item's bytes as the producer wrote them
-    # (layout.BatchMessage.encoded_properties); ``properties`` must say the same.
+    # (message_batch.BatchMessage.encoded_properties); ``properties`` must say the same.
     encoded_properties: bytes | None = None
 
 

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import java_hash, offset_msg_id, pack_host
-from broker.common.record import decode_batch_body, decode_record, encode_record
+from broker.common.message_batch import decode_batch_body
+from broker.common.record import decode_record, encode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection
