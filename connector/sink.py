@@ -152,8 +152,9 @@ class HalfSender:
     """Sends one task's rows as half messages over pipelined connections and keeps their handles.
 
     Per row, only what differs is made: the frame comes from a template per (topic, broker) (queue id, born time,
-    sysFlag and properties spliced in), the properties string is the row's part plus one constant part, and the
-    frames of a broker go out ``chunk`` at a time in one socket write; responses are read in bulk."""
+    sysFlag and properties spliced in), the properties string is the row's entries around constant parts encoded
+    once (all by ``encode_properties``), and the frames of a broker go out ``chunk`` at a time in one socket write;
+    responses are read in bulk."""
 
     def __init__(self, opts: SinkOptions, batch: str, run: str) -> None:
         self.opts = opts
@@ -161,9 +162,10 @@ class HalfSender:
         self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=self.group)
         self.sink_props = {PROPERTY_SINK_ID: opts.sink_id, PROPERTY_SINK_BATCH: batch, PROPERTY_SINK_RUN: run,
                            PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
-        # WAIT first (a row's own properties may override it), the half-message and sink properties last (they win).
-        self._row_head = f"{PROPERTY_WAIT_STORE_MSG_OK}\x01true\x02"
-        self._tail = half_properties(self.group, self.sink_props) + f"{PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01"
+        # WAIT first (a row's own properties may override it), the half-message and sink properties last (they win),
+        # then the row's UNIQ_KEY.
+        self._row_head = encode_properties({PROPERTY_WAIT_STORE_MSG_OK: "true"})
+        self._tail = half_properties(self.group, self.sink_props)
         self._reserved = {PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP, PROPERTY_DELAY_TIME_LEVEL,
                           *self.sink_props}
         self.batch, self.run = batch, run
@@ -218,10 +220,8 @@ class HalfSender:
             self._next_queue[topic] = index + 1
             target = targets[index % len(targets)]
         row = self._row_head
-        if tags:
-            row = f"{PROPERTY_TAGS}\x01{tags}\x02{row}"
-        if keys:
-            row = f"{PROPERTY_KEYS}\x01{keys}\x02{row}"
+        if keys or tags:  # an empty one is left out too
+            row = encode_properties(((PROPERTY_KEYS, keys or None), (PROPERTY_TAGS, tags or None))) + row
         uniq = None
         if properties:
             own = dict(properties)
@@ -237,7 +237,8 @@ class HalfSender:
         if not self.first_born_ms:
             self.first_born_ms = born
         opaque, frame = target.template.frame(
-            (target.queue_text, sys_flag, str(born), f"{row}{self._tail}{uniq}\x02"), body)
+            (target.queue_text, sys_flag, str(born),
+             row + self._tail + encode_properties(((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq),))), body)
         out = target.out
         out.append((opaque, frame, (self.rows, self._topics[topic], target.queue_id, uniq, opaque, frame, 0)))
         self.rows += 1
