@@ -10,7 +10,7 @@ import pytest
 
 from broker.remoting.codes import RequestCode
 from broker.remoting.headers import SendMessageRequestHeader
-from connector import sink
+from connector import sink_task
 from connector.options import SinkOptions
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
 
@@ -45,7 +45,7 @@ ROWS = [
 def test_half_message_properties_byte_for_byte(fakes):
     namesrv, broker = fakes
     opts = SinkOptions.parse({"namesrvAddr": namesrv.addr, "topic": "T", "sinkId": "s1"}, streaming=False)
-    sender = sink.HalfSender(opts, "batch-0", "run-0")
+    sender = sink_task.HalfSender(opts, "batch-0", "run-0")
     try:
         for tags, keys, properties, _ in ROWS:
             sender.send("T", b"body", tags, keys, properties, None)
