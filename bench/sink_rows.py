@@ -31,7 +31,8 @@ if str(REPO_ROOT) not in sys.path:
 from broker.client.blocking import BlockingClient, create_topic  # noqa: E402
 from broker.client.transaction import LocalTransactionState  # noqa: E402
 from connector.options import SinkOptions  # noqa: E402
-from connector.sink import HalfSender, end_transactions  # noqa: E402
+from connector.sink_commit import end_transactions  # noqa: E402
+from connector.sink_task import HalfSender  # noqa: E402
 from tests.integration import cluster  # noqa: E402
 
 TOPIC = "BenchSinkRows"

@@ -11,9 +11,10 @@
  * - java_hash (message._java_hash_py): java.lang.String.hashCode().
  * - scan_records (dispatch._scan_records_py) and put_index_entries (index_file._put_index_entries_py): dispatch's
  *   reading of records and writing of IndexFile entries.
- * - check_records (layout._check_records_py): recovery's walk over the records it must trust.
+ * - check_records (record._check_records_py): recovery's walk over the records it must trust.
  *
- * The byte layouts are broker/store/layout.py's; the numbers below are RocketMQ's.
+ * The byte layouts are broker/common/record.py's (the CommitLog record) and broker/store/layout.py's (the IndexFile);
+ * the numbers below repeat theirs, and tests/unit/test_record_layout.py holds each one to them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -54,8 +55,28 @@ static inline uint8_t *put_bytes(uint8_t *p, const void *src, Py_ssize_t n) {
 #define BORNHOST_V6 0x10
 #define STOREHOST_V6 0x20
 #define MAX_PROPERTIES_LENGTH 32767
+
+/* The CommitLog record's fixed part (record.py's field table). Fields up to BORNHOST sit at the same offset in every
+ * record; the ones after a host move with its length, so theirs are given for a record with two IPv4 hosts (_V4). */
+#define TOTALSIZE_POS 0
+#define MAGICCODE_POS 4
+#define BODYCRC_POS 8
+#define QUEUEID_POS 12
+#define QUEUEOFFSET_POS 20
+#define PHYSICALOFFSET_POS 28
+#define SYSFLAG_POS 36
+#define STORETIMESTAMP_POS_V4 56
+#define BODY_LENGTH_POS_V4 84
+#define FIXED_SIZE_V4 88              /* TOTALSIZE .. BODY length */
+#define HOST_V4_LENGTH 8              /* ip + int port */
+#define HOST_V6_LENGTH 20
 /* The fixed part without its two hosts: TOTALSIZE .. BODY length, 13 ints and longs. */
 #define FIXED_WITHOUT_HOSTS 72
+
+/* How far the fields after the hosts move from their _V4 offsets in a record with these host lengths. */
+static inline Py_ssize_t host_shift(Py_ssize_t born_len, Py_ssize_t store_len) {
+    return born_len - HOST_V4_LENGTH + store_len - HOST_V4_LENGTH;
+}
 
 /* -- CRC-32 ---------------------------------------------------------------------------------------------------------
  * zlib's table-driven crc32 runs at about 2.5 GB/s here: for a 1 KB body, half of what packing a record costs. With
@@ -254,7 +275,7 @@ done:
 }
 
 /* -- Dispatch ------------------------------------------------------------------------------------------------------
- * What dispatch reads of each record (layout.dispatch_fields plus message.decode_properties), for a run of records
+ * What dispatch reads of each record (record.dispatch_fields plus message.decode_properties), for a run of records
  * at once. */
 
 #define BLANK_MAGIC 0xCBD43194u
@@ -349,7 +370,7 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             corrupt(pos, "not a record: too few bytes");
             goto done;
         }
-        uint32_t size = get32(r), magic = get32(r + 4);
+        uint32_t size = get32(r + TOTALSIZE_POS), magic = get32(r + MAGICCODE_POS);
         if (magic == BLANK_MAGIC) {
             blank = 1;
             break;
@@ -363,14 +384,16 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             goto done;
         }
         const uint8_t *rec_end = r + size;
-        uint32_t sys_flag = get32(r + 36);
-        Py_ssize_t born = sys_flag & BORNHOST_V6 ? 20 : 8, stored = sys_flag & STOREHOST_V6 ? 20 : 8;
+        uint32_t sys_flag = get32(r + SYSFLAG_POS);
+        Py_ssize_t born = sys_flag & BORNHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH;
+        Py_ssize_t stored = sys_flag & STOREHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH;
         if (size < FIXED_WITHOUT_HOSTS + born + stored + 3) {  /* the fixed part, topic length, properties length */
             corrupt(pos, "TOTALSIZE is less than the fixed fields");
             goto done;
         }
-        const uint8_t *store_ts = r + 48 + born;
-        const uint8_t *body_len_at = store_ts + 8 + stored + 4 + 8;
+        /* STORETIMESTAMP lies between the hosts: only the born host moves it */
+        const uint8_t *store_ts = r + STORETIMESTAMP_POS_V4 + host_shift(born, HOST_V4_LENGTH);
+        const uint8_t *body_len_at = r + BODY_LENGTH_POS_V4 + host_shift(born, stored);
         const uint8_t *cur = body_len_at + 4 + get32(body_len_at);
         Py_ssize_t tlen;
         if (cur + 2 > rec_end) {
@@ -407,8 +430,9 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             not_utf8(pos, "PROPERTIES are not UTF-8");
             goto done;
         }
-        PyObject *record = Py_BuildValue("(iiLLiLON)", (int)size, (int)(int32_t)get32(r + 12),
-                                         (long long)get64(r + 20), (long long)get64(r + 28), (int)(int32_t)sys_flag,
+        PyObject *record = Py_BuildValue("(iiLLiLON)", (int)size, (int)(int32_t)get32(r + QUEUEID_POS),
+                                         (long long)get64(r + QUEUEOFFSET_POS),
+                                         (long long)get64(r + PHYSICALOFFSET_POS), (int)(int32_t)sys_flag,
                                          (long long)get64(store_ts), topic, props);
         if (record == NULL || PyList_Append(records, record) < 0) {
             Py_XDECREF(record);
@@ -429,7 +453,7 @@ done:
 }
 
 /* -- Recovery --------------------------------------------------------------------------------------------------------
- * layout.check_record, one record after another: how far the data from a position is whole and intact. */
+ * record.check_record, one record after another: how far the data from a position is whole and intact. */
 
 static int is_utf8(const uint8_t *p, Py_ssize_t n) {
     PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
@@ -443,17 +467,19 @@ static int is_utf8(const uint8_t *p, Py_ssize_t n) {
 
 /* TOTALSIZE of a whole, intact record at ``r`` with ``room`` bytes left, else 0. */
 static Py_ssize_t intact_record(const uint8_t *r, Py_ssize_t room) {
-    int32_t size = (int32_t)get32(r);
-    uint32_t magic = get32(r + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < FIXED_WITHOUT_HOSTS + 16 || size > room)
+    int32_t size = (int32_t)get32(r + TOTALSIZE_POS);
+    uint32_t magic = get32(r + MAGICCODE_POS);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < FIXED_SIZE_V4 || size > room)
         return 0;
-    uint32_t sys_flag = get32(r + 36);
-    Py_ssize_t fixed = FIXED_WITHOUT_HOSTS + (sys_flag & BORNHOST_V6 ? 20 : 8) + (sys_flag & STOREHOST_V6 ? 20 : 8);
+    uint32_t sys_flag = get32(r + SYSFLAG_POS);
+    Py_ssize_t shift = host_shift(sys_flag & BORNHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH,
+                                  sys_flag & STOREHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH);
+    Py_ssize_t fixed = FIXED_SIZE_V4 + shift;
     Py_ssize_t topic_size = magic == MAGIC_V1 ? 1 : 2;
     if (size < fixed + topic_size + 2)
         return 0;
     const uint8_t *end = r + size, *body = r + fixed;
-    int32_t body_len = (int32_t)get32(body - 4);
+    int32_t body_len = (int32_t)get32(r + BODY_LENGTH_POS_V4 + shift);
     if (body_len < 0 || body_len > end - body - topic_size - 2)
         return 0;
     const uint8_t *cur = body + body_len;
@@ -469,7 +495,7 @@ static Py_ssize_t intact_record(const uint8_t *r, Py_ssize_t room) {
             return 0;
         cur += props_len;
     }
-    if (cur != end || (crc32_of(0, body, (size_t)body_len) & 0x7FFFFFFFu) != get32(r + 8))
+    if (cur != end || (crc32_of(0, body, (size_t)body_len) & 0x7FFFFFFFu) != get32(r + BODYCRC_POS))
         return 0;
     return size;
 }
@@ -489,8 +515,8 @@ static PyObject *check_records(PyObject *Py_UNUSED(module), PyObject *args) {
     if (limit > buf.len)
         limit = buf.len;
     while (pos >= 0 && limit - pos >= 8) {
-        if (get32(base + pos + 4) == BLANK_MAGIC) {
-            if ((int32_t)get32(base + pos) == limit - pos) {
+        if (get32(base + pos + MAGICCODE_POS) == BLANK_MAGIC) {
+            if ((int32_t)get32(base + pos + TOTALSIZE_POS) == limit - pos) {
                 pos = limit;
                 blank = 1;
             }
@@ -589,8 +615,8 @@ static int read_item(Item *it, PyObject *msg, PyObject *encode_properties, Py_ss
     }
     if ((it->born_host = PyObject_GetAttr(msg, s_born_host)) == NULL)
         return -1;
-    if (!PyBytes_Check(it->born_host) || (PyBytes_GET_SIZE(it->born_host) != 8 &&
-                                          PyBytes_GET_SIZE(it->born_host) != 20)) {
+    if (!PyBytes_Check(it->born_host) || (PyBytes_GET_SIZE(it->born_host) != HOST_V4_LENGTH &&
+                                          PyBytes_GET_SIZE(it->born_host) != HOST_V6_LENGTH)) {
         refuse("MESSAGE_ILLEGAL", PyUnicode_FromString("born host must be 8 (IPv4) or 20 (IPv6) packed bytes"));
         return -1;
     }
@@ -725,7 +751,7 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
             PyErr_NoMemory();
         goto done;
     }
-    if (store_host_len != 8 && store_host_len != 20) {
+    if (store_host_len != HOST_V4_LENGTH && store_host_len != HOST_V6_LENGTH) {
         PyErr_SetString(PyExc_TypeError, "store host must be 8 (IPv4) or 20 (IPv6) packed bytes");
         goto done;
     }
@@ -733,7 +759,7 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
         PyErr_SetString(PyExc_IndexError, "pos and room run past the buffer");
         goto done;
     }
-    int32_t host_bits = store_host_len == 20 ? STOREHOST_V6 : 0;
+    int32_t host_bits = store_host_len == HOST_V6_LENGTH ? STOREHOST_V6 : 0;
     if ((pending = PyDict_New()) == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -741,7 +767,8 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
         if (read_item(it, PyTuple_GET_ITEM(msgs, i), encode_properties, max_body) < 0)
             goto done;
         Py_ssize_t born_len = PyBytes_GET_SIZE(it->born_host);
-        it->sys_flag = (it->sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | host_bits | (born_len == 20 ? BORNHOST_V6 : 0);
+        it->sys_flag = (it->sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | host_bits |
+                       (born_len == HOST_V6_LENGTH ? BORNHOST_V6 : 0);
         it->size = FIXED_WITHOUT_HOSTS + born_len + store_host_len + it->body.len +
                    (it->topic_len <= TOPIC_V1_MAX ? 1 : 2) + it->topic_len + 2 + PyBytes_GET_SIZE(it->props);
         if (it->size > max_record) {

@@ -3,7 +3,7 @@
 Why not ``decode_messages``: a MessageExt per record, a properties dict per record and then Row tuples cost about
 ten times what Spark spends on the same row from Parquet. Here the only Python loop is the walk from record to
 record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of all records are then gathered into one numpy
-array of ``layout.record_head_dtype``, and bodies and properties are cut out of the pull body by Arrow's ``take``
+array of ``record.record_head_dtype``, and bodies and properties are cut out of the pull body by Arrow's ``take``
 (see ``_slices``). The properties are split into a map column by Arrow kernels, TAGS / KEYS / UNIQ_KEY are map
 lookups. Records with IPv6 hosts or compressed bodies (rare) take a per-record path with the same output.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import struct
 import zlib
 from collections.abc import Iterator, Sequence
 
@@ -32,7 +31,15 @@ from broker.common.message import (
     SysFlag,
     format_host,
 )
-from broker.common.record import FIXED_SIZE_V4, MESSAGE_MAGIC_V1, record_head, record_head_dtype
+from broker.common.record import (
+    FIXED_SIZE_V4,
+    MESSAGE_MAGIC_V1,
+    RECORD_FIELD_INDEX,
+    RECORD_FIELDS,
+    TOTALSIZE,
+    record_head,
+    record_head_dtype,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +69,11 @@ _COMPRESSED = int(SysFlag.COMPRESSED)
 _HEAD_V4 = record_head(0)  # both hosts IPv4: nearly every record; other host flags pick their own struct
 _HEAD_V4_DTYPE = record_head_dtype(0)
 _HEAD_V4_COLUMNS = np.arange(FIXED_SIZE_V4)
-_SIZE = struct.Struct(">i")
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)
-# Positions in the unpacked fixed part (layout.py's field table).
-_MAGIC, _QUEUEOFFSET, _PHYSICAL, _SYSFLAG, _BODY_LEN = 1, 5, 6, 7, 14
+# Positions in the unpacked fixed part (broker.common.record's field table).
+_TOTALSIZE, _MAGIC, _QUEUEOFFSET, _PHYSICAL, _SYSFLAG, _BODY_LEN = (
+    RECORD_FIELD_INDEX[name] for name in ("TOTALSIZE", "MAGICCODE", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
+                                          "BODY length"))
 
 
 class _Hosts(dict):
@@ -151,7 +159,7 @@ def _record_starts(body: bytes) -> np.ndarray:
     """Where each record of ``body`` starts: the one walk that cannot be done in bulk (each TOTALSIZE says where
     the next record is)."""
     starts: list[int] = []
-    append, unpack, pos, end = starts.append, _SIZE.unpack_from, 0, len(body)
+    append, unpack, pos, end = starts.append, TOTALSIZE.unpack_from, 0, len(body)
     while pos < end:
         append(pos)
         (size,) = unpack(body, pos)
@@ -265,7 +273,7 @@ def _decode_one_by_one(body: bytes, topic: str, broker_name: str, end_offset: in
             cur += 2 + ((buf[cur] << 8) | buf[cur + 1])
         props.append(buf[cur + 2:cur + 2 + ((buf[cur] << 8) | buf[cur + 1])])
         heads.append(rec)
-        pos += rec[0]
+        pos += rec[_TOTALSIZE]
     if not heads:
         return empty_batch()
     fields = dict(zip(_FIELD_NAMES, zip(*heads, strict=True), strict=True))
@@ -279,7 +287,7 @@ def _decode_one_by_one(body: bytes, topic: str, broker_name: str, end_offset: in
                   _joined(props, pa.string()), tags_filter)
 
 
-_FIELD_NAMES = _HEAD_V4_DTYPE.names
+_FIELD_NAMES = RECORD_FIELDS
 
 
 def _inflate(body: memoryview, sys_flag: int, phys: int) -> bytes | None:

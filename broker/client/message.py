@@ -45,7 +45,8 @@ from broker.common.message import (
     format_host,
     offset_msg_id,
 )
-from broker.common.record import BatchMessage, MessageRecord, encode_batch_body, iter_records
+from broker.common.message_batch import BatchMessage, encode_batch_body
+from broker.common.record import MessageRecord, iter_records
 from broker.common.validation import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_MAX_LENGTH,

@@ -1,7 +1,7 @@
 """What every side of rmq shares: the broker, the NameServer, the client, the tools and the Spark connector.
 
 ``errors`` (the one error tree and its response-code table), ``message`` (MessageConst properties, sys flags,
-message ids, Java's String.hashCode), ``record`` (the CommitLog record and SEND_BATCH_MESSAGE body layouts),
+message ids, Java's String.hashCode), ``record`` (the CommitLog record), ``message_batch`` (SEND_BATCH_MESSAGE body),
 ``topic`` (TopicConfig, PermName), ``validation`` (topic and group names, system topics and groups),
 ``fastjson`` (RocketMQ's JSON dialect, DataVersion), ``persist`` (crash-safe files), ``properties`` (Java
 ``.properties`` files and config dataclasses), ``attributes`` (topic attributes), ``hash_order`` (Java's HashMap

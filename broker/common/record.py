@@ -1,8 +1,9 @@
 """The CommitLog record: RocketMQ's message layout on disk and in pull responses, byte for byte.
 
-Rule 1: the record, the BLANK filler at the end of a CommitLog file and the SEND_BATCH_MESSAGE body are defined here
-once, with their encode and decode; the store, the broker, the client and the connector all call these. A ``struct``
-format for these bytes anywhere else means the layout is being defined twice. All integers are big-endian.
+Rule 1: the record and the BLANK filler at the end of a CommitLog file are defined here once, with their encode and
+decode; the store, the broker, the client and the connector all call these. A ``struct`` format for these bytes
+anywhere else means the layout is being defined twice (the SEND_BATCH_MESSAGE body, a layout of its own, is
+``broker.common.message_batch``'s). All integers are big-endian.
 
 CommitLog record (MessageExtEncoder / MessageDecoder)::
 
@@ -33,15 +34,16 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from enum import Enum, IntEnum
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
 
 from broker.common.errors import CorruptRecord
-from broker.common.message import SysFlag, decode_properties, encode_properties, offset_msg_id
+from broker.common.message import SysFlag, decode_properties, offset_msg_id
 
 # -- CommitLog record ---------------------------------------------------------------------------------------------
 
@@ -68,20 +70,10 @@ class MessageVersion(IntEnum):
 _V1, _V2 = MessageVersion.V1, MessageVersion.V2  # reading a member off the enum class costs 100 ns a time
 
 
-TOTALSIZE_POS = 0
-MAGIC_POS = 4
-BODYCRC_POS = 8
-QUEUEID_POS = 12
-FLAG_POS = 16
-QUEUEOFFSET_POS = 20
-PHYSICALOFFSET_POS = 28
-SYSFLAG_POS = 36
-BORNTIMESTAMP_POS = 40
-BORNHOST_POS = 48
-
-
 # The fixed part of a record, up to and including the body length: (struct code, field), in order; None is a host
-# (ip + int port), 8 or 20 bytes by the host flags.
+# (ip + int port), HOST_V4_LENGTH or HOST_V6_LENGTH bytes by the host flags. Every offset, index and struct of these
+# fields is derived from this table; broker/_speedups.c, which cannot import it, repeats the offsets as constants
+# that tests/unit/test_record_layout.py holds to it.
 _RECORD_FIXED_FIELDS = (
     ("i", "TOTALSIZE"),
     ("i", "MAGICCODE"),
@@ -99,67 +91,100 @@ _RECORD_FIXED_FIELDS = (
     ("q", "PREPARED TRANSACTION OFFSET"),
     ("i", "BODY length"),
 )
+RECORD_FIELDS = tuple(name for _, name in _RECORD_FIXED_FIELDS)
+# Where each field is in the tuple ``record_head(sys_flag).unpack`` returns (the same for every host length).
+RECORD_FIELD_INDEX = MappingProxyType({name: i for i, name in enumerate(RECORD_FIELDS)})
+HOST_V4_LENGTH = 8  # 4-byte ip + int port
+HOST_V6_LENGTH = 20  # 16-byte ip + int port
 # What dispatch reads of a record; the other fixed fields are skipped as pad bytes (see ``dispatch_fields``).
 _DISPATCH_FIELDS = frozenset({"TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                               "STORETIMESTAMP", "BODY length"})
-
-
-def _fixed_struct(born_len: int, store_len: int, only: frozenset[str] | None = None) -> struct.Struct:
-    """The fixed part for these host lengths; with ``only``, the other fields become pad bytes (not unpacked)."""
-    codes = []
-    for code, name in _RECORD_FIXED_FIELDS:
-        if code is None:
-            code = f"{born_len if name == 'BORNHOST' else store_len}s"
-        if only is not None and name not in only:
-            code = f"{struct.calcsize(code)}x"
-        codes.append(code)
-    return struct.Struct(">" + "".join(codes))
-
 
 # Host flag bits as plain ints: the hot paths below test them per record, and IntFlag arithmetic costs about a
 # microsecond per operation where int arithmetic costs tens of nanoseconds.
 _BORNHOST_V6 = int(SysFlag.BORNHOST_V6)
 _STOREHOST_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
 _HOST_V6_MASK = _BORNHOST_V6 | _STOREHOST_V6
+# The four layouts of the fixed part, by the record's host flag bits (sys_flag & _HOST_V6_MASK).
+_HOST_FLAGS = tuple(born_v6 | store_v6 for born_v6 in (0, _BORNHOST_V6) for store_v6 in (0, _STOREHOST_V6))
+
+
+def _field_codes(flags: int) -> list[tuple[str, str]]:
+    """(struct code, field) of the table for these host flags: each host as raw bytes of its length."""
+    born_len = HOST_V6_LENGTH if flags & _BORNHOST_V6 else HOST_V4_LENGTH
+    store_len = HOST_V6_LENGTH if flags & _STOREHOST_V6 else HOST_V4_LENGTH
+    return [(code or f"{born_len if name == 'BORNHOST' else store_len}s", name) for code, name in _RECORD_FIXED_FIELDS]
+
+
+def _field_offsets(flags: int) -> MappingProxyType[str, int]:
+    offsets, pos = {}, 0
+    for code, name in _field_codes(flags):
+        offsets[name] = pos
+        pos += struct.calcsize(">" + code)
+    return MappingProxyType(offsets)
+
+
+_FIELD_OFFSETS = {flags: _field_offsets(flags) for flags in _HOST_FLAGS}
+
+
+def record_field_offsets(sys_flag: int) -> Mapping[str, int]:
+    """Field -> byte offset from the record's start, for the host flags in ``sys_flag``: the fields after a host move
+    with its length."""
+    return _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]
+
+
+# Offsets up to and including BORNHOST's are the same in every record.
+_OFFSETS_V4 = _FIELD_OFFSETS[0]
+TOTALSIZE_POS = _OFFSETS_V4["TOTALSIZE"]
+MAGIC_POS = _OFFSETS_V4["MAGICCODE"]
+BODYCRC_POS = _OFFSETS_V4["BODYCRC"]
+QUEUEID_POS = _OFFSETS_V4["QUEUEID"]
+FLAG_POS = _OFFSETS_V4["FLAG"]
+QUEUEOFFSET_POS = _OFFSETS_V4["QUEUEOFFSET"]
+PHYSICALOFFSET_POS = _OFFSETS_V4["PHYSICALOFFSET"]
+SYSFLAG_POS = _OFFSETS_V4["SYSFLAG"]
+BORNTIMESTAMP_POS = _OFFSETS_V4["BORNTIMESTAMP"]
+BORNHOST_POS = _OFFSETS_V4["BORNHOST"]
+assert all(offsets["BORNHOST"] == BORNHOST_POS for offsets in _FIELD_OFFSETS.values())
+
+
+def _fixed_struct(flags: int, only: frozenset[str] | None = None) -> struct.Struct:
+    """The fixed part for these host flags; with ``only``, the other fields become pad bytes (not unpacked)."""
+    return struct.Struct(">" + "".join(code if only is None or name in only else f"{struct.calcsize(code)}x"
+                                       for code, name in _field_codes(flags)))
+
 
 # The fixed part, up to and including the body length, keyed by the record's host flag bits (sys_flag & mask).
-_FIXED = {
-    born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8)
-    for born_v6 in (0, _BORNHOST_V6)
-    for store_v6 in (0, _STOREHOST_V6)
-}
+_FIXED = {flags: _fixed_struct(flags) for flags in _HOST_FLAGS}
 FIXED_SIZE_V4 = _FIXED[0].size  # 88: the 84-byte header plus the body length
 
 
-def _fixed_dtype(born_len: int, store_len: int) -> np.dtype:
+def _fixed_dtype(flags: int) -> np.dtype:
     types = {"i": ">i4", "q": ">i8"}
-    fields = [(name, types[code] if code else f"S{born_len if name == 'BORNHOST' else store_len}")
-              for code, name in _RECORD_FIXED_FIELDS]
-    return np.dtype(fields)
+    return np.dtype([(name, types.get(code, f"S{code[:-1]}")) for code, name in _field_codes(flags)])
 
 
 # The same fixed part as numpy record dtypes (fields named as in the table, hosts as raw bytes): readers of many
 # records gather all their heads at once (connector/records.py).
-_FIXED_DTYPE = {flags: _fixed_dtype(20 if flags & _BORNHOST_V6 else 8, 20 if flags & _STOREHOST_V6 else 8)
-                for flags in _FIXED}
+_FIXED_DTYPE = {flags: _fixed_dtype(flags) for flags in _HOST_FLAGS}
 
 assert all(_FIXED_DTYPE[flags].itemsize == _FIXED[flags].size for flags in _FIXED)
+assert all(_FIXED_DTYPE[flags].fields[name][1] == offset  # numpy's offsets are the table's too
+           for flags, offsets in _FIELD_OFFSETS.items() for name, offset in offsets.items())
 
 
 def record_head_dtype(sys_flag: int) -> np.dtype:
     """``record_head(sys_flag)`` as a numpy dtype."""
     return _FIXED_DTYPE[sys_flag & _HOST_V6_MASK]
 
-_DISPATCH_HEAD = {
-    born_v6 | store_v6: _fixed_struct(20 if born_v6 else 8, 20 if store_v6 else 8, _DISPATCH_FIELDS)
-    for born_v6 in (0, _BORNHOST_V6)
-    for store_v6 in (0, _STOREHOST_V6)
-}
+
+_DISPATCH_HEAD = {flags: _fixed_struct(flags, _DISPATCH_FIELDS) for flags in _HOST_FLAGS}
 _DISPATCH_HEAD_V4 = _DISPATCH_HEAD[0]
 _TOPIC_LEN = {MessageVersion.V1: struct.Struct(">b"), MessageVersion.V2: struct.Struct(">h")}
 _VERSION_BY_MAGIC = {int(v): v for v in MessageVersion}  # a dict lookup; calling the enum is ten times slower
 _SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 _TWO_INTS = struct.Struct(">ii")
 MAX_PROPERTIES_LENGTH = 32767  # a signed short
 
@@ -182,10 +207,19 @@ def topic_field(topic: bytes) -> tuple[int, bytes]:
 
 
 PROPERTIES_LENGTH = _SHORT  # the short that precedes the PROPERTIES bytes
+TOTALSIZE = _INT  # the int a record starts with: walks from record to record read it
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
-    return BORNHOST_POS + (20 if sys_flag & _BORNHOST_V6 else 8)
+    return _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]["STORETIMESTAMP"]
+
+
+def store_timestamp_of(head) -> int:
+    """STORETIMESTAMP of the record that ``head`` (its first bytes, at least up to that field) starts with, without
+    decoding it: the ConsumeQueue's search by time reads only the head of each record it probes."""
+    sys_flag = int.from_bytes(head[SYSFLAG_POS:SYSFLAG_POS + _INT.size], "big")
+    pos = store_timestamp_pos(sys_flag)
+    return int.from_bytes(head[pos:pos + _LONG.size], "big", signed=True)
 
 
 def body_crc(body: bytes) -> int:
@@ -277,7 +311,7 @@ def encode_record(
 
 
 def record_size(buf, pos: int = 0) -> int:
-    return _INT.unpack_from(buf, pos)[0]
+    return _INT.unpack_from(buf, pos + TOTALSIZE_POS)[0]
 
 
 def is_blank(buf, pos: int = 0) -> bool:
@@ -357,7 +391,7 @@ def decode_record_properties(buf, pos: int = 0) -> dict[str, str]:
         version = _VERSION_BY_MAGIC[magic]
         (sys_flag,) = _INT.unpack_from(buf, pos + SYSFLAG_POS)
         fixed = _fixed_for(sys_flag)
-        (body_len,) = _INT.unpack_from(buf, pos + fixed.size - _INT.size)
+        (body_len,) = _INT.unpack_from(buf, pos + _FIELD_OFFSETS[sys_flag & _HOST_V6_MASK]["BODY length"])
         cur = pos + fixed.size + body_len
         topic_len_struct = _TOPIC_LEN[version]
         (topic_len,) = topic_len_struct.unpack_from(buf, cur)
@@ -433,81 +467,3 @@ except ImportError:  # built without a C compiler
 
 def encode_blank(size: int) -> bytes:
     return _TWO_INTS.pack(size, BLANK_MAGIC)
-
-
-# -- batch message body (SEND_BATCH_MESSAGE) ----------------------------------------------------------------------
-# Not stored as is: the body a producer sends with SEND_BATCH_MESSAGE (MessageDecoder.encodeMessages), which the
-# broker turns into one CommitLog record per message. Client and broker must agree on it.
-#
-#   off  field        size
-#   0    TOTALSIZE    4          this block, this field included
-#   4    MAGICCODE    4          0: unused
-#   8    BODYCRC      4          0: unused (the broker computes the record's)
-#   12   FLAG         4
-#   16   BODY         int length + bytes
-#   ..   PROPERTIES   short length + UTF-8 "k\x01v\x02..." (the message's own: UNIQ_KEY, KEYS, TAGS...)
-
-BATCH_ITEM_HEAD = struct.Struct(
-    ">"
-    "i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # FLAG
-    "i"  # BODY length
-)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMessage:
-    """One message of a batch body: what it keeps of its own (the rest comes from the request header).
-
-    ``encoded_properties`` is the PROPERTIES field as the producer wrote it (set by ``decode_batch_body``): Java's
-    broker stores a batch item's properties bytes unchanged (MessageExtEncoder.encode(MessageExtBatch)), and they
-    need not be what ``encode_properties`` makes of the dict (a 4.x client drops the last separator). It is not
-    part of equality: the same message either way."""
-
-    body: bytes
-    properties: dict[str, str]
-    flag: int = 0
-    encoded_properties: bytes | None = field(default=None, compare=False, repr=False)
-
-
-def encode_batch_body(messages: Iterable[BatchMessage]) -> bytes:
-    """The SEND_BATCH_MESSAGE body for ``messages`` (MessageDecoder.encodeMessages)."""
-    parts: list[bytes] = []
-    for msg in messages:
-        props = encode_properties(msg.properties).encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"properties are {len(props)} bytes, more than {MAX_PROPERTIES_LENGTH}")
-        size = BATCH_ITEM_HEAD.size + len(msg.body) + _SHORT.size + len(props)
-        parts += (BATCH_ITEM_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body, _SHORT.pack(len(props)), props)
-    return b"".join(parts)
-
-
-def decode_batch_body(buf) -> list[BatchMessage]:
-    """The messages of a SEND_BATCH_MESSAGE body; CorruptRecord (at the block's position) when a block is not whole
-    or its TOTALSIZE disagrees with its fields."""
-    messages: list[BatchMessage] = []
-    pos, end = 0, len(buf)
-    while pos < end:
-        try:
-            size, _, _, flag, body_len = BATCH_ITEM_HEAD.unpack_from(buf, pos)
-            cur = pos + BATCH_ITEM_HEAD.size
-            if body_len < 0 or cur + body_len > end:
-                raise ValueError(f"body length {body_len} runs past the end")
-            body = bytes(buf[cur:cur + body_len])
-            cur += body_len
-            (props_len,) = _SHORT.unpack_from(buf, cur)
-            cur += _SHORT.size
-            if props_len < 0 or cur + props_len > end:
-                raise ValueError(f"properties length {props_len} runs past the end")
-            encoded = bytes(buf[cur:cur + props_len])
-            props = decode_properties(encoded.decode())
-            cur += props_len
-        except (struct.error, ValueError) as err:
-            raise CorruptRecord(pos, f"batch message: {err}") from err
-        if cur - pos != size:
-            raise CorruptRecord(pos, f"batch message fields add up to {cur - pos}, TOTALSIZE says {size}")
-        messages.append(BatchMessage(body, props, flag, encoded))
-        pos = cur
-    return messages

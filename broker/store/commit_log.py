@@ -38,7 +38,7 @@ from broker.common.record import (
     encode_blank,
     record_head,
     record_size,
-    store_timestamp_pos,
+    store_timestamp_of,
     topic_field,
 )
 from broker.store.config import FlushDiskType, MessageStoreConfig
@@ -70,7 +70,7 @@ class StoreMessage:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     # Stored instead of encode_properties(properties) when set: a batch item's bytes as the producer wrote them
-    # (layout.BatchMessage.encoded_properties); ``properties`` must say the same.
+    # (message_batch.BatchMessage.encoded_properties); ``properties`` must say the same.
     encoded_properties: bytes | None = None
 
 
@@ -306,11 +306,7 @@ class CommitLog:
     def store_time_at(self, offset: int, size: int) -> int | None:
         """Store time of the record at ``offset`` without decoding it (ConsumeQueue time search)."""
         head = self.read(offset, min(size, 128))
-        if head is None:
-            return None
-        sys_flag = int.from_bytes(head[36:40], "big")
-        pos = store_timestamp_pos(sys_flag)
-        return int.from_bytes(head[pos:pos + 8], "big", signed=True)
+        return None if head is None else store_timestamp_of(head)
 
     def scan(self, offset: int, end: int | None = None) -> Iterator[tuple[int, RecordCheck, memoryview]]:
         """Walk the log from ``offset``: (offset, check, file buffer) per record or BLANK, stopping at the first

@@ -27,7 +27,7 @@ from broker.common.message import (
 )
 from broker.common.record import dispatch_fields
 from broker.store.consume_queue import ConsumeQueueStore
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 from broker.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ from broker.store.dispatch import (
     ReputMessageService,
     TagsCodeHook,
 )
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 from broker.store.mapped_file import MapMode, MappedFileQueue
 
 log = logging.getLogger(__name__)

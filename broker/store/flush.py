@@ -15,7 +15,7 @@ from broker.store.commit_log import CommitLog
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.dispatch import DispatchService
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 from broker.store.mapped_file import PAGE_SIZE
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from broker.store.flush import (
     GroupCommitService,
     disk_usage_percent,
 )
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from broker.store.recovery import recover
 from broker.store.results import (

@@ -15,7 +15,7 @@ from broker.common.record import check_records
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.consume_queue import ConsumeQueueStore
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.common.message import offset_msg_id
+from broker.common.record import record_size
 
 
 class PutMessageStatus(Enum):
@@ -105,7 +106,7 @@ class GetMessageResult:
         for buffer in self.buffers:
             pos = 0
             while pos < len(buffer):
-                size = int.from_bytes(buffer[pos:pos + 4], "big")
+                size = record_size(buffer, pos)
                 yield bytes(buffer[pos:pos + size])
                 pos += size
 

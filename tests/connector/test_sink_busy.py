@@ -10,14 +10,14 @@ import pytest
 
 from broker.common.errors import ConnectorError
 from broker.remoting.codes import RequestCode
-from connector import sink
+from connector import sink_task
 from connector.options import SinkOptions
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
 
 
 @pytest.fixture
 def fakes(monkeypatch) -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
-    monkeypatch.setattr(sink, "BUSY_PAUSE_S", 0.01)
+    monkeypatch.setattr(sink_task, "BUSY_PAUSE_S", 0.01)
     loop = LoopThread()
     namesrv = loop.call(FakeNamesrv().start())
     broker = loop.call(FakeBroker("broker-a").start())
@@ -28,9 +28,9 @@ def fakes(monkeypatch) -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
     loop.close()
 
 
-def send_rows(namesrv: FakeNamesrv, rows: int) -> sink.HalfSender:
+def send_rows(namesrv: FakeNamesrv, rows: int) -> sink_task.HalfSender:
     opts = SinkOptions.parse({"namesrvAddr": namesrv.addr, "topic": "T", "maxInFlight": "8"}, streaming=False)
-    sender = sink.HalfSender(opts, "batch-0", "run-0")
+    sender = sink_task.HalfSender(opts, "batch-0", "run-0")
     try:
         for i in range(rows):
             sender.send("T", f"row {i}".encode(), None, None, None, None)
@@ -58,4 +58,4 @@ def test_a_broker_busy_for_longer_than_the_retries_fails_the_task(fakes):
     broker.busy_sends = 1000
     with pytest.raises(ConnectorError, match=r"half message to T@broker-a:\d was refused .*CODE: 2 .*flow control"):
         send_rows(namesrv, 3)
-    assert len(broker.requests_of(RequestCode.SEND_MESSAGE_V2)) == 3 * (sink.BUSY_RETRIES + 1)
+    assert len(broker.requests_of(RequestCode.SEND_MESSAGE_V2)) == 3 * (sink_task.BUSY_RETRIES + 1)

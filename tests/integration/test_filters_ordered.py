@@ -40,7 +40,8 @@ from broker.client.message import MessageBatch, MessageExt
 from broker.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from broker.common.errors import MQClientError
 from broker.common.message import PullSysFlag, encode_properties
-from broker.common.record import BatchMessage, encode_batch_body, iter_records
+from broker.common.message_batch import BatchMessage, encode_batch_body
+from broker.common.record import iter_records
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request

@@ -18,7 +18,8 @@ import pytest
 
 from broker.common.errors import CorruptRecord
 from broker.common.message import PullSysFlag, encode_properties, format_host, tags_code
-from broker.common.record import BatchMessage, MessageRecord, decode_batch_body, encode_batch_body, iter_records
+from broker.common.message_batch import BatchMessage, decode_batch_body, encode_batch_body
+from broker.common.record import MessageRecord, iter_records
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand, create_request

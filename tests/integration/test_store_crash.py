@@ -24,7 +24,7 @@ from broker.common.message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID
 from broker.common.record import FIXED_SIZE_V4, RecordKind, decode_record, encode_blank
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import StoreMessage
-from broker.store.index_file import IndexService
+from broker.store.index_service import IndexService
 from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from tests.integration.crash_writer import (

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.common import message
 
@@ -15,6 +19,30 @@ def test_properties_round_trip_and_java_rules():
     # string2messageProperties drops entries with an empty key or value and tolerates a missing last separator.
     assert message.decode_properties("\x01v\x02k\x01\x02a\x01b") == {"a": "b"}
     assert message.encode_properties({"a": None, "b": "1"}) == "b\x011\x02"
+
+
+def _formatted(properties: dict) -> str:
+    """The encoder as it was written before it took pairs and joined in C: one f-string per entry."""
+    return "".join([f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None])
+
+
+@given(st.dictionaries(st.text(max_size=8), st.none() | st.text(max_size=12) | st.integers(), max_size=6))
+def test_encode_properties_writes_what_formatting_each_entry_did(properties):
+    """The same string from a dict, from any other mapping and from its pairs, whatever the values."""
+    expected = _formatted(properties)
+    assert message.encode_properties(properties) == expected
+    assert message.encode_properties(types.MappingProxyType(properties)) == expected
+    assert message.encode_properties(list(properties.items())) == expected
+    assert message.encode_properties(tuple(properties.items())) == expected
+
+
+def test_encode_properties_keeps_repeated_pairs_in_order():
+    pairs = [("WAIT", "true"), ("KEYS", "k"), ("WAIT", "false"), ("DELAY", None)]
+    text = message.encode_properties(pairs)
+    assert text == "WAIT\x01true\x02KEYS\x01k\x02WAIT\x01false\x02"
+    assert text == "".join(message.encode_properties([pair]) for pair in pairs)  # parts concatenate
+    assert message.decode_properties(text) == {"WAIT": "false", "KEYS": "k"}
+    assert message.encode_properties([]) == message.encode_properties(None) == message.encode_properties({}) == ""
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ from broker.common.message import (
     parse_host,
     transaction_type,
 )
-from broker.common.record import decode_batch_body
+from broker.common.message_batch import decode_batch_body
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response

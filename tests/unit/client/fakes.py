@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from broker.common.fastjson import decode_json, encode_json
-from broker.common.message import java_hash, offset_msg_id, pack_host
-from broker.common.record import decode_batch_body, decode_record, encode_record
+from broker.common.message import encode_properties, java_hash, offset_msg_id, pack_host
+from broker.common.message_batch import decode_batch_body
+from broker.common.record import decode_record, encode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection
@@ -163,7 +164,7 @@ class FakeBroker:
         header = SendMessageRequestHeader.from_ext(dict(request.ext_fields), wire)
         queue_id = header.queue_id % self.queue_nums
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
-            results = [self._append(header.topic, queue_id, m.body, _props(m.properties), m.flag, 0,
+            results = [self._append(header.topic, queue_id, m.body, encode_properties(m.properties), m.flag, 0,
                                     header.born_timestamp) for m in decode_batch_body(request.body)]
             first, ids = results[0][0], ",".join(r[1] for r in results)
         else:
@@ -218,10 +219,6 @@ class FakeBroker:
                 await conn.invoke_oneway(notify)
             except Exception:
                 pass
-
-
-def _props(properties: dict[str, str]) -> str:
-    return "".join(f"{k}\x01{v}\x02" for k, v in properties.items())
 
 
 def _tags(subscription: str | None) -> set[int]:

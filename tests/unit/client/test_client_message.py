@@ -28,7 +28,8 @@ from broker.client.message import (
 )
 from broker.common.errors import MQClientError
 from broker.common.message import SysFlag, encode_properties, pack_host
-from broker.common.record import decode_batch_body, encode_record
+from broker.common.message_batch import decode_batch_body
+from broker.common.record import encode_record
 from broker.remoting.codes import ResponseCode
 
 HEX32 = re.compile(r"[0-9A-F]{32}")

@@ -12,13 +12,8 @@ from hypothesis import strategies as st
 
 from broker.common.message import SysFlag, java_hash
 from broker.store.dispatch import DispatchRequest
-from broker.store.index_file import (
-    IndexFile,
-    IndexService,
-    QueryOffsetResult,
-    build_key,
-    index_key_hash,
-)
+from broker.store.index_file import IndexFile, index_key_hash
+from broker.store.index_service import IndexService, QueryOffsetResult, build_key
 from broker.store.layout import (
     INDEX_HEADER_SIZE,
     IndexEntry,

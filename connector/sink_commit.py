@@ -1,0 +1,211 @@
+"""The sink's driver side: decide a batch, then end its half messages (steps 2 to 4 of the protocol in
+connector/sink.py).
+
+``commit_batch`` makes sure the resolver runs, records the decision in the decision log, then sends
+END_TRANSACTION COMMIT for the young halves (``end_transactions``); ``abort_batch`` rolls back what it is handed
+(and records a batch job as aborted). Both run in a short-lived Python worker on the driver: nothing is kept
+between calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
+from broker.client.route import MASTER_ID
+from broker.client.transaction import LocalTransactionState, end_transaction_template
+from broker.common.errors import ConnectorError, MQClientError, RemotingError
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import RemotingCommand
+from connector.decisions import DecisionLog, decision_records
+from connector.options import SinkOptions
+from connector.sink_task import TaskCommit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class EndCounts:
+    ended: int = 0
+    late: int = 0  # past the immunity time: left to the check
+    failed: int = 0
+
+
+def end_transactions(client: BlockingClient, opts: SinkOptions, commits: Sequence[TaskCommit],
+                     state: LocalTransactionState) -> EndCounts:
+    """END_TRANSACTION ``state`` for every handle of ``commits``, two-way and pipelined per broker (framed from a
+    template per topic and broker, written a chunk at a time); in order per queue for tasks that used sharding keys.
+    Failures are counted, not raised: what the driver does not end, the check ends (the decision is recorded
+    already)."""
+    counts = EndCounts()
+    pipes: dict[str, Pipeline] = {}
+    outs: dict[str, list[tuple[int, bytes, None]]] = {}
+    templates: dict[tuple[str, str], RequestTemplate] = {}
+    group = opts.producer_group
+    chunk = max(1, opts.max_in_flight // 4)
+
+    def tally(done: list[tuple[object, RemotingCommand]]) -> None:
+        for _, response in done:
+            if response.code == ResponseCode.SUCCESS:
+                counts.ended += 1
+            elif response.code == ResponseCode.ILLEGAL_OPERATION:
+                counts.late += 1
+            else:
+                counts.failed += 1
+                log.warning("rmq sink %s: END_TRANSACTION %s answered %s %s", opts.sink_id, state.value,
+                            response.code, response.remark)
+
+    def send_out(address: str) -> None:
+        out = outs[address]
+        try:
+            tally(pipes[address].submit_frames(out))
+        except RemotingError as err:
+            counts.failed += len(out)
+            log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
+        out.clear()
+
+    for commit in commits:
+        for handles in commit.brokers:
+            address = handles.address
+            pipe = pipes.get(address)
+            if pipe is None:
+                pipe = pipes[address] = Pipeline(client.client(address), window=opts.max_in_flight,
+                                                 timeout_ms=opts.send_timeout_ms)
+                outs[address] = []
+            out = outs[address]
+            by_topic = []
+            for topic in commit.topics:
+                template = templates.get((topic, handles.broker_name))
+                if template is None:
+                    template = templates[topic, handles.broker_name] = end_transaction_template(
+                        group, topic, handles.broker_name, state)
+                by_topic.append(template)
+            for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
+                opaque, frame = by_topic[topic_index].frame((str(queue_offset), str(commit_log_offset), uniq, uniq))
+                if not commit.ordered:
+                    out.append((opaque, frame, None))
+                    if len(out) >= chunk:
+                        send_out(address)
+                    continue
+                try:
+                    tally(pipe.submit_frame(opaque, frame, None, (commit.topics[topic_index], queue_id)))
+                except RemotingError as err:
+                    counts.failed += 1
+                    log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
+    for address, pipe in pipes.items():
+        if outs[address]:
+            send_out(address)
+        try:
+            tally(pipe.drain())
+        except RemotingError as err:
+            counts.failed += pipe.in_flight
+            log.warning("rmq sink %s: END_TRANSACTION responses from %s lost: %s", opts.sink_id, address, err)
+    return counts
+
+
+def _task_commits(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> list[TaskCommit]:
+    commits = [m for m in messages if m is not None]
+    for m in commits:
+        if not isinstance(m, TaskCommit) or m.sink_id != opts.sink_id or m.batch != batch:
+            raise ConnectorError(f"rmq sink {opts.sink_id}: commit of batch {batch} got a commit message of "
+                                 f"another sink or batch: {m!r}"[:500])
+    return commits
+
+
+def _brokers(commits: Sequence[TaskCommit]) -> dict[str, str]:
+    return {h.broker_name: h.address for c in commits for h in c.brokers}
+
+
+def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> None:
+    """Step 2 of the module docstring."""
+    from connector.resolver import ensure_resolver
+
+    commits = _task_commits(opts, messages, batch)
+    if not any(c.rows for c in commits):
+        return  # nothing was sent: nothing to decide
+    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
+                        producer_group=opts.producer_group) as client:
+        decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
+        decisions.ensure_topic(_brokers(commits))
+        ensure_resolver(opts, sorted({t for c in commits for t in c.topics}))
+        decided = decisions.refresh().decided.get(batch)
+        if decided is not None:
+            losers = [c for c in commits if c.run not in decided.winners]
+            counts = end_transactions(client, opts, losers, LocalTransactionState.ROLLBACK_MESSAGE)
+            log.warning("rmq sink %s: batch %s was decided before (commit %s, %d rows); this re-run's %d rows are "
+                        "rolled back (%d ended), the decided ones are committed by the resolver", opts.sink_id,
+                        batch, decided.commit, decided.rows, sum(c.rows for c in losers), counts.ended)
+            return
+        decisions.append(decision_records(batch, uuid.uuid4().hex, {c.run: c.rows for c in commits}))
+        _decision_fault(opts, batch)
+        cutoff_ms = int(time.time() * 1000) - opts.check_immunity_s * 500
+        direct = [c for c in commits if c.first_born_ms >= cutoff_ms]
+        counts = end_transactions(client, opts, direct, LocalTransactionState.COMMIT_MESSAGE)
+        left = sum(c.rows for c in commits) - counts.ended
+        if left:
+            log.warning("rmq sink %s: batch %s decided; %d of its rows are left to the broker's check (late: %d, "
+                        "failed: %d, older than half the immunity time: %d)", opts.sink_id, batch, left, counts.late,
+                        counts.failed, sum(c.rows for c in commits if c not in direct))
+
+
+def _decision_fault(opts: SinkOptions, batch: str) -> None:
+    """faultInjection {"killAfterDecision": {"batch": "b", "pgid": n}}: kill process group n (the driver) and this
+    worker right after the decision of batch b is recorded, before any END_TRANSACTION."""
+    spec = (opts.fault or {}).get("killAfterDecision")
+    if not spec or str(spec.get("batch")) != batch:
+        return
+    pgid = int(spec["pgid"])
+    log.warning("rmq sink %s: faultInjection kills process group %d after deciding batch %s", opts.sink_id, pgid,
+                batch)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    finally:
+        os._exit(137)
+
+
+def abort_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str, *, record: bool) -> None:
+    """Step 4 of the module docstring. The abort of a batch job is recorded even when no task returned a commit
+    message (all failed or were cancelled): their half messages exist all the same, and the resolver rolls them
+    back on the broker's check only once the log says the job was aborted."""
+    commits = [m for m in messages if isinstance(m, TaskCommit) and m.sink_id == opts.sink_id]
+    if not commits and not record:
+        return
+    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
+                        producer_group=opts.producer_group) as client:
+        if record:
+            from connector.resolver import ensure_resolver
+
+            topics = sorted({t for c in commits for t in c.topics} | ({opts.topic} if opts.topic else set()))
+            brokers = _brokers(commits) or _master_brokers(client, topics)
+            decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
+            if brokers:
+                decisions.ensure_topic(brokers)
+            if decisions.queues():
+                ensure_resolver(opts, topics)
+                decisions.append([{"kind": "aborted", "batch": batch}])
+            else:
+                log.warning("rmq sink %s: batch %s aborted before any task reported where it wrote; its half "
+                            "messages end when the broker stops checking them", opts.sink_id, batch)
+        if commits:
+            counts = end_transactions(client, opts, commits, LocalTransactionState.ROLLBACK_MESSAGE)
+            log.warning("rmq sink %s: batch %s aborted; %d half messages rolled back", opts.sink_id, batch,
+                        counts.ended)
+
+
+def _master_brokers(client: BlockingClient, topics: Sequence[str]) -> dict[str, str]:
+    """{brokerName: master address} of the brokers that hold ``topics`` (those without a route are skipped)."""
+    brokers: dict[str, str] = {}
+    for topic in topics:
+        try:
+            route = client.get_route(topic)
+        except (MQClientError, RemotingError):
+            continue
+        brokers.update({b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
+                        if MASTER_ID in b.broker_addrs})
+    return brokers

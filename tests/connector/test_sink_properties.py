@@ -1,0 +1,65 @@
+"""The PROPERTIES string of the sink's half messages, byte for byte: the row's KEYS and TAGS, WAIT, the row's own
+properties, the half-message and sink properties, UNIQ_KEY, in that order (a name the row repeats is written twice,
+and the broker keeps the last). Against the in-process fake broker, which keeps every request it gets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from broker.remoting.codes import RequestCode
+from broker.remoting.headers import SendMessageRequestHeader
+from connector import sink_task
+from connector.options import SinkOptions
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
+    loop = LoopThread()
+    namesrv = loop.call(FakeNamesrv().start())
+    broker = loop.call(FakeBroker("broker-a").start())
+    namesrv.routes["T"] = [broker]
+    yield namesrv, broker
+    for server in (broker, namesrv):
+        loop.call(server.stop())
+    loop.close()
+
+
+# (tags, keys, the row's properties), and what the row's part of the string is: before the half-message part.
+ROWS = [
+    (None, None, None, "WAIT\x01true\x02"),
+    ("TagA", None, None, "TAGS\x01TagA\x02WAIT\x01true\x02"),
+    (None, "k1 k2", None, "KEYS\x01k1 k2\x02WAIT\x01true\x02"),
+    ("TagA", "k1", {"a": "1", "b": "2"}, "KEYS\x01k1\x02TAGS\x01TagA\x02WAIT\x01true\x02a\x011\x02b\x012\x02"),
+    ("", "", [("a", "1")], "WAIT\x01true\x02a\x011\x02"),  # empty tags and keys are left out
+    # the row's own WAIT and TAGS follow the defaults (written twice); reserved names are dropped
+    ("TagA", None, {"WAIT": "false", "TAGS": "TagB", "TRAN_MSG": "false", "PGROUP": "g", "DELAY": "3",
+                    "RMQ_SINK_RUN": "x"},
+     "TAGS\x01TagA\x02WAIT\x01true\x02WAIT\x01false\x02TAGS\x01TagB\x02"),
+    (None, None, {"c": "é ü"}, "WAIT\x01true\x02c\x01é ü\x02"),
+]
+
+
+def test_half_message_properties_byte_for_byte(fakes):
+    namesrv, broker = fakes
+    opts = SinkOptions.parse({"namesrvAddr": namesrv.addr, "topic": "T", "sinkId": "s1"}, streaming=False)
+    sender = sink_task.HalfSender(opts, "batch-0", "run-0")
+    try:
+        for tags, keys, properties, _ in ROWS:
+            sender.send("T", b"body", tags, keys, properties, None)
+        sender.send("T", b"body", None, None, {"UNIQ_KEY": "MINE", "k": "v"}, None)  # a row's UNIQ_KEY is kept
+        sender.flush()
+    finally:
+        sender.close()
+    half = ("TRAN_MSG\x01true\x02PGROUP\x01RMQ_SINK_s1\x02RMQ_SINK_ID\x01s1\x02RMQ_SINK_BATCH\x01batch-0\x02"
+            "RMQ_SINK_RUN\x01run-0\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01120\x02")
+    sent = [SendMessageRequestHeader.from_ext(dict(r.ext_fields), SendMessageRequestHeader.V2_WIRE).properties
+            for r in broker.requests_of(RequestCode.SEND_MESSAGE_V2)]
+    assert len(sent) == len(ROWS) + 1
+    for (_, _, _, row), got in zip(ROWS, sent, strict=False):
+        uniq = got.rsplit("UNIQ_KEY\x01", 1)[1]
+        assert len(uniq) == 33 and uniq.endswith("\x02")  # a fresh UNIQ_KEY (32 hex digits)
+        assert got == f"{row}{half}UNIQ_KEY\x01{uniq}"
+    assert sent[-1] == f"WAIT\x01true\x02k\x01v\x02{half}UNIQ_KEY\x01MINE\x02"
