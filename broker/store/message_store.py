@@ -149,7 +149,7 @@ class MessageStore:
             return
         self.running = False
         for service in reversed(self._services):
-            service.stop()
+            service.shutdown()
         dispatched = self.dispatch.behind == 0
         self.flush()
         assert self.checkpoint is not None
