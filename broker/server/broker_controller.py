@@ -60,7 +60,7 @@ class BrokerController:
             self.store, self.put_messages, broker_config.delay_level_table(), root,
             flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
                                                                        FLUSH_DELAY_OFFSET_INTERVAL_MS)))
-        self.store.reput.tags_code_of = self.schedule_message_service.tags_code_of
+        self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
         self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
         # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.

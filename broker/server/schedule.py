@@ -26,7 +26,7 @@ Two departures from Java, both about not delivering twice or never:
 
 Examples:
     >>> service = ScheduleMessageService(store, controller.put_messages, (1000, 5000), "/tmp/store")  # doctest: +SKIP
-    >>> store.reput.tags_code_of = service.tags_code_of  # before store.start(): rebuilt units need it too
+    >>> store.set_tags_code_hook(service.tags_code_of)  # before store.start(): rebuilt units need it too
     >>> service.load(); await service.start()  # doctest: +SKIP
     >>> msg = service.handle_schedule_message(StoreMessage("T", 0, b"x", {"DELAY": "2"}))  # doctest: +SKIP
     >>> msg.topic, msg.queue_id, msg.properties["REAL_TOPIC"]  # doctest: +SKIP
@@ -231,7 +231,7 @@ class ScheduleMessageService:
 
     async def _deliver_due(self, level: int, offset: int) -> tuple[int, float]:
         """Deliver the due units from ``offset``; returns the next offset and how long to sleep."""
-        cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+        cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
         if cq is None:
             return offset, DELAY_FOR_A_WHILE_S
         offset = self._corrected(cq, level, offset)
@@ -283,7 +283,7 @@ class ScheduleMessageService:
 
     def _timed_up(self, unit: CqUnit) -> StoreMessage | None:
         """The unit's record (read by offset and size, as Java's lookMessageByOffset(offsetPy, sizePy)) timed up."""
-        data = self.store.commit_log.read(unit.commit_log_offset, unit.size)
+        data = self.store.select_one_message(unit.commit_log_offset, unit.size)
         try:
             record = decode_record(data) if data is not None else None
         except CorruptRecord as err:
@@ -376,7 +376,7 @@ class ScheduleMessageService:
 
     def correct_delay_offset(self) -> None:
         for level, offset in list(self.offset_table.items()):
-            cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if cq is not None:
                 self._corrected(cq, level, offset)
 
@@ -385,7 +385,7 @@ class ScheduleMessageService:
         record, found by UNIQ_KEY): a crash can leave delayOffset.json up to one persist interval behind."""
         now = _now_ms()
         for level in self.delay_level_table:
-            cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if cq is None:
                 continue
             start = offset = self.offset_table.get(level, 0)
@@ -399,7 +399,7 @@ class ScheduleMessageService:
     def _delivered(self, unit: CqUnit) -> bool:
         if is_blank(unit):
             return True
-        record = self.store.commit_log.read_record(unit.commit_log_offset, body=False)
+        record = self.store.lookup_message(unit.commit_log_offset, body=False)
         if record is None:
             return True
         uniq = record.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)

@@ -236,9 +236,9 @@ class AdminBrokerProcessor:
         """Wait (briefly) until what the CommitLog held when the request came is in the ConsumeQueues: a client
         that asks right after SEND_OK then sees its messages, as with Java's dispatch (a thread that wakes every
         millisecond). Java's committed=true max offset counts dispatched messages only; so does this."""
-        target = self.store.commit_log.max_offset
+        target = self.store.max_phy_offset
         for _ in range(DISPATCH_WAIT_POLLS):
-            if self.store.dispatch.reput_from_offset >= target:
+            if self.store.is_dispatched(target):
                 return
             await asyncio.sleep(0.001)
 
@@ -298,7 +298,7 @@ class AdminBrokerProcessor:
         """mqadmin queryCq: ConsumeQueue units from ``index`` (QueryConsumeQueueResponseBody)."""
         h = QueryConsumeQueueRequestHeader.from_ext(request.ext_fields)
         try:
-            cq = self.store.consume_queues.get(h.topic, h.queue_id)
+            cq = self.store.get_consume_queue(h.topic, h.queue_id)
         except IllegalName:
             cq = None
         if cq is None:
@@ -570,8 +570,7 @@ class AdminBrokerProcessor:
         return success(request, json_body({"table": table}))
 
     def _runtime_info(self) -> dict[str, str]:
-        stats, store, log_queue = self.stats, self.store, self.store.commit_log
-        earliest = store.commit_log.store_time_at(log_queue.min_offset, 128) if log_queue.max_offset else None
+        stats, store = self.stats, self.store
         puts = stats.put_total
         info = {
             "bootTimestamp": str(stats.boot_timestamp),
@@ -589,12 +588,12 @@ class AdminBrokerProcessor:
             "msgGetTotalTodayNow": str(stats.get_total),
             "msgGetTotalTodayMorning": str(stats.morning[1]),
             "msgGetTotalYesterdayMorning": str(stats.yesterday_morning[1]),
-            "commitLogMinOffset": str(log_queue.min_offset),
-            "commitLogMaxOffset": str(log_queue.max_offset),
+            "commitLogMinOffset": str(store.min_phy_offset),
+            "commitLogMaxOffset": str(store.max_phy_offset),
             "dispatchBehindBytes": str(store.dispatch_behind_bytes),
-            "earliestMessageTimeStamp": str(earliest if earliest is not None else -1),
+            "earliestMessageTimeStamp": str(store.earliest_commit_log_time()),
             "startAcceptSendRequestTimeStamp": "0",
-            "remainHowManyDataToFlush": human_bytes(log_queue.queue.unflushed_bytes()),
+            "remainHowManyDataToFlush": human_bytes(store.flush_behind_bytes),
             "remainTransientStoreBufferNumbs": str(2**31 - 1),  # no transient store pool (Integer.MAX_VALUE)
             "pageCacheLockTimeMills": "0",  # appends hold the put lock only for a memory copy
             # the timer wheel is not enabled: Java's constants for that case
@@ -642,13 +641,10 @@ class AdminBrokerProcessor:
                                           request: RemotingCommand) -> RemotingCommand:
         """Drop the ConsumeQueues of non-system topics whose every unit points below the CommitLog's start
         (whole topics only: Java may also drop single queues of a topic)."""
-        min_offset = self.store.commit_log.min_offset
-        by_topic: dict[str, list[int]] = {}
-        for cq in self.store.consume_queues.queues():
-            by_topic.setdefault(cq.topic, []).append(cq.max_physic_offset)
+        min_offset = self.store.min_phy_offset
         manager = self.controller.topic_config_manager
-        expired = {topic for topic, ends in by_topic.items() if not manager.is_system_topic(topic)
-                   and all(end != -1 and end < min_offset for end in ends)}
+        expired = {topic for topic in self.store.consume_queue_topics_below(min_offset)
+                   if not manager.is_system_topic(topic)}
         if expired:
             log.info("cleanExpiredConsumerQueue: %s destroyed, minCommitLogOffset %d", sorted(expired), min_offset)
             self.store.delete_topics(expired)
@@ -657,7 +653,7 @@ class AdminBrokerProcessor:
     async def clean_unused_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Drop the ConsumeQueues of topics no longer configured (system and LMQ topics stay)."""
         manager = self.controller.topic_config_manager
-        unused = {t for t in self.store.consume_queues.topics() if not manager.contains_topic(t)
+        unused = {t for t in self.store.consume_queue_topics() if not manager.contains_topic(t)
                   and not manager.is_system_topic(t) and not t.startswith(validation.LMQ_PREFIX)}
         if unused:
             log.warning("cleanUnusedTopic: %s", sorted(unused))

@@ -122,7 +122,7 @@ class PullMessageProcessor:
         check, every 5 s or every shortPollingTimeMills."""
         bc = self.controller.broker_config
         if bc.long_polling_enable:
-            self.controller.store.dispatch.arrival_listeners.append(self.hold_service.on_message_arriving)
+            self.controller.store.add_arrival_listener(self.hold_service.on_message_arriving)
             interval = HOLD_CHECK_INTERVAL_S
         else:
             interval = bc.short_polling_time_mills / 1000
