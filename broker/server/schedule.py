@@ -57,8 +57,8 @@ from broker.common.message import (
 from broker.common.persist import load_json, write_atomic
 from broker.common.record import MessageRecord, decode_record
 from broker.common.validation import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
+from broker.server.message_properties import java_ordered
 from broker.server.metadata.paths import delay_offset_path
-from broker.server.processors.send import java_ordered
 from broker.store.commit_log import StoreMessage
 from broker.store.consume_queue import ConsumeQueue, is_blank
 from broker.store.dispatch import TaggedRecord, default_tags_code

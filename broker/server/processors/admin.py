@@ -54,15 +54,16 @@ from broker.remoting.headers import (
 from broker.server.config import format_config
 from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.outer_api import register_broker_all
-from broker.server.processors.consumer_manage import (
+from broker.server.processors.common import (
+    INDEX_PERM_READ,
     Handler,
-    MessageQueue,
     decode_body,
     guarded,
     json_body,
     queue_value,
     success,
 )
+from broker.server.processors.consumer_manage import MessageQueue
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
@@ -73,7 +74,6 @@ log = logging.getLogger(__name__)
 BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the release rmq speaks (REMOTING_VERSION)
 DEFAULT_QUERY_MAX_NUM = 32  # MessageStoreConfig.defaultQueryMaxNum: a query by unique key returns at most this many
 DISPATCH_WAIT_POLLS = 200  # of 1 ms: how long a max-offset query waits for dispatch to catch up
-INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 # BrokerConfig's request queue capacities (Java's defaults), reported in the runtime info: clusterList prints the send
 # and pull queues' sizes and head waits as #InTPS(LOAD) and #OutTPS(LOAD). rmq serves requests on the event loop as they
 # arrive, so its queues are always empty and nothing waits at their head.

@@ -41,16 +41,23 @@ from broker.remoting.headers import (
 )
 from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
 from broker.server.filter.message_filter import compile_expression
-from broker.server.processors.consumer_manage import Handler, MessageQueue, decode_body, guarded, json_body, success
+from broker.server.processors.common import (
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    V3_0_7_SNAPSHOT,
+    V3_1_8_SNAPSHOT,
+    Handler,
+    decode_body,
+    guarded,
+    json_body,
+    success,
+)
+from broker.server.processors.consumer_manage import MessageQueue
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
-TOPIC_SYS_FLAG_UNIT_SUB = 0x1 << 1  # TopicSysFlag.buildSysFlag(false, true): a unit-mode consumer's retry topic
-V3_0_7_SNAPSHOT = 28  # MQVersion ordinals gating what the broker may ask a client
-V3_1_8_SNAPSHOT = 62
 CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5000
 

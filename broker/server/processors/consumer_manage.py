@@ -4,8 +4,8 @@ Java's ConsumerManageProcessor (GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSE
 consumer parts of AdminBrokerProcessor (GET_CONSUME_STATS, GET_ALL_CONSUMER_OFFSET, QUERY_TOPIC_CONSUME_BY_WHO,
 QUERY_TOPICS_BY_CONSUMER, QUERY_SUBSCRIPTION_BY_CONSUMER, QUERY_CONSUME_TIME_SPAN, INVOKE_BROKER_TO_RESET_OFFSET,
 CLONE_GROUP_OFFSET, QUERY_CORRECTION_OFFSET, GET_BROKER_CONSUME_STATS, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and
-Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``MessageQueue`` (a JSON map key
-in many bodies), ``guarded`` and the body decoder.
+Broker2Client.resetOffset. Also ``MessageQueue`` (a JSON map key in many bodies), which the client and admin
+processors share.
 
 A reset of offsets (mqadmin resetOffsetByTime) is Java 5's server-side reset when useServerSideResetOffset (the
 default): the new offsets are committed and also held as pending resets, which the pull processor serves (as
@@ -15,18 +15,17 @@ online client of the group instead, as RocketMQ 4 did.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.common.errors import ConnectionClosed, IllegalName, RemoteProtocolError
-from broker.common.fastjson import JavaDouble, decode_json, encode_json
+from broker.common.errors import ConnectionClosed, RemoteProtocolError
+from broker.common.fastjson import JavaDouble
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
-from broker.remoting.connection import RemotingConnection, exception_simple_desc
+from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumerGroupHeader,
@@ -34,7 +33,6 @@ from broker.remoting.headers import (
     GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GroupHeader,
-    HeaderError,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
@@ -46,20 +44,26 @@ from broker.remoting.headers import (
 )
 from broker.server.config import BrokerRole
 from broker.server.consumer_manager import ClientChannelInfo
+from broker.server.processors.common import (
+    V3_0_7_SNAPSHOT,
+    Handler,
+    decode_body,
+    guarded,
+    json_body,
+    queue_value,
+    success,
+)
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
-V3_0_7_SNAPSHOT = 28  # MQVersion.Version ordinal: the first client that takes RESET_CONSUMER_CLIENT_OFFSET
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
 RESET_NOTIFY_TIMEOUT_MS = 5000
 
-Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
 
-
-# -- shared by the client, consumer and admin processors ---------------------------------------------------------------
+# -- MessageQueue, shared by the client, consumer and admin processors -------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -76,46 +80,6 @@ class MessageQueue:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MessageQueue:
         return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
-
-
-def decode_body(request: RemotingCommand) -> Any:
-    """The request's JSON body (fastjson's dialect); RemoteProtocolError when it is missing or not JSON."""
-    if not request.body:
-        raise RemoteProtocolError(f"request code {request.code} needs a JSON body")
-    try:
-        return decode_json(request.body.decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise RemoteProtocolError(f"request code {request.code} has a malformed JSON body: {err}") from err
-
-
-def json_body(value: Any) -> bytes:
-    return encode_json(value).encode()
-
-
-def guarded(handler: Handler) -> Handler:
-    """Answer a request whose header or body does not parse as Java does (SYSTEM_ERROR with the exception)."""
-
-    @functools.wraps(handler)
-    async def wrapper(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
-        try:
-            return await handler(conn, request)
-        except (HeaderError, RemoteProtocolError) as err:
-            log.warning("bad request code %s from %s: %s", request.code, conn.remote_address, err)
-            return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
-
-    return wrapper
-
-
-def success(request: RemotingCommand, body: bytes = b"", ext_fields: dict[str, str] | None = None) -> RemotingCommand:
-    return create_response(request, ResponseCode.SUCCESS, body=body, ext_fields=ext_fields)
-
-
-def queue_value(read: Callable[[], int], missing: int) -> int:
-    """A per-queue store value; a topic that cannot name a queue directory has no queue (``missing``)."""
-    try:
-        return read()
-    except IllegalName:
-        return missing
 
 
 # -- rebalance locks (Java's RebalanceLockManager) ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
 from broker.server.config import BrokerRole
-from broker.server.processors.send import bad_header_response
+from broker.server.processors.common import bad_header_response
 from broker.server.transaction import bridge
 from broker.server.transaction.service import EndStatus
 from broker.store.results import PutMessageStatus

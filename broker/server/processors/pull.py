@@ -53,7 +53,7 @@ from broker.server.filter.message_filter import (
 )
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.processors.send import bad_header_response, suggest_todo
+from broker.server.processors.common import INDEX_PERM_READ, MASTER_ID, bad_header_response, suggest_todo
 from broker.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
@@ -62,8 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
-MASTER_ID = 0  # MixAll.MASTER_ID
-INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 HOLD_CHECK_INTERVAL_S = 5.0  # PullRequestHoldService's period with long polling on
 # ForbiddenType: why a pull got NO_PERMISSION
 BROKER_FORBIDDEN = 1

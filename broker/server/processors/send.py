@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from broker.client.message import create_uniq_id
 from broker.common import validation as v
 from broker.common.errors import CorruptRecord
-from broker.common.hash_order import hash_map_order
 from broker.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -47,8 +46,16 @@ from broker.common.record import decode_batch_body
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
-from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection, exception_simple_desc
+from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection
 from broker.remoting.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from broker.server.message_properties import java_ordered
+from broker.server.processors.common import (
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    V3_4_9,
+    bad_header_response,
+    suggest_todo,
+)
 from broker.server.transaction.bridge import half_message  # transactions
 from broker.store.commit_log import StoreMessage
 from broker.store.flush import disk_usage_percent
@@ -60,12 +67,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # FAQUrl.DEFAULT_FAQ_URL (every FAQ constant)
 DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID, BrokerConfig.regionId's default
-V3_4_9 = 165  # MQVersion.Version.V3_4_9.ordinal(): clients from here on may send maxReconsumeTimes
-TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag
 CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
-PROPERTIES_MAP_CAPACITY = 128  # MessageDecoder.string2messageProperties: new HashMap<>(128)
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
 MAX_PUTS_IN_FLIGHT = 10_000
@@ -81,16 +84,6 @@ def register(controller: BrokerController) -> None:
     processor = SendMessageProcessor(controller)
     for code in SEND_CODES:
         controller.server.register_processor(code, processor.process)
-
-
-def suggest_todo(url: str = FAQ_URL) -> str:
-    """FAQUrl.suggestTodo: the hint Java appends to some remarks."""
-    return f"\nSee {url} for further details."
-
-
-def bad_header_response(request: RemotingCommand, err: HeaderError) -> RemotingCommand:
-    """What Java answers a request whose custom header does not decode (SYSTEM_ERROR, the exception's text)."""
-    return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
 
 
 def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -118,17 +111,6 @@ def java_topic_config_string(config: TopicConfig) -> str:
             f"writeQueueNums={config.write_queue_nums}, perm={perm_to_string(config.perm)}, "
             f"topicFilterType={config.topic_filter_type}, topicSysFlag={config.topic_sys_flag}, "
             f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]")
-
-
-@functools.lru_cache(maxsize=1024)
-def _java_property_order(keys: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(hash_map_order(keys, PROPERTIES_MAP_CAPACITY))
-
-
-def java_ordered(properties: dict[str, str]) -> dict[str, str]:
-    """``properties`` in the order Java's broker writes them: the iteration order of the HashMap it parsed them into
-    (cached per key set: producers send the same few names over and over)."""
-    return {key: properties[key] for key in _java_property_order(tuple(properties))}
 
 
 @functools.lru_cache(maxsize=4096)

@@ -37,14 +37,9 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import ConsumerSendMsgBackRequestHeader, HeaderError
+from broker.server.message_properties import java_ordered
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.processors.send import (
-    TOPIC_SYS_FLAG_UNIT_SUB,
-    V3_4_9,
-    bad_header_response,
-    java_ordered,
-    suggest_todo,
-)
+from broker.server.processors.common import TOPIC_SYS_FLAG_UNIT_SUB, V3_4_9, bad_header_response, suggest_todo
 from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageStatus
 
