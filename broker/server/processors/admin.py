@@ -629,7 +629,7 @@ class AdminBrokerProcessor:
     async def get_all_delay_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The schedule service's delivery progress per delay level, as delayOffset.json holds it."""
         return create_response(request, ResponseCode.SUCCESS,
-                               body=self.controller.schedule_message_service.encode().encode())
+                               body=json_body(self.controller.schedule_message_service.to_json()))
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """rmq keeps no BrokerStatsManager items: every stats name is unknown."""
