@@ -7,7 +7,7 @@ checked with TopicValidator's rules and refused with Java's INVALID_PARAMETER re
 loop) before the answer, and a changed topic is registered with the NameServers at once.
 
 GET_BROKER_RUNTIME_INFO reports what rmq measures (``BrokerStats``): puts counted from the ConsumeQueues, gets as
-the pull processor reports them (``controller.stats.record_get``), the store's offsets and disk use. Java's
+the pull processor reports them (``BrokerStats.record_get``), the store's offsets and disk use. Java's
 thread-pool and latency metrics have no rmq counterpart and are left out rather than invented.
 """
 
@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import math
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation
@@ -53,7 +53,6 @@ from broker.remoting.headers import (
 )
 from broker.server.config import format_config
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.outer_api import register_broker_all
 from broker.server.processors.common import (
     INDEX_PERM_READ,
     Handler,
@@ -66,7 +65,14 @@ from broker.server.processors.common import (
 from broker.server.processors.consumer_manage import MessageQueue
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.consumer_manager import ConsumerManager
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.offsets import ConsumerOffsetManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.schedule import ScheduleMessageService
+    from broker.server.stats import BrokerStats
+    from broker.store.config import MessageStoreConfig
     from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -180,55 +186,64 @@ def human_bytes(count: int) -> str:
 # -- the processor -----------------------------------------------------------------------------------------------------
 
 
-def register(controller: BrokerController) -> AdminBrokerProcessor:
-    processor = AdminBrokerProcessor(controller)
-    handlers: dict[int, Handler] = {
-        RequestCode.GET_MAX_OFFSET: processor.get_max_offset,
-        RequestCode.GET_MIN_OFFSET: processor.get_min_offset,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: processor.search_offset_by_timestamp,
-        RequestCode.GET_EARLIEST_MSG_STORETIME: processor.get_earliest_msg_storetime,
-        RequestCode.QUERY_MESSAGE: processor.query_message,
-        RequestCode.VIEW_MESSAGE_BY_ID: processor.view_message_by_id,
-        RequestCode.QUERY_CONSUME_QUEUE: processor.query_consume_queue,
-        RequestCode.UPDATE_AND_CREATE_TOPIC: processor.update_and_create_topic,
-        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST: processor.update_and_create_topic_list,
-        RequestCode.DELETE_TOPIC_IN_BROKER: processor.delete_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER_LIST: processor.delete_topic_list,
-        RequestCode.GET_ALL_TOPIC_CONFIG: processor.get_all_topic_config,
-        RequestCode.GET_TOPIC_CONFIG: processor.get_topic_config,
-        RequestCode.GET_TOPIC_STATS_INFO: processor.get_topic_stats_info,
-        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: processor.get_system_topic_list,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: processor.update_and_create_subscription_group,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: processor.update_and_create_subscription_group_list,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: processor.get_all_subscription_group,
-        RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: processor.get_subscription_group,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: processor.delete_subscription_group,
-        RequestCode.DELETE_SUBSCRIPTION_GROUP_LIST: processor.delete_subscription_group_list,
-        RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN: processor.update_and_get_group_forbidden,
-        RequestCode.GET_BROKER_CONFIG: processor.get_broker_config,
-        RequestCode.UPDATE_BROKER_CONFIG: processor.update_broker_config,
-        RequestCode.GET_BROKER_RUNTIME_INFO: processor.get_broker_runtime_info,
-        RequestCode.VIEW_BROKER_STATS_DATA: processor.view_broker_stats_data,
-        RequestCode.GET_ALL_DELAY_OFFSET: processor.get_all_delay_offset,
-        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: processor.clean_expired_consume_queue,
-        RequestCode.CLEAN_UNUSED_TOPIC: processor.clean_unused_topic,
-        RequestCode.DELETE_EXPIRED_COMMITLOG: processor.delete_expired_commit_log,
-    }
-    for code, handler in handlers.items():
-        controller.server.register_processor(code, guarded(handler))
-    return processor
-
-
 class AdminBrokerProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.stats = controller.stats
+    """The admin requests of one broker. ``register_broker`` registers it with the NameServers now (a changed topic
+    is routed at once); ``broker_active`` says whether it is running (runtime info's brokerActive)."""
+
+    def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig, store: MessageStore,
+                 stats: BrokerStats, topic_config_manager: TopicConfigManager,
+                 subscription_group_manager: SubscriptionGroupManager, consumer_offset_manager: ConsumerOffsetManager,
+                 consumer_manager: ConsumerManager, schedule_message_service: ScheduleMessageService,
+                 register_broker: Callable[[], Awaitable[None]], broker_active: Callable[[], bool]) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.store = store
+        self.stats = stats
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.consumer_manager = consumer_manager
+        self.schedule_message_service = schedule_message_service
+        self.register_broker = register_broker
+        self.broker_active = broker_active
         self.config_version = DataVersion.new()  # Configuration.dataVersion (rmq never changes its config live)
         self._topic_lock = asyncio.Lock()  # Java's synchronized topic changes: one at a time, in order
 
-    @property
-    def store(self) -> MessageStore:
-        return self.controller.store
+    def handlers(self) -> dict[int, Handler]:
+        handlers: dict[int, Handler] = {
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.UPDATE_AND_CREATE_TOPIC_LIST: self.update_and_create_topic_list,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER_LIST: self.delete_topic_list,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_and_create_subscription_group_list,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTION_GROUP_LIST: self.delete_subscription_group_list,
+            RequestCode.UPDATE_AND_GET_GROUP_FORBIDDEN: self.update_and_get_group_forbidden,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+        }
+        return {code: guarded(handler) for code, handler in handlers.items()}
+
 
     # -- queue offsets and times -----------------------------------------------------------------------------------
 
@@ -305,7 +320,7 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!")
         body: dict[str, Any] = {"maxQueueIndex": cq.max_offset, "minQueueIndex": cq.min_offset}
         if h.consumer_group is not None:
-            sub = self.controller.consumer_manager.find_subscription_data(h.consumer_group, h.topic)
+            sub = self.consumer_manager.find_subscription_data(h.consumer_group, h.topic)
             body["subscriptionData"] = sub.to_json() if sub else None
             if sub is None:
                 body["filterData"] = f"{h.consumer_group}@{h.topic} is not online!"
@@ -323,14 +338,14 @@ class AdminBrokerProcessor:
         result = validation.validate_topic(topic)
         if not result.valid:
             return create_response(request, ResponseCode.INVALID_PARAMETER, result.remark)
-        if self.controller.topic_config_manager.is_system_topic(topic):  # validateSystemTopicWhenUpdateTopic
+        if self.topic_config_manager.is_system_topic(topic):  # validateSystemTopicWhenUpdateTopic
             return create_response(request, ResponseCode.INVALID_PARAMETER,
                                    f"The topic[{topic}] is conflict with system topic.")
         return None
 
     def _resolved(self, config: TopicConfig) -> TopicConfig:
         """The config with its attribute edits applied to the existing topic's (TopicConfigManager's update)."""
-        existing = self.controller.topic_config_manager.select_topic_config(config.topic_name)
+        existing = self.topic_config_manager.select_topic_config(config.topic_name)
         if "+reserve.time" in config.attributes:
             raise ValueError("Update topic reserveTime not supported")
         attributes = alter_attributes(existing is None, TOPIC_ATTRIBUTES,
@@ -366,7 +381,7 @@ class AdminBrokerProcessor:
         return await self._update_topics(request, configs)
 
     async def _update_topics(self, request: RemotingCommand, configs: list[TopicConfig]) -> RemotingCommand:
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         for config in configs:
             if config.attributes.get("+message.type") == "MIXED":  # enableMixedMessageType is off
                 return create_response(request, ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
@@ -378,7 +393,7 @@ class AdminBrokerProcessor:
             except ValueError as err:
                 return create_response(request, ResponseCode.SYSTEM_ERROR, str(err))
             await asyncio.to_thread(manager.update_topic_config_list, resolved)
-        await register_broker_all(self.controller)  # registerIncrementBrokerData: routes show the topic now
+        await self.register_broker()  # registerIncrementBrokerData: routes show the topic now
         return success(request)
 
     async def delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -394,7 +409,7 @@ class AdminBrokerProcessor:
         return await self._delete_topics(request, [str(t) for t in topics])
 
     async def _delete_topics(self, request: RemotingCommand, topics: list[str]) -> RemotingCommand:
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         for topic in topics:
             if not topic.strip():
                 return create_response(request, ResponseCode.INVALID_PARAMETER, "The specified topic is blank.")
@@ -403,21 +418,21 @@ class AdminBrokerProcessor:
                                        f"The topic[{topic}] is conflict with system topic.")
         doomed = list(dict.fromkeys(topics))
         for topic in list(doomed):  # clearRetryTopicWhenDeleteTopic: the POP retry topics of its groups
-            for group in self.controller.consumer_offset_manager.which_group_by_topic(topic):
+            for group in self.consumer_offset_manager.which_group_by_topic(topic):
                 for retry in (f"%RETRY%{group}+{topic}", f"%RETRY%{group}_{topic}"):
                     if manager.contains_topic(retry) and retry not in doomed:
                         doomed.append(retry)
         async with self._topic_lock:
             for topic in doomed:
                 await asyncio.to_thread(manager.delete_topic_config, topic)
-                self.controller.consumer_offset_manager.clean_offset_by_topic(topic)
+                self.consumer_offset_manager.clean_offset_by_topic(topic)
             valid = {t for t in doomed if validation.validate_topic(t).valid}
             self.store.delete_topics(valid)  # on the loop: puts assign queue offsets there
         return success(request)
 
     async def get_all_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """TopicConfigAndMappingSerializeWrapper with every topic (rmq has no static topics, no split metadata)."""
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         wrapper = manager.build_serialize_wrapper()
         body = {**wrapper, "mappingDataVersion": DataVersion.new().to_json(), "topicQueueMappingDetailMap": {},
                 "topicQueueMappingInfoMap": {}}
@@ -426,7 +441,7 @@ class AdminBrokerProcessor:
 
     async def get_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topic = TopicHeader.from_ext(request.ext_fields).topic
-        config = self.controller.topic_config_manager.select_topic_config(topic)
+        config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
         return success(request, json_body(config.to_json()))  # TopicConfigAndQueueMapping without a mapping
@@ -435,11 +450,11 @@ class AdminBrokerProcessor:
         """TopicStatsTable: MessageQueue -> TopicOffset over max(read, write) queues (topicPutTps: rmq keeps no
         per-topic put statistics)."""
         topic = TopicHeader.from_ext(request.ext_fields).topic
-        config = self.controller.topic_config_manager.select_topic_config(topic)
+        config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         await self._dispatched()
-        broker_name = self.controller.broker_config.broker_name
+        broker_name = self.broker_config.broker_name
         table = {}
         for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
             low = max(0, self.store.min_offset_in_queue(topic, queue_id))
@@ -450,7 +465,7 @@ class AdminBrokerProcessor:
         return success(request, json_body({"offsetTable": table, "topicPutTps": JavaDouble(0.0)}))
 
     async def get_system_topic_list(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         topics = set(validation.SYSTEM_TOPICS) | {t for t in manager.topic_config_table if manager.is_system_topic(t)}
         return success(request, json_body({"topicList": sorted(topics)}))
 
@@ -475,7 +490,7 @@ class AdminBrokerProcessor:
         return await self._update_groups(request, [self._group_config(item) for item in items or ()])
 
     async def _update_groups(self, request: RemotingCommand, configs: list[SubscriptionGroupConfig]) -> RemotingCommand:
-        manager = self.controller.subscription_group_manager
+        manager = self.subscription_group_manager
         for config in configs:
             result = validation.validate_group(config.group_name)
             if not result.valid:
@@ -494,13 +509,13 @@ class AdminBrokerProcessor:
 
     async def get_all_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """SubscriptionGroupWrapper: subscriptionGroupTable, forbiddenTable, dataVersion."""
-        wrapper = self.controller.subscription_group_manager.to_json()
+        wrapper = self.subscription_group_manager.to_json()
         header = GetAllSubscriptionGroupResponseHeader(len(wrapper["subscriptionGroupTable"]))
         return success(request, json_body(wrapper), header.to_ext())
 
     async def get_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group = GroupHeader.from_ext(request.ext_fields).group
-        manager = self.controller.subscription_group_manager
+        manager = self.subscription_group_manager
         config = manager.select_subscription_group_config(group) or \
             await asyncio.to_thread(manager.find_subscription_group_config, group)
         if config is None:
@@ -526,14 +541,14 @@ class AdminBrokerProcessor:
 
     async def _delete_groups(self, groups: list[str], clean_offset: bool) -> None:
         for group in groups:
-            await asyncio.to_thread(self.controller.subscription_group_manager.delete_subscription_group_config, group)
+            await asyncio.to_thread(self.subscription_group_manager.delete_subscription_group_config, group)
             if clean_offset:
-                self.controller.consumer_offset_manager.remove_offset(group)
+                self.consumer_offset_manager.remove_offset(group)
 
     async def update_and_get_group_forbidden(self, conn: RemotingConnection,
                                              request: RemotingCommand) -> RemotingCommand:
         h = UpdateGroupForbiddenRequestHeader.from_ext(request.ext_fields)
-        manager = self.controller.subscription_group_manager
+        manager = self.subscription_group_manager
         if h.readable is not None:
             change = manager.clear_forbidden if h.readable else manager.set_forbidden
             await asyncio.to_thread(change, h.group, h.topic, INDEX_PERM_READ)
@@ -545,7 +560,7 @@ class AdminBrokerProcessor:
 
     async def get_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Every setting as "key=value" lines (Configuration.getAllConfigsFormatString)."""
-        text = format_config(self.controller.broker_config, self.controller.store_config)
+        text = format_config(self.broker_config, self.store_config)
         header = GetBrokerConfigResponseHeader(encode_json(self.config_version.to_json()))
         return success(request, text.encode(), header.to_ext())
 
@@ -576,7 +591,7 @@ class AdminBrokerProcessor:
             "bootTimestamp": str(stats.boot_timestamp),
             "runtime": stats.runtime(),
             "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerActive": str(self.controller.started).lower(),
+            "brokerActive": str(self.broker_active()).lower(),
             "putMessageTimesTotal": str(puts),
             "putMessageSizeTotal": str(stats.put_size_total()),
             "putMessageAverageSize": repr(stats.put_size_total() / max(1, puts)),
@@ -608,13 +623,13 @@ class AdminBrokerProcessor:
             info[f"{pool}ThreadPoolQueueCapacity"] = str(capacity)
             info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
         info.update(self._disk_info())
-        info.update(self.controller.schedule_message_service.running_stats())
+        info.update(self.schedule_message_service.running_stats())
         return info
 
     def _disk_info(self) -> dict[str, str]:
         """Used fractions of the CommitLog's and ConsumeQueues' partitions (-1.0 while a directory does not exist
         yet, as in Java) and the store root's capacity."""
-        config = self.controller.store_config
+        config = self.store_config
         ratios = {key: _used_ratio(path) for key, path in (("commitLogDiskRatio", config.commit_log_dir),
                                                            ("consumeQueueDiskRatio", config.consume_queue_dir))}
         info = {key: repr(ratio) for key, ratio in ratios.items()}
@@ -629,7 +644,7 @@ class AdminBrokerProcessor:
     async def get_all_delay_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The schedule service's delivery progress per delay level, as delayOffset.json holds it."""
         return create_response(request, ResponseCode.SUCCESS,
-                               body=json_body(self.controller.schedule_message_service.to_json()))
+                               body=json_body(self.schedule_message_service.to_json()))
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """rmq keeps no BrokerStatsManager items: every stats name is unknown."""
@@ -642,7 +657,7 @@ class AdminBrokerProcessor:
         """Drop the ConsumeQueues of non-system topics whose every unit points below the CommitLog's start
         (whole topics only: Java may also drop single queues of a topic)."""
         min_offset = self.store.min_phy_offset
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         expired = {topic for topic in self.store.consume_queue_topics_below(min_offset)
                    if not manager.is_system_topic(topic)}
         if expired:
@@ -652,7 +667,7 @@ class AdminBrokerProcessor:
 
     async def clean_unused_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Drop the ConsumeQueues of topics no longer configured (system and LMQ topics stay)."""
-        manager = self.controller.topic_config_manager
+        manager = self.topic_config_manager
         unused = {t for t in self.store.consume_queue_topics() if not manager.contains_topic(t)
                   and not manager.is_system_topic(t) and not t.startswith(validation.LMQ_PREFIX)}
         if unused:
