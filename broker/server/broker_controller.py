@@ -26,12 +26,15 @@ from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
 from broker.server.processors.admin import AdminBrokerProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
-from broker.server.processors.common import RequestProcessor
+from broker.server.processors.common import ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
 from broker.server.processors.end_transaction import EndTransactionProcessor
+from broker.server.processors.group_admin import GroupAdminProcessor
 from broker.server.processors.pull import PullMessageProcessor
+from broker.server.processors.query_message import QueryMessageProcessor
 from broker.server.processors.send import SendMessageProcessor
 from broker.server.processors.send_back import SendMessageBackProcessor
+from broker.server.processors.topic_admin import TopicAdminProcessor
 from broker.server.producer_manager import ProducerManager
 from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
 from broker.server.stats import BrokerStats
@@ -202,13 +205,20 @@ class BrokerController:
             topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
             consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager)
 
-    def _admin_processor(self) -> AdminBrokerProcessor:
-        return AdminBrokerProcessor(
-            broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
-            topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
-            consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager,
-            schedule_message_service=self.schedule_message_service,
-            register_broker=lambda: register_broker_all(self), broker_active=lambda: self.started)
+    def _admin_processor(self) -> ProcessorFamily:
+        """Java's AdminBrokerProcessor and QueryMessageProcessor, as four processors by concept."""
+        return ProcessorFamily(
+            AdminBrokerProcessor(
+                broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
+                topic_config_manager=self.topic_config_manager, consumer_manager=self.consumer_manager,
+                schedule_message_service=self.schedule_message_service, broker_active=lambda: self.started),
+            TopicAdminProcessor(
+                broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
+                consumer_offset_manager=self.consumer_offset_manager,
+                register_broker=lambda: register_broker_all(self)),
+            GroupAdminProcessor(subscription_group_manager=self.subscription_group_manager,
+                                consumer_offset_manager=self.consumer_offset_manager),
+            QueryMessageProcessor(store=self.store))
 
     def _send_back_processor(self) -> SendMessageBackProcessor:
         return SendMessageBackProcessor(

@@ -17,7 +17,8 @@ from broker.common.record import decode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.server.broker_controller import BrokerController
-from broker.server.processors.admin import alter_attributes, human_bytes
+from broker.server.metadata.attributes import alter_attributes
+from broker.server.processors.admin import human_bytes
 from tests.integration.test_client_processors import (
     GROUP,
     TOPIC,

@@ -6,10 +6,11 @@ Rule 1: a helper two processors use lives here, not in one of them (a processor 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.common.errors import IllegalName, RemoteProtocolError
 from broker.common.fastjson import decode_json, encode_json
@@ -17,6 +18,9 @@ from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
 from broker.remoting.headers import HeaderError
+
+if TYPE_CHECKING:
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +34,26 @@ TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag: a unit 
 V3_0_7_SNAPSHOT = 28  # RESET_CONSUMER_CLIENT_OFFSET and GET_CONSUMER_STATUS_FROM_CLIENT
 V3_1_8_SNAPSHOT = 62  # GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY passed on by the broker
 V3_4_9 = 165  # a send or send-back may carry maxReconsumeTimes
+DISPATCH_WAIT_POLLS = 200  # of 1 ms: how long a max-offset query waits for dispatch to catch up
 
 
 class RequestProcessor(Protocol):
     """A processor of one request family (Java's NettyRequestProcessor): the handler of each code it serves."""
 
     def handlers(self) -> Mapping[int, Handler]: ...
+
+
+class ProcessorFamily:
+    """Several processors registered under one name (``registry.MODULES``): the handlers of all of them."""
+
+    def __init__(self, *processors: RequestProcessor) -> None:
+        self.processors = processors
+
+    def handlers(self) -> dict[int, Handler]:
+        handlers: dict[int, Handler] = {}
+        for processor in self.processors:
+            handlers.update(processor.handlers())
+        return handlers
 
 
 def suggest_todo(url: str = FAQ_URL) -> str:
@@ -86,3 +104,14 @@ def queue_value(read: Callable[[], int], missing: int) -> int:
         return read()
     except IllegalName:
         return missing
+
+
+async def wait_dispatched(store: MessageStore) -> None:
+    """Wait (briefly) until what the CommitLog held when the request came is in the ConsumeQueues: a client that
+    asks right after SEND_OK then sees its messages, as with Java's dispatch (a thread that wakes every millisecond).
+    Java's committed=true max offset counts dispatched messages only; so does this."""
+    target = store.max_phy_offset
+    for _ in range(DISPATCH_WAIT_POLLS):
+        if store.is_dispatched(target):
+            return
+        await asyncio.sleep(0.001)
