@@ -209,7 +209,7 @@ def write_store(store: MessageStore, case: Case, seconds: float | None, messages
     run.write_seconds = now - start
     run.lag_at_stop = store.dispatch_behind_bytes
     if case.flush is FlushDiskType.ASYNC_FLUSH:
-        store.commit_log.queue.flush()
+        store.flush_commit_log()
     run.seconds = time.perf_counter() - start
     run.body_bytes = run.messages * case.body_size
     run.catch_up_seconds = wait_for_dispatch(store, writes_stopped)
@@ -220,7 +220,7 @@ def write_store(store: MessageStore, case: Case, seconds: float | None, messages
 
 def dispatch_process_cpu(store: MessageStore) -> float:
     """CPU seconds (user + system) of the store's dispatch process so far, from /proc; 0 without one."""
-    pid = getattr(store.dispatch, "pid", None)
+    pid = store.dispatch_pid
     if pid is None:
         return 0.0
     with open(f"/proc/{pid}/stat") as f:

@@ -5,7 +5,7 @@ message ids, Java's String.hashCode), ``record`` (the CommitLog record), ``messa
 ``topic`` (TopicConfig, PermName), ``validation`` (topic and group names, system topics and groups),
 ``fastjson`` (RocketMQ's JSON dialect, DataVersion), ``persist`` (crash-safe files), ``properties`` (Java
 ``.properties`` files and config dataclasses), ``attributes`` (topic attributes), ``hash_order`` (Java's HashMap
-iteration order, for byte-identical JSON).
+iteration order, for byte-identical JSON), ``config_manager`` (ConfigManager: a table kept in one JSON file).
 
 May import: the standard library, numpy, ``broker._speedups``, and ``broker.remoting.codes`` (a leaf table).
 Nothing here opens a socket or starts a thread.

@@ -19,29 +19,27 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from broker.common.config_manager import ConfigManager
 from broker.common.fastjson import encode_json
 from broker.common.hash_order import hash_map_order
-from broker.common.persist import load_json, persist_quietly, write_atomic
+from broker.common.persist import persist_quietly
 
 log = logging.getLogger(__name__)
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 
 
-class KVConfigManager:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._table: dict[str, dict[str, str]] = {}
+# What the file holds: namespace -> key -> value.
+KVTable = dict[str, dict[str, str]]
 
-    def load(self) -> bool:
-        """Read the file (or its backup); False when there is none. MetadataCorrupt when it cannot be read: Java's
-        NameServer fails to start then too."""
-        loaded = load_json(self.path, _decode)
-        if loaded is None:
-            return False
-        self._table.update(loaded)
-        log.info("loaded KV config table from %s", self.path)
-        return True
+
+class KVConfigManager(ConfigManager[KVTable]):
+    """``load`` reads the file (or its backup); False when there is none, MetadataCorrupt when it cannot be read:
+    Java's NameServer fails to start then too."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._table: KVTable = {}
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
         table = self._table.setdefault(namespace, {})
@@ -78,13 +76,13 @@ class KVConfigManager:
         }
         return encode_json({"configTable": ordered})
 
-    def persist(self) -> None:
-        write_atomic(self.path, self.encode())
+    def decode(self, data: Any) -> KVTable:
+        table = data.get("configTable") or {}
+        return {str(ns): {str(k): str(v) for k, v in (items or {}).items()} for ns, items in table.items()}
+
+    def restore(self, loaded: KVTable) -> None:
+        self._table.update(loaded)
+        log.info("loaded KV config table from %s", self.path)
 
     def _persist(self) -> None:
         persist_quietly(self.persist, self.path)
-
-
-def _decode(data: Any) -> dict[str, dict[str, str]]:
-    table = data.get("configTable") or {}
-    return {str(ns): {str(k): str(v) for k, v in (items or {}).items()} for ns, items in table.items()}

@@ -2,7 +2,8 @@
 remoting server, registers with every NameServer, and runs the periodic duties (registration every 30 s, consumer
 offsets persisted every 5 s, silent clients dropped).
 
-Processors (``broker/processors``, one module per request family) reach everything through this object.
+It builds the request processors (``broker/server/processors``, a class per request family), giving each the
+parts it uses: the processors never see this object.
 """
 
 from __future__ import annotations
@@ -23,6 +24,17 @@ from broker.server.metadata.offsets import ConsumerOffsetManager
 from broker.server.metadata.topics import TopicConfigManager
 from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
+from broker.server.processors.admin import AdminBrokerProcessor
+from broker.server.processors.client_manage import ClientManageProcessor
+from broker.server.processors.common import ProcessorFamily, RequestProcessor
+from broker.server.processors.consumer_manage import ConsumerManageProcessor
+from broker.server.processors.end_transaction import EndTransactionProcessor
+from broker.server.processors.group_admin import GroupAdminProcessor
+from broker.server.processors.pull import PullMessageProcessor
+from broker.server.processors.query_message import QueryMessageProcessor
+from broker.server.processors.send import SendMessageProcessor
+from broker.server.processors.send_back import SendMessageBackProcessor
+from broker.server.processors.topic_admin import TopicAdminProcessor
 from broker.server.producer_manager import ProducerManager
 from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
 from broker.server.stats import BrokerStats
@@ -60,7 +72,7 @@ class BrokerController:
             self.store, self.put_messages, broker_config.delay_level_table(), root,
             flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
                                                                        FLUSH_DELAY_OFFSET_INTERVAL_MS)))
-        self.store.reput.tags_code_of = self.schedule_message_service.tags_code_of
+        self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
         self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
         # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
@@ -69,6 +81,7 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.stats: BrokerStats  # made at start(), once the store has recovered
+        self.processors: dict[str, RequestProcessor] = {}  # made at start(), by registry.MODULES name
         self.started = False
 
     @property
@@ -86,7 +99,7 @@ class BrokerController:
         self.consumer_offset_manager.load()
         await self.transactional_message_service.start()  # transactions: rebuilt from the half and op topics
         self.schedule_message_service.load()  # delayed delivery: after the store recovered, before sends come in
-        registry.register_all(self)
+        self.processors = registry.register_all(self.server, self._processor_builders())
         await self.server.start()
         self.started = True
         await self.schedule_message_service.start()
@@ -148,6 +161,74 @@ class BrokerController:
     def _scan_clients(self) -> None:
         self.consumer_manager.scan_expired()
         self.producer_manager.scan_expired()
+
+    # -- the request processors -------------------------------------------------------------------------------------
+
+    def _processor_builders(self) -> dict[str, Callable[[], RequestProcessor]]:
+        return {"send": self._send_processor, "pull": self._pull_processor,
+                "client_manage": self._client_manage_processor, "consumer_manage": self._consumer_manage_processor,
+                "admin": self._admin_processor, "send_back": self._send_back_processor,
+                "end_transaction": self._end_transaction_processor}
+
+    def _put(self, msgs: list[StoreMessage]) -> Awaitable[PutMessageResult]:
+        """``put_messages`` looked up at each put, not when a processor was built: what replaces it (a test's slow
+        put) reaches every sender."""
+        return self.put_messages(msgs)
+
+    def _send_processor(self) -> SendMessageProcessor:
+        return SendMessageProcessor(
+            broker_config=self.broker_config, store_config=self.store_config,
+            topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
+            schedule_message_service=self.schedule_message_service,
+            transactional_message_service=self.transactional_message_service, put_messages=self._put)
+
+    def _pull_processor(self) -> PullMessageProcessor:
+        processor = PullMessageProcessor(
+            broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
+            subscription_group_manager=self.subscription_group_manager,
+            consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager,
+            consumer_filter_manager=self.consumer_filter_manager, stats=self.stats)
+        processor.start(self.every)
+        return processor
+
+    def _client_manage_processor(self) -> ClientManageProcessor:
+        processor = ClientManageProcessor(
+            broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
+            subscription_group_manager=self.subscription_group_manager, consumer_manager=self.consumer_manager,
+            producer_manager=self.producer_manager, consumer_filter_manager=self.consumer_filter_manager)
+        processor.attach(self.server)
+        return processor
+
+    def _consumer_manage_processor(self) -> ConsumerManageProcessor:
+        return ConsumerManageProcessor(
+            broker_config=self.broker_config, broker_addr=self.broker_addr, store=self.store,
+            topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
+            consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager)
+
+    def _admin_processor(self) -> ProcessorFamily:
+        """Java's AdminBrokerProcessor and QueryMessageProcessor, as four processors by concept."""
+        return ProcessorFamily(
+            AdminBrokerProcessor(
+                broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
+                topic_config_manager=self.topic_config_manager, consumer_manager=self.consumer_manager,
+                schedule_message_service=self.schedule_message_service, broker_active=lambda: self.started),
+            TopicAdminProcessor(
+                broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
+                consumer_offset_manager=self.consumer_offset_manager,
+                register_broker=lambda: register_broker_all(self)),
+            GroupAdminProcessor(subscription_group_manager=self.subscription_group_manager,
+                                consumer_offset_manager=self.consumer_offset_manager),
+            QueryMessageProcessor(store=self.store))
+
+    def _send_back_processor(self) -> SendMessageBackProcessor:
+        return SendMessageBackProcessor(
+            broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
+            subscription_group_manager=self.subscription_group_manager,
+            schedule_message_service=self.schedule_message_service, put_messages=self._put)
+
+    def _end_transaction_processor(self) -> EndTransactionProcessor:
+        return EndTransactionProcessor(broker_config=self.broker_config, store_config=self.store_config,
+                                       transactional_message_service=self.transactional_message_service)
 
     # -- store access for processors ------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 passes, then run once more and are answered (Java's PullRequestHoldService, ManyPullRequest, PullRequest and
 NotifyMessageArrivingListener).
 
-Arrivals are reported once per dispatch step (``MessageStore.dispatch.arrival_listeners``), on the dispatch thread or
+Arrivals are reported once per dispatch step (``MessageStore.add_arrival_listener``), on the dispatch thread or
 on the thread that reads the dispatch process's reports. That thread only records them and, once per burst, hops to
 the event loop; everything else runs on the loop, so the table of held requests needs no lock. A held request wakes
 when:
@@ -62,7 +62,7 @@ class PullRequestHoldService:
 
     Examples:
         >>> hold = PullRequestHoldService(store, processor.execute_request_when_wakeup, loop)  # doctest: +SKIP
-        >>> store.dispatch.arrival_listeners.append(hold.on_message_arriving)  # doctest: +SKIP
+        >>> store.add_arrival_listener(hold.on_message_arriving)  # doctest: +SKIP
     """
 
     def __init__(self, store: MessageStore, wakeup: Wakeup, loop: asyncio.AbstractEventLoop) -> None:
@@ -92,7 +92,7 @@ class PullRequestHoldService:
     # -- arrivals -----------------------------------------------------------------------------------------------------
 
     def on_message_arriving(self, arrivals: Arrivals) -> None:
-        """An arrival listener of the store's dispatch (``MessageStore.dispatch``): runs on the thread that
+        """An arrival listener of the store's dispatch (``MessageStore.add_arrival_listener``): runs on the thread that
         dispatched or, with dispatch in its own process, on the thread that reads its reports, so it only records
         the arrivals and hops to the loop."""
         waited = [(key, max_offset, codes) for key, (max_offset, codes) in arrivals.items()

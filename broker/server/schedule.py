@@ -26,7 +26,7 @@ Two departures from Java, both about not delivering twice or never:
 
 Examples:
     >>> service = ScheduleMessageService(store, controller.put_messages, (1000, 5000), "/tmp/store")  # doctest: +SKIP
-    >>> store.reput.tags_code_of = service.tags_code_of  # before store.start(): rebuilt units need it too
+    >>> store.set_tags_code_hook(service.tags_code_of)  # before store.start(): rebuilt units need it too
     >>> service.load(); await service.start()  # doctest: +SKIP
     >>> msg = service.handle_schedule_message(StoreMessage("T", 0, b"x", {"DELAY": "2"}))  # doctest: +SKIP
     >>> msg.topic, msg.queue_id, msg.properties["REAL_TOPIC"]  # doctest: +SKIP
@@ -43,8 +43,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from broker.common.config_manager import ConfigManager
 from broker.common.errors import CorruptRecord
-from broker.common.fastjson import DataVersion, encode_json, encode_json_pretty
+from broker.common.fastjson import DataVersion, encode_json_pretty
 from broker.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -54,11 +55,11 @@ from broker.common.message import (
     TRANSACTION_NOT_TYPE,
     transaction_type,
 )
-from broker.common.persist import load_json, write_atomic
+from broker.common.persist import write_atomic
 from broker.common.record import MessageRecord, decode_record
 from broker.common.validation import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
+from broker.server.message_properties import java_ordered
 from broker.server.metadata.paths import delay_offset_path
-from broker.server.processors.send import java_ordered
 from broker.store.commit_log import StoreMessage
 from broker.store.consume_queue import ConsumeQueue, is_blank
 from broker.store.dispatch import TaggedRecord, default_tags_code
@@ -123,7 +124,11 @@ class DeliverTimeTagsCode:
         return default_tags_code(record)
 
 
-class ScheduleMessageService:
+# What delayOffset.json holds: delay level -> next ConsumeQueue offset to deliver, and the DataVersion.
+DelayOffsets = tuple[dict[int, int], DataVersion]
+
+
+class ScheduleMessageService(ConfigManager[DelayOffsets]):
     """Parks delayed messages (``handle_schedule_message``) and delivers them when due (one asyncio task per level).
 
     ``delay_levels`` holds milliseconds per level (BrokerConfig.delay_level_table()); ``put_messages`` stores
@@ -133,11 +138,11 @@ class ScheduleMessageService:
     def __init__(self, store: MessageStore, put_messages: PutMessages, delay_levels: Sequence[int],
                  store_path_root_dir: str, *,
                  flush_delay_offset_interval_ms: int = FLUSH_DELAY_OFFSET_INTERVAL_MS) -> None:
+        super().__init__(delay_offset_path(store_path_root_dir))
         self.store = store
         self.put_messages = put_messages
         self.delay_level_table = {level: millis for level, millis in enumerate(delay_levels, start=1)}
         self.tags_code_of = DeliverTimeTagsCode(self.delay_level_table)  # the store's dispatch hook
-        self.path = delay_offset_path(store_path_root_dir)
         self.flush_interval_s = flush_delay_offset_interval_ms / 1000
         self.offset_table: dict[int, int] = {}  # level -> next ConsumeQueue offset to deliver
         self.data_version = DataVersion.new()
@@ -231,7 +236,7 @@ class ScheduleMessageService:
 
     async def _deliver_due(self, level: int, offset: int) -> tuple[int, float]:
         """Deliver the due units from ``offset``; returns the next offset and how long to sleep."""
-        cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+        cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
         if cq is None:
             return offset, DELAY_FOR_A_WHILE_S
         offset = self._corrected(cq, level, offset)
@@ -283,7 +288,7 @@ class ScheduleMessageService:
 
     def _timed_up(self, unit: CqUnit) -> StoreMessage | None:
         """The unit's record (read by offset and size, as Java's lookMessageByOffset(offsetPy, sizePy)) timed up."""
-        data = self.store.commit_log.read(unit.commit_log_offset, unit.size)
+        data = self.store.select_one_message(unit.commit_log_offset, unit.size)
         try:
             record = decode_record(data) if data is not None else None
         except CorruptRecord as err:
@@ -338,45 +343,44 @@ class ScheduleMessageService:
 
     # -- delayOffset.json -------------------------------------------------------------------------------------------
 
-    def _wrapper(self) -> dict[str, Any]:
-        """DelayOffsetSerializeWrapper (levels ascending, as Java's map iterates)."""
+    def to_json(self) -> dict[str, Any]:
+        """DelayOffsetSerializeWrapper (levels ascending, as Java's map iterates); GET_ALL_DELAY_OFFSET answers it
+        compact."""
         return {"dataVersion": self.data_version.to_json(), "offsetTable": dict(sorted(self.offset_table.items()))}
 
     def encode(self) -> str:
-        """Compact, as Java's encode() gives it to GET_ALL_DELAY_OFFSET (the body of that admin request)."""
-        return encode_json(self._wrapper())
-
-    def encode_pretty(self) -> str:
         """Pretty, as Java writes delayOffset.json."""
-        return encode_json_pretty(self._wrapper())
-
-    def persist(self) -> None:
-        write_atomic(self.path, self.encode_pretty())
+        return encode_json_pretty(self.to_json())
 
     async def _persist_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.flush_interval_s)
-            text = self.encode_pretty()  # the snapshot is taken on the loop, the fsync happens off it
+            text = self.encode()  # the snapshot is taken on the loop, the fsync happens off it
             try:
                 await asyncio.to_thread(write_atomic, self.path, text)
             except OSError:
                 log.exception("failed to persist %s", self.path)
 
+    def decode(self, data: Any) -> DelayOffsets:
+        table = {int(level): int(offset) for level, offset in (data.get("offsetTable") or {}).items()}
+        return table, DataVersion.from_json(data.get("dataVersion"))
+
+    def restore(self, loaded: DelayOffsets) -> None:
+        table, version = loaded
+        self.offset_table.update(table)
+        self.data_version = version
+
     def load(self) -> bool:
         """Read delayOffset.json (missing: every level from 0), bring each offset within its queue, and skip what
         was delivered after the last persist. Call after the store has started."""
-        loaded = load_json(self.path, _decode_wrapper)
-        if loaded is not None:
-            table, version = loaded
-            self.offset_table.update(table)
-            self.data_version = version
+        super().load()
         self.correct_delay_offset()
         self.skip_delivered()
         return True
 
     def correct_delay_offset(self) -> None:
         for level, offset in list(self.offset_table.items()):
-            cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if cq is not None:
                 self._corrected(cq, level, offset)
 
@@ -385,7 +389,7 @@ class ScheduleMessageService:
         record, found by UNIQ_KEY): a crash can leave delayOffset.json up to one persist interval behind."""
         now = _now_ms()
         for level in self.delay_level_table:
-            cq = self.store.consume_queues.get(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if cq is None:
                 continue
             start = offset = self.offset_table.get(level, 0)
@@ -399,7 +403,7 @@ class ScheduleMessageService:
     def _delivered(self, unit: CqUnit) -> bool:
         if is_blank(unit):
             return True
-        record = self.store.commit_log.read_record(unit.commit_log_offset, body=False)
+        record = self.store.lookup_message(unit.commit_log_offset, body=False)
         if record is None:
             return True
         uniq = record.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -426,8 +430,3 @@ class ScheduleMessageService:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _decode_wrapper(data: Any) -> tuple[dict[int, int], DataVersion]:
-    table = {int(level): int(offset) for level, offset in (data.get("offsetTable") or {}).items()}
-    return table, DataVersion.from_json(data.get("dataVersion"))

@@ -24,14 +24,14 @@ class BrokerStats:
         self._puts_sampled = 0  # puts up to the last sample; put_total adds what came since
         self.get_total = 0
         self._queue_total = self._units()
-        self._boot_log_offset = store.commit_log.max_offset
+        self._boot_log_offset = store.max_phy_offset
         self._samples: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=max(self.WINDOWS_S) + 1)
         self._day = datetime.date.today()
         self.morning = (0, 0)  # (puts, gets) at the last midnight, as BrokerStats.record keeps them
         self.yesterday_morning = (0, 0)
 
     def _units(self) -> int:
-        return sum(cq.max_offset for cq in self.store.consume_queues.queues())
+        return self.store.sum_max_offset_in_queues()
 
     def record_get(self, message_count: int) -> None:
         """Messages handed to consumers by a pull (StoreStatsService.getMessageTransferredMsgCount)."""
@@ -70,4 +70,4 @@ class BrokerStats:
 
     def put_size_total(self) -> int:
         """CommitLog bytes appended since boot (file-end padding included)."""
-        return max(0, self.store.commit_log.max_offset - self._boot_log_offset)
+        return max(0, self.store.max_phy_offset - self._boot_log_offset)

@@ -8,7 +8,6 @@ records below its end.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,12 +28,14 @@ from broker.common.record import dispatch_fields
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import MappedFileQueue
+from broker.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
 # Records per dispatch step: ConsumeQueue units and index headers are written once per step, listeners hear of the
 # step's records after their units are readable, and the thread lets others have the GIL between steps.
 DISPATCH_BATCH = 256
+POLL_INTERVAL_S = 0.01  # the dispatch thread looks for records this often when no put wakes it
 
 
 @dataclass(slots=True)
@@ -198,7 +199,7 @@ class DispatchService(Protocol):
 
     def start(self) -> None: ...
 
-    def stop(self) -> None:
+    def shutdown(self) -> None:
         """Dispatch everything written (``behind`` is then 0, unless that failed), then stop."""
 
     def delete_expired(self, min_commit_log_offset: int) -> None: ...
@@ -206,24 +207,24 @@ class DispatchService(Protocol):
     def delete_topics(self, topics: set[str]) -> None: ...
 
 
-class ReputMessageService:
+class ReputMessageService(ServiceThread):
     """Dispatches every CommitLog record from ``reput_from_offset`` on: in a thread of its own once started
     (dispatchMode=THREAD), or run by the dispatch process (``dispatch_process``, dispatchMode=PROCESS). Either way
     the broker process runs it at start, to rebuild what recovery found missing.
 
     ``commit_log`` is the CommitLog's MappedFileQueue: dispatch reads only the bytes below its max offset."""
 
+    name = "ReputMessageService"
+
     def __init__(self, commit_log: MappedFileQueue, dispatchers: list[CommitLogDispatcher],
                  tags_code_of: TagsCodeHook = default_tags_code) -> None:
+        super().__init__()
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.tags_code_of = tags_code_of
         self.arrival_listeners: list[ArrivalListener] = []
         self.reput_from_offset = 0
         self.last_store_timestamp = 0
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def behind(self) -> int:
@@ -288,27 +289,16 @@ class ReputMessageService:
         for dispatcher in self.dispatchers:
             dispatcher.delete_topics(topics)
 
-    def wakeup(self) -> None:
-        if not self._wake.is_set():  # set() takes a lock and notifies: per put, that is not free
-            self._wake.set()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
+    def shutdown(self) -> None:
+        """Stop the thread, then dispatch what is still behind (``behind`` is then 0)."""
+        super().shutdown()
         self.do_reput()
 
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait(0.01)
-            self._wake.clear()
+    def run(self) -> None:
+        while not self.is_stopped():
+            self.wait_for_running(POLL_INTERVAL_S)
             try:
                 self.do_reput()
             except Exception:  # a dispatch bug must not silently stop all future dispatching
                 log.exception("dispatch failed at offset %d", self.reput_from_offset)
-                self._stopped.wait(1)
+                self.pause(1)

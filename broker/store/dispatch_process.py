@@ -57,6 +57,7 @@ from broker.store.dispatch import (
 )
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import MapMode, MappedFileQueue
+from broker.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class Done:
 # -- the broker side ------------------------------------------------------------------------------------------------
 
 
-class DispatchProcess:
+class DispatchProcess(ServiceThread):
     """The dispatch service of the broker process when dispatch runs in a child (the same interface as
     ReputMessageService run in a thread: ``reput_from_offset``, ``behind``, ``wakeup``, ``arrival_listeners``...).
 
@@ -131,9 +132,12 @@ class DispatchProcess:
     as long as the store), applies its reports to the broker's ConsumeQueue and IndexFile views, and starts another
     child when one dies."""
 
+    name = "DispatchProcessReader"
+
     def __init__(self, config: MessageStoreConfig, commit_log: MappedFileQueue, consume_queues: ConsumeQueueStore,
                  index: IndexService | None, reput: ReputMessageService,
                  index_checkpoint: Callable[[], int]) -> None:
+        super().__init__()
         self.config = config
         self.commit_log = commit_log
         self.consume_queues = consume_queues
@@ -153,8 +157,6 @@ class DispatchProcess:
         self._replies: queue.Queue[Done | None] = queue.Queue()  # None: the child died
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._start_error: BaseException | None = None
 
@@ -184,15 +186,14 @@ class DispatchProcess:
         self._end_map = mmap.mmap(self._end_fd, mmap.PAGESIZE)
         self._end = ctypes.c_int64.from_buffer(self._end_map)
         self._end.value = self.commit_log.max_offset
-        self._thread = threading.Thread(target=self._run, name="DispatchProcessReader", daemon=True)
-        self._thread.start()
+        super().start()
         self._started.wait()
         if self._start_error is not None:
             raise StoreError(f"cannot start the dispatch process: {self._start_error}") from self._start_error
 
-    def stop(self) -> None:
-        """Let the child dispatch everything written, then exit."""
-        self._stopping = True
+    def shutdown(self) -> None:
+        """Let the child dispatch everything written, then exit; the reader thread ends with it."""
+        self.make_stop()
         self.wakeup()
         self._call(Stop(self.commit_log.max_offset))
         if self._proc is not None:
@@ -202,8 +203,7 @@ class DispatchProcess:
                 log.error("dispatch process %d did not exit; killing it", self._proc.pid)
                 self._proc.kill()
                 self._proc.wait()
-        if self._thread is not None:
-            self._thread.join()
+        super().shutdown()
         self._end = ctypes.c_int64(self._end.value)  # the map cannot close while ctypes holds it
         if self._end_map is not None:
             self._end_map.close()
@@ -235,7 +235,7 @@ class DispatchProcess:
 
     # -- the reader thread --------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
             self._spawn()
         except BaseException as err:  # reported by start()
@@ -248,7 +248,7 @@ class DispatchProcess:
                 assert self._conn is not None
                 message = self._conn.recv()
             except (EOFError, OSError):
-                if self._stopping:
+                if self.is_stopped():
                     return
                 self._restart()
                 continue
@@ -318,7 +318,7 @@ class DispatchProcess:
                                          self.commit_log.min_offset)
         if self._conn is not None:
             self._conn.close()
-        while not self._stopping:
+        while not self.is_stopped():
             time.sleep(RESTART_PAUSE_S)
             try:
                 self._spawn()

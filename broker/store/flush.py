@@ -17,48 +17,20 @@ from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.dispatch import DispatchService
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import PAGE_SIZE
+from broker.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
 
-class _Service:
-    """A loop in a daemon thread, run every ``interval`` seconds until stopped; ``run_once`` does the work."""
-
-    name = "service"
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stopped.wait(self.interval):
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("%s failed", self.name)
-
-    def run_once(self) -> None:
-        raise NotImplementedError
-
-
-class FlushRealTimeService(_Service):
+class FlushRealTimeService(ServiceThread):
     """ASYNC_FLUSH: force the CommitLog every flushIntervalCommitLog ms once flushCommitLogLeastPages pages are dirty,
     and everything at least every flushCommitLogThoroughInterval ms."""
 
     name = "FlushRealTimeService"
 
     def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, checkpoint: StoreCheckpoint) -> None:
-        super().__init__(config.flush_interval_commit_log / 1000)
+        super().__init__()
+        self.interval = config.flush_interval_commit_log / 1000
         self.config = config
         self.commit_log = commit_log
         self.checkpoint = checkpoint
@@ -105,14 +77,15 @@ class GroupCommitService:
             self._lock.release()
 
 
-class FlushConsumeQueueService(_Service):
+class FlushConsumeQueueService(ServiceThread):
     """Forces ConsumeQueues and the index, then records in the checkpoint how far they are safe."""
 
     name = "FlushConsumeQueueService"
 
     def __init__(self, config: MessageStoreConfig, consume_queues: ConsumeQueueStore, index: IndexService | None,
                  dispatch: DispatchService, checkpoint: StoreCheckpoint) -> None:
-        super().__init__(config.flush_interval_consume_queue / 1000)
+        super().__init__()
+        self.interval = config.flush_interval_consume_queue / 1000
         self.consume_queues = consume_queues
         self.index = index
         self.dispatch = dispatch
@@ -136,7 +109,7 @@ def disk_usage_percent(path: str) -> float:
     return 100.0 * usage.used / usage.total if usage.total else 0.0
 
 
-class CleanCommitLogService(_Service):
+class CleanCommitLogService(ServiceThread):
     """Retention: deletes CommitLog files older than fileReservedTime at the deleteWhen hours or when the disk is
     fuller than diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio deletes the oldest files even if young;
     above diskSpaceWarningLevelRatio the store refuses writes. Derived files below the new minimum go with them."""
@@ -148,7 +121,8 @@ class CleanCommitLogService(_Service):
     def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, dispatch: DispatchService,
                  disk_usage: Callable[[str], float] = disk_usage_percent,
                  clock: Callable[[], float] = time.time) -> None:
-        super().__init__(config.clean_resource_interval / 1000)
+        super().__init__()
+        self.interval = config.clean_resource_interval / 1000
         self.config = config
         self.commit_log = commit_log
         self.dispatch = dispatch

@@ -11,12 +11,12 @@ import logging
 import mmap
 import os
 import sys
-import threading
 import time
 from enum import Enum
 
 from broker.common.errors import StoreError
 from broker.store.layout import offset_file_name
+from broker.store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -356,49 +356,32 @@ class MappedFileQueue:
         return result
 
 
-class PrefaultService:
+class PrefaultService(ServiceThread):
     """Keeps the pages just ahead of a MappedFileQueue's write position prefaulted (``MappedFile.prefault``), in a
     thread of its own. The writer calls ``poke`` after each append: a comparison, and a wake-up only when less than
     half the window is left. Chunks are large because after each one the thread waits for the GIL again, up to the
     5 ms switch interval while the writer and dispatch are busy."""
 
     name = "PrefaultService"
+    interval = 1.0  # a look at the write position even when nobody poked
+    error_pause = 1.0
 
     def __init__(self, queue: MappedFileQueue, window: int = 32 << 20, chunk: int = 8 << 20) -> None:
+        super().__init__()
         self.queue = queue
         self.window = window
         self.chunk = chunk
         self._low = window // 2
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
         self.supported = _madvise is not None
 
     def poke(self, mf: MappedFile) -> None:
         # Not once the file is prefaulted to its end: a small file (tests, benches) would wake the thread on every put.
         if mf.wrote_position + self._low > mf.prefaulted_position < mf.file_size and self.supported:
-            self._wake.set()
+            self.wakeup()
 
     def start(self) -> None:
         if self.supported:
-            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait(1.0)
-            self._wake.clear()
-            try:
-                self.run_once()
-            except Exception:  # never let a prefault problem stop the thread silently
-                log.exception("prefault failed")
-                self._stopped.wait(1)
+            super().start()
 
     def run_once(self) -> None:
         """Prefault the last file up to ``window`` bytes past its write position, a chunk at a time."""
@@ -406,7 +389,7 @@ class PrefaultService:
         if not files:
             return
         mf = files[-1]
-        while not self._stopped.is_set():
+        while not self.is_stopped():
             target = min(mf.wrote_position + self.window, mf.file_size)
             if mf.prefaulted_position >= target:
                 return

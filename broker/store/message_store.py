@@ -27,11 +27,13 @@ from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
 from broker.store.config import DispatchMode, FlushDiskType, MessageStoreConfig
 from broker.store.consume_queue import BLANK_UNIT, ConsumeQueue, ConsumeQueueStore, is_blank
 from broker.store.dispatch import (
+    ArrivalListener,
     BuildConsumeQueue,
     BuildIndex,
     CommitLogDispatcher,
     DispatchService,
     ReputMessageService,
+    TagsCodeHook,
 )
 from broker.store.dispatch_process import DispatchProcess
 from broker.store.flush import (
@@ -45,6 +47,7 @@ from broker.store.index_service import IndexService
 from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from broker.store.recovery import recover
 from broker.store.results import (
+    AppendMessageResult,
     GetMessageResult,
     GetMessageStatus,
     PutMessageResult,
@@ -149,7 +152,7 @@ class MessageStore:
             return
         self.running = False
         for service in reversed(self._services):
-            service.stop()
+            service.shutdown()
         dispatched = self.dispatch.behind == 0
         self.flush()
         assert self.checkpoint is not None
@@ -305,9 +308,14 @@ class MessageStore:
                 or total + size > self.config.max_transfer_bytes_on_message_in_memory
                 or count >= self.config.max_transfer_count_on_message_in_memory)
 
-    def lookup_message(self, commit_log_offset: int) -> MessageRecord | None:
-        """The message at a physical offset (VIEW_MESSAGE_BY_ID after decoding the offsetMsgId)."""
-        return self.commit_log.read_record(commit_log_offset)
+    def lookup_message(self, commit_log_offset: int, *, body: bool = True) -> MessageRecord | None:
+        """The message at a physical offset (RocketMQ's lookMessageByOffset; VIEW_MESSAGE_BY_ID after decoding the
+        offsetMsgId); without its body when ``body`` is False."""
+        return self.commit_log.read_record(commit_log_offset, body=body)
+
+    def stored_record(self, msg: StoreMessage, append: AppendMessageResult, index: int = 0) -> MessageRecord:
+        """The record ``msg`` became in ``append`` (its ``index``-th), built without reading it back."""
+        return self.commit_log.stored_record(msg, append, index)
 
     def select_one_message(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
         if size is None:
@@ -367,9 +375,87 @@ class MessageStore:
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
         return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
 
+    # -- ConsumeQueues ------------------------------------------------------------------------------------------------
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The ConsumeQueue of ``topic``/``queue_id`` if it exists (RocketMQ's getConsumeQueue), for readers that
+        walk its units (the schedule service, mqadmin queryCq)."""
+        return self.consume_queues.get(topic, queue_id)
+
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic that has a ConsumeQueue."""
+        return self.consume_queues.topics()
+
+    def consume_queue_topics_below(self, commit_log_offset: int) -> set[str]:
+        """Topics all of whose ConsumeQueues end below ``commit_log_offset`` (a queue without units keeps its
+        topic): what cleanExpiredConsumerQueue may delete once that offset is the CommitLog's minimum."""
+        ends: dict[str, list[int]] = {}
+        for cq in self.consume_queues.queues():
+            ends.setdefault(cq.topic, []).append(cq.max_physic_offset)
+        return {topic for topic, last in ends.items() if all(end != -1 and end < commit_log_offset for end in last)}
+
+    def sum_max_offset_in_queues(self) -> int:
+        """The max offsets of every ConsumeQueue added up: units ever written to the live queues."""
+        return sum(cq.max_offset for cq in self.consume_queues.queues())
+
+    # -- the CommitLog and dispatch ---------------------------------------------------------------------------------
+
+    @property
+    def store_host(self) -> bytes:
+        """This broker's packed address, as every record stores it."""
+        return self.commit_log.store_host
+
+    @property
+    def min_phy_offset(self) -> int:
+        """The CommitLog's first offset (RocketMQ's getMinPhyOffset): retention moves it up."""
+        return self.commit_log.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        """The CommitLog's end (RocketMQ's getMaxPhyOffset): where the next record goes."""
+        return self.commit_log.max_offset
+
+    def earliest_commit_log_time(self) -> int:
+        """The store time of the CommitLog's first record (RocketMQ's getEarliestMessageTime() without a queue), -1
+        when the log is empty."""
+        if not self.commit_log.max_offset:
+            return -1
+        earliest = self.commit_log.store_time_at(self.commit_log.min_offset, 128)
+        return earliest if earliest is not None else -1
+
+    @property
+    def flush_behind_bytes(self) -> int:
+        """CommitLog bytes written and not forced to disk yet (RocketMQ's flushBehindBytes)."""
+        return self.commit_log.queue.unflushed_bytes()
+
+    def flush_commit_log(self) -> int:
+        """Force the CommitLog (only) to disk now; returns the offset it is flushed to."""
+        return self.commit_log.queue.flush()
+
     @property
     def dispatch_behind_bytes(self) -> int:
         return self.dispatch.behind
+
+    def is_dispatched(self, commit_log_offset: int) -> bool:
+        """Everything below ``commit_log_offset`` is in the ConsumeQueues and the index."""
+        return self.dispatch.reput_from_offset >= commit_log_offset
+
+    @property
+    def dispatch_pid(self) -> int | None:
+        """The dispatch process's pid (dispatchMode=PROCESS while it runs); None with a dispatch thread."""
+        return self.dispatch.pid if isinstance(self.dispatch, DispatchProcess) else None
+
+    def set_tags_code_hook(self, tags_code_of: TagsCodeHook) -> None:
+        """What dispatch stores as each unit's tagsCode (default: the tag's hash). Before ``start``: the units
+        recovery rebuilds need it too."""
+        self.reput.tags_code_of = tags_code_of
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Hear of every dispatch step once its units are readable (long polling); called on the dispatching
+        thread, or on the thread that reads the dispatch process's reports."""
+        self.dispatch.arrival_listeners.append(listener)
+
+    # -- maintenance --------------------------------------------------------------------------------------------------
 
     def execute_delete_files_manually(self) -> None:
         """DELETE_EXPIRED_COMMITLOG: retention's next rounds delete expired CommitLog files whatever the hour."""

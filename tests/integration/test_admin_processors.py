@@ -17,7 +17,8 @@ from broker.common.record import decode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.server.broker_controller import BrokerController
-from broker.server.processors.admin import alter_attributes, human_bytes
+from broker.server.metadata.attributes import alter_attributes
+from broker.server.processors.admin import human_bytes
 from tests.integration.test_client_processors import (
     GROUP,
     TOPIC,
@@ -293,13 +294,13 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
         create_topic(broker, queues=1)
         async with Client(broker, "admin") as admin:
             await put(broker, TOPIC, 0, 5)
-            stats = broker.server.stats
+            stats = broker.stats
             stats.sample()
             stats.record_get(2)
             table = body_of(await admin.call(RequestCode.GET_BROKER_RUNTIME_INFO))["table"]
             assert table["msgPutTotalTodayNow"] == "5" and table["msgGetTotalTodayNow"] == "2"
             assert table["msgPutTotalTodayMorning"] == "0" and table["brokerVersionDesc"] == "V5_5_1"
-            assert int(table["commitLogMaxOffset"]) == broker.store.commit_log.max_offset > 0
+            assert int(table["commitLogMaxOffset"]) == broker.store.max_phy_offset > 0
             assert table["commitLogMinOffset"] == "0" and table["dispatchBehindBytes"] == "0"
             assert int(table["earliestMessageTimeStamp"]) == broker.store.message_store_timestamp(TOPIC, 0, 0)
             assert int(table["bootTimestamp"]) <= int(table["earliestMessageTimeStamp"])
@@ -309,7 +310,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
             assert table["putTps"].split(" ") == ["", "", ""]  # fewer samples than the 10 s window
             for _ in range(11):
                 stats.sample()
-            assert float(broker.server.stats.tps(1).split(" ")[0]) >= 0.0
+            assert float(broker.stats.tps(1).split(" ")[0]) >= 0.0
             schedule = {k: v for k, v in table.items() if k.startswith("scheduleMessageOffset_")}
             assert schedule == broker.schedule_message_service.running_stats()
             delay = body_of(await admin.call(RequestCode.GET_ALL_DELAY_OFFSET))

@@ -139,7 +139,7 @@ class Broker:
         store = self.controller.store
         while store.dispatch_behind_bytes:
             await asyncio.sleep(0.01)
-        cq = store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+        cq = store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
         assert cq is not None and cq.max_offset, f"nothing parked at level {level}"
         record = store.lookup_message(cq.get_unit(cq.max_offset - 1).commit_log_offset)
         assert record is not None
@@ -207,7 +207,7 @@ def test_delayed_message_is_parked_in_the_schedule_topic(tmp_path):
             assert list(record.properties) == ["MSG_REGION", "UNIQ_KEY", "CLUSTER", "DELAY", "TAGS", "KEYS",
                                                "TRACE_ON", "REAL_TOPIC", "REAL_QID"]
             await asyncio.sleep(0.1)
-            cq = b.controller.store.consume_queues.get(SCHEDULE_TOPIC, 1)
+            cq = b.controller.store.get_consume_queue(SCHEDULE_TOPIC, 1)
             unit = cq.get_unit(0)
             assert unit.tags_code == record.store_timestamp + 5000  # the deliver timestamp, not the tag's hash
             assert b.controller.store.max_offset_in_queue("TopicDelay", 3) == 0
@@ -285,7 +285,7 @@ def test_restart_with_delayed_messages_pending_delivers_each_once(tmp_path):
             assert sorted(r.properties["UNIQ_KEY"] for _, r in early) == [f"E{i}" for i in range(5)]
             late_due = [r.store_timestamp + 3000 for r in
                         (b.controller.store.lookup_message(u.commit_log_offset)
-                         for u in b.controller.store.consume_queues.get(SCHEDULE_TOPIC, 1).iter_units(0, 5))]
+                         for u in b.controller.store.get_consume_queue(SCHEDULE_TOPIC, 1).iter_units(0, 5))]
         assert delay_offsets(store) == {1: 5, 2: 0}
         async with running_broker(store, port, message_delay_level="1s 3s") as b:
             b.offsets["TopicRestart", 0] = 5
@@ -343,7 +343,7 @@ def test_schedule_queue_rebuilt_from_the_commit_log_keeps_deliver_timestamps(tmp
             record = scheduled_record(b, await b.send("TopicRebuild", b"x", {"DELAY": "2"}))
         shutil.rmtree(store / "consumequeue")
         async with running_broker(store, port, message_delay_level="1s 20s") as b:
-            unit = b.controller.store.consume_queues.get(SCHEDULE_TOPIC, 1).get_unit(0)
+            unit = b.controller.store.get_consume_queue(SCHEDULE_TOPIC, 1).get_unit(0)
             assert unit.tags_code == record.store_timestamp + 20_000
 
     run(scenario())
@@ -407,7 +407,7 @@ def test_send_back_with_a_level_or_a_negative_level(tmp_path):
             ((_, original),) = await b.receive("TopicLvl", 1, timeout_s=5)
             assert (await b.send_back(original, "GLvl", delay_level=2)).code == ResponseCode.SUCCESS
             parked = await b.last_scheduled(2)
-            unit = b.controller.store.consume_queues.get(SCHEDULE_TOPIC, 1).get_unit(0)
+            unit = b.controller.store.get_consume_queue(SCHEDULE_TOPIC, 1).get_unit(0)
             assert (parked.properties["DELAY"], parked.properties["REAL_TOPIC"]) == ("2", "%RETRY%GLvl")
             assert unit.tags_code == parked.store_timestamp + 2000
             assert (await b.send_back(original, "GLvl", delay_level=-1)).code == ResponseCode.SUCCESS
@@ -430,9 +430,9 @@ def test_send_back_refusals(tmp_path):
             no_header = await b.invoke(create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "GRef"}))
             assert no_header.code == ResponseCode.SYSTEM_ERROR and "offset" in no_header.remark
             await b.update_group("GNoRetry", retryQueueNums=0)  # Java: success, and nothing is stored
-            before = b.controller.store.commit_log.max_offset
+            before = b.controller.store.max_phy_offset
             assert (await b.send_back(original, "GNoRetry")).code == ResponseCode.SUCCESS
-            assert b.controller.store.commit_log.max_offset == before
+            assert b.controller.store.max_phy_offset == before
 
     run(scenario())
 

@@ -205,7 +205,7 @@ def test_invalid_topic_names_are_refused_and_nothing_is_stored(tmp_path, topic, 
             for serialize_type in SerializeType:
                 response = await b.send(topic, b"x", serialize_type=serialize_type)
                 assert (response.code, response.remark) == (ResponseCode.INVALID_PARAMETER, remark)
-            assert b.controller.store.commit_log.max_offset == 0
+            assert b.controller.store.max_phy_offset == 0
             assert not b.controller.topic_config_manager.contains_topic(topic)
 
     run(scenario())
@@ -245,7 +245,7 @@ def test_without_auto_create_an_unknown_topic_does_not_exist(tmp_path):
             response = await b.send("TopicNew", b"x")
             assert (response.code, response.remark) == (
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[TopicNew] not exist, apply first please!{FAQ_HINT}")
-            assert b.controller.store.commit_log.max_offset == 0
+            assert b.controller.store.max_phy_offset == 0
 
     run(scenario())
 
@@ -508,7 +508,7 @@ def test_batch_refusals(tmp_path):
             ]
             for response, remark in cases:
                 assert response.code == ResponseCode.MESSAGE_ILLEGAL and response.remark.startswith(remark)
-            assert b.controller.store.commit_log.max_offset == 0
+            assert b.controller.store.max_phy_offset == 0
 
     run(scenario())
 

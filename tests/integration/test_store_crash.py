@@ -94,7 +94,7 @@ def abandon(store: MessageStore) -> None:
     so the abort file stays and the next start runs crash recovery."""
     store.running = False
     for service in reversed(store._services):  # there is no public way to stop them without a shutdown
-        service.stop()
+        service.shutdown()
     store.commit_log.queue.close()
     store.consume_queues.close()
     if store.index is not None:

@@ -5,7 +5,9 @@
     {storePathRootDir}/config/consumerOffset.json     ConsumerOffsetManager     (offsets.py)
 
 Where the files live is paths.py's; the JSON dialect and DataVersion are ``broker.common.fastjson``'s, the
-crash-safe write ``broker.common.persist``'s, the values (TopicConfig) and name rules ``broker.common``'s.
+crash-safe write ``broker.common.persist``'s and the load/persist of each file ``broker.common.config_manager``'s,
+the values (TopicConfig) and name rules ``broker.common``'s. attributes.py says which topic and group attributes
+exist and how an admin's edits apply to them.
 """
 
 from broker.server.metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager

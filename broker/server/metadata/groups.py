@@ -23,9 +23,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation as v
+from broker.common.config_manager import ConfigManager
 from broker.common.errors import IllegalName
 from broker.common.fastjson import DataVersion, encode_json_pretty
-from broker.common.persist import load_json, persist_quietly, write_atomic
+from broker.common.persist import persist_quietly
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.metadata.paths import subscription_group_path
 
@@ -49,17 +50,20 @@ SYSTEM_GROUPS = (
 )
 
 
-class SubscriptionGroupManager:
+# What subscriptionGroup.json holds: the groups, the forbidden bits (group -> topic -> bits), the DataVersion.
+GroupTables = tuple[dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]], DataVersion]
+
+
+class SubscriptionGroupManager(ConfigManager[GroupTables]):
     """broker.subscription.SubscriptionGroupManager."""
 
     def __init__(
         self, broker_config: BrokerConfig, store_path_root_dir: str, *, state_version: Callable[[], int] = lambda: 0
     ) -> None:
+        super().__init__(subscription_group_path(store_path_root_dir))
         self.broker_config = broker_config
-        self.path = subscription_group_path(store_path_root_dir)
         self._state_version = state_version
         self._lock = threading.RLock()
-        self._persist_lock = threading.Lock()
         self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self._forbidden: dict[str, dict[str, int]] = {}
         self._data_version = DataVersion.new()
@@ -189,31 +193,22 @@ class SubscriptionGroupManager:
     def encode(self) -> str:
         return encode_json_pretty(self.to_json())
 
-    def persist(self) -> None:
-        with self._persist_lock:
-            write_atomic(self.path, self.encode())
+    def decode(self, data: Any) -> GroupTables:
+        table = {
+            name: SubscriptionGroupConfig.from_json(item, name)
+            for name, item in (data.get("subscriptionGroupTable") or {}).items()
+        }
+        forbidden = {
+            group: {topic: int(bits) for topic, bits in topics.items()}
+            for group, topics in (data.get("forbiddenTable") or {}).items()
+        }
+        return table, forbidden, DataVersion.from_json(data.get("dataVersion"))
 
-    def load(self) -> bool:
-        """Read subscriptionGroup.json over the system groups. False when there was no file."""
-        loaded = load_json(self.path, _decode)
-        if loaded is None:
-            return False
+    def restore(self, loaded: GroupTables) -> None:
+        """subscriptionGroup.json over the system groups."""
         table, forbidden, version = loaded
         with self._lock:
             self._table.update(table)
             self._forbidden.update(forbidden)
             self._data_version = version
         log.info("loaded %d subscription groups from %s", len(table), self.path)
-        return True
-
-
-def _decode(data: Any) -> tuple[dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]], DataVersion]:
-    table = {
-        name: SubscriptionGroupConfig.from_json(item, name)
-        for name, item in (data.get("subscriptionGroupTable") or {}).items()
-    }
-    forbidden = {
-        group: {topic: int(bits) for topic, bits in topics.items()}
-        for group, topics in (data.get("forbiddenTable") or {}).items()
-    }
-    return table, forbidden, DataVersion.from_json(data.get("dataVersion"))

@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
+from broker.common.config_manager import ConfigManager
 from broker.common.fastjson import DataVersion, encode_json_pretty
-from broker.common.persist import load_json, write_atomic
 from broker.server.metadata.paths import consumer_offset_path
 
 if TYPE_CHECKING:
@@ -45,17 +45,20 @@ def split_topic_at_group(key: str) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
-class ConsumerOffsetManager:
+# What consumerOffset.json holds: "topic@group" -> queueId -> offset, and the DataVersion.
+OffsetTables = tuple[dict[str, dict[int, int]], DataVersion]
+
+
+class ConsumerOffsetManager(ConfigManager[OffsetTables]):
     """broker.offset.ConsumerOffsetManager (without the pull-offset table, which only POP and lite pull use)."""
 
     def __init__(
         self, broker_config: BrokerConfig, store_path_root_dir: str, *, state_version: Callable[[], int] = lambda: 0
     ) -> None:
+        super().__init__(consumer_offset_path(store_path_root_dir))
         self.broker_config = broker_config
-        self.path = consumer_offset_path(store_path_root_dir)
         self._state_version = state_version
         self._lock = threading.Lock()
-        self._persist_lock = threading.Lock()
         self._offsets: dict[str, dict[int, int]] = {}
         # Offsets an admin reset (RESET_OFFSET with server-side reset): served until the client commits past them.
         self._reset_offsets: dict[str, dict[int, int]] = {}
@@ -202,26 +205,17 @@ class ConsumerOffsetManager:
     def encode(self) -> str:
         return encode_json_pretty(self.to_json())
 
-    def persist(self) -> None:
-        with self._persist_lock:
-            write_atomic(self.path, self.encode())
+    def decode(self, data: Any) -> OffsetTables:
+        table = {
+            key: {int(queue_id): int(offset) for queue_id, offset in queues.items()}
+            for key, queues in (data.get("offsetTable") or {}).items()
+        }
+        return table, DataVersion.from_json(data.get("dataVersion"))
 
-    def load(self) -> bool:
-        """Replace the table with consumerOffset.json's. False when there was no file."""
-        loaded = load_json(self.path, _decode)
-        if loaded is None:
-            return False
+    def restore(self, loaded: OffsetTables) -> None:
+        """consumerOffset.json's table replaces ours."""
         table, version = loaded
         with self._lock:
             self._offsets = table
             self._data_version = version
         log.info("loaded consumer offsets of %d topic@group keys from %s", len(table), self.path)
-        return True
-
-
-def _decode(data: Any) -> tuple[dict[str, dict[int, int]], DataVersion]:
-    table = {
-        key: {int(queue_id): int(offset) for queue_id, offset in queues.items()}
-        for key, queues in (data.get("offsetTable") or {}).items()
-    }
-    return table, DataVersion.from_json(data.get("dataVersion"))

@@ -27,9 +27,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation as v
+from broker.common.config_manager import ConfigManager
 from broker.common.errors import IllegalName
 from broker.common.fastjson import DataVersion, encode_json_pretty
-from broker.common.persist import load_json, persist_quietly, write_atomic
+from broker.common.persist import persist_quietly
 from broker.common.topic import (
     DLQ_NUMS_PER_GROUP,
     PERM_INHERIT,
@@ -57,7 +58,11 @@ def _checked_name(topic: str) -> None:
         raise IllegalName(result.remark)
 
 
-class TopicConfigManager:
+# What topics.json holds: the topic table and its DataVersion.
+TopicTables = tuple[dict[str, TopicConfig], DataVersion]
+
+
+class TopicConfigManager(ConfigManager[TopicTables]):
     """broker.topic.TopicConfigManager: system topics at start, then topics.json on top (``load``).
 
     ``on_topic_created`` runs after a topic is created on the send path, outside the lock: the broker uses it to
@@ -73,12 +78,11 @@ class TopicConfigManager:
         on_topic_created: Callable[[TopicConfig], None] | None = None,
         state_version: Callable[[], int] = lambda: 0,
     ) -> None:
+        super().__init__(topic_config_path(store_path_root_dir))
         self.broker_config = broker_config
-        self.path = topic_config_path(store_path_root_dir)
         self._on_topic_created = on_topic_created
         self._state_version = state_version
         self._lock = threading.RLock()
-        self._persist_lock = threading.Lock()
         self._table: dict[str, TopicConfig] = {}
         self._data_version = DataVersion.new()
         self._system_topics: set[str] = set()
@@ -363,26 +367,15 @@ class TopicConfigManager:
     def encode(self) -> str:
         return encode_json_pretty(self.build_serialize_wrapper())
 
-    def persist(self) -> None:
-        """Write topics.json (the snapshot is taken inside the persist lock, so the last writer writes the latest)."""
-        with self._persist_lock:
-            write_atomic(self.path, self.encode())
+    def decode(self, data: Any) -> TopicTables:
+        table = data.get("topicConfigTable") or {}
+        configs = {name: TopicConfig.from_json(item, name) for name, item in table.items()}
+        return configs, DataVersion.from_json(data.get("dataVersion"))
 
-    def load(self) -> bool:
-        """Read topics.json over the system topics (the file wins, as Java's putAll does). False when there was no
-        file; MetadataCorrupt when it and its backups are unreadable."""
-        loaded = load_json(self.path, _decode_wrapper)
-        if loaded is None:
-            return False
+    def restore(self, loaded: TopicTables) -> None:
+        """topics.json over the system topics: the file wins, as Java's putAll does."""
         table, version = loaded
         with self._lock:
             self._table.update(table)
             self._data_version = version
         log.info("loaded %d topic configs from %s", len(table), self.path)
-        return True
-
-
-def _decode_wrapper(data: Any) -> tuple[dict[str, TopicConfig], DataVersion]:
-    table = data.get("topicConfigTable") or {}
-    configs = {name: TopicConfig.from_json(item, name) for name, item in table.items()}
-    return configs, DataVersion.from_json(data.get("dataVersion"))

@@ -1,4 +1,7 @@
-"""Request processors, one module per request family, as RocketMQ's broker/processor package: ``send``
-(SendMessageProcessor), ``pull`` (PullMessageProcessor), ``client_manage`` (heartbeats, unregistering, consumer
-lists), ``consumer_manage`` (consumer offsets), ``admin`` (AdminBrokerProcessor), ``send_back``
-(CONSUMER_SEND_MSG_BACK), ``end_transaction``; ``registry`` lists them for BrokerController."""
+"""Request processors, a class per request family, as RocketMQ's broker/processor package: ``send``
+(SendMessageProcessor), ``pull`` (PullMessageProcessor), ``client_manage`` (ClientManageProcessor: heartbeats,
+unregistering, consumer lists), ``consumer_manage`` (ConsumerManageProcessor: consumer offsets), ``admin``
+(AdminBrokerProcessor: queue offsets, broker info, cleanups), ``topic_admin`` and ``group_admin`` (the topic and
+subscription group requests of Java's AdminBrokerProcessor), ``query_message`` (QueryMessageProcessor),
+``send_back`` (CONSUMER_SEND_MSG_BACK), ``end_transaction``; ``common`` holds what they share.
+Each gets the parts it uses from BrokerController, which builds them; ``registry`` lists which ones it registers."""

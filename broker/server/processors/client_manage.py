@@ -41,16 +41,29 @@ from broker.remoting.headers import (
 from broker.remoting.heartbeat import ConsumerData, HeartbeatData
 from broker.server.consumer_manager import ClientChannelInfo
 from broker.server.filter.message_filter import compile_expression
-from broker.server.processors.consumer_manage import Handler, decode_body, guarded, json_body, success
+from broker.server.processors.common import (
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    V3_0_7_SNAPSHOT,
+    V3_1_8_SNAPSHOT,
+    Handler,
+    decode_body,
+    guarded,
+    json_body,
+    success,
+)
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.remoting.server import RemotingServer
+    from broker.server.config import BrokerConfig
+    from broker.server.consumer_manager import ConsumerManager
+    from broker.server.filter.message_filter import ConsumerFilterManager
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.producer_manager import ProducerManager
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-TOPIC_SYS_FLAG_UNIT_SUB = 0x1 << 1  # TopicSysFlag.buildSysFlag(false, true): a unit-mode consumer's retry topic
-V3_0_7_SNAPSHOT = 28  # MQVersion ordinals gating what the broker may ask a client
-V3_1_8_SNAPSHOT = 62
 CALL_CLIENT_TIMEOUT_MS = 10_000  # Broker2Client.callClient
 CONSUMER_STATUS_TIMEOUT_MS = 5000
 
@@ -67,12 +80,12 @@ class ConsumerIdsChangeNotifier:
     """Sends NOTIFY_CONSUMER_IDS_CHANGED to every remaining client of a group whose clients changed. A newer change
     of the same group replaces a notice still being sent (Java's NotifyTaskControl interrupt)."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker_config: BrokerConfig) -> None:
+        self.broker_config = broker_config
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def __call__(self, group: str, connections: list[RemotingConnection]) -> None:
-        if not self.controller.broker_config.notify_consumer_ids_changed_enable or not connections:
+        if not self.broker_config.notify_consumer_ids_changed_enable or not connections:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -109,39 +122,48 @@ class ConsumerIdsChangeNotifier:
 # -- the processor -----------------------------------------------------------------------------------------------------
 
 
-def register(controller: BrokerController) -> ClientManageProcessor:
-    processor = ClientManageProcessor(controller)
-    handlers: dict[int, Handler] = {
-        RequestCode.HEART_BEAT: processor.heart_beat,
-        RequestCode.UNREGISTER_CLIENT: processor.unregister_client,
-        RequestCode.CHECK_CLIENT_CONFIG: processor.check_client_config,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: processor.get_consumer_connection_list,
-        RequestCode.GET_PRODUCER_CONNECTION_LIST: processor.get_producer_connection_list,
-        RequestCode.GET_ALL_PRODUCER_INFO: processor.get_all_producer_info,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: processor.get_consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: processor.consume_message_directly,
-        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: processor.get_consumer_status,
-    }
-    for code, handler in handlers.items():
-        controller.server.register_processor(code, guarded(handler))
-    consumers = controller.consumer_manager
-    consumers.on_change = processor.notifier
-    consumers.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
-    controller.producer_manager.channel_expired_timeout_ms = controller.broker_config.channel_expired_timeout
-    controller.server.set_connection_closed_listener(processor.connection_closed)
-    return processor
-
-
 class ClientManageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.notifier = ConsumerIdsChangeNotifier(controller)
+    """Heartbeats and the client lists of one broker. ``attach`` makes it the consumer manager's change listener and
+    the server's connection-closed listener, and gives both managers the broker's channel expiry."""
+
+    def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
+                 subscription_group_manager: SubscriptionGroupManager, consumer_manager: ConsumerManager,
+                 producer_manager: ProducerManager, consumer_filter_manager: ConsumerFilterManager) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.consumer_manager = consumer_manager
+        self.producer_manager = producer_manager
+        self.consumer_filter_manager = consumer_filter_manager
+        self.notifier = ConsumerIdsChangeNotifier(broker_config)
         self._fingerprints: dict[str, int] = {}  # consumer group -> fingerprint of its last heartbeat V2
+
+    def handlers(self) -> dict[int, Handler]:
+        handlers: dict[int, Handler] = {
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
+        }
+        return {code: guarded(handler) for code, handler in handlers.items()}
+
+    def attach(self, server: RemotingServer) -> None:
+        """Hear of group changes (to notify consumers) and of closed connections (ClientHousekeepingService)."""
+        self.consumer_manager.on_change = self.notifier
+        self.consumer_manager.channel_expired_timeout_ms = self.broker_config.channel_expired_timeout
+        self.producer_manager.channel_expired_timeout_ms = self.broker_config.channel_expired_timeout
+        server.set_connection_closed_listener(self.connection_closed)
 
     def connection_closed(self, conn: RemotingConnection) -> None:
         """ClientHousekeepingService.onChannelClose: the connection's clients leave every group now."""
-        self.controller.producer_manager.connection_closed(conn)
-        self.controller.consumer_manager.connection_closed(conn)
+        self.producer_manager.connection_closed(conn)
+        self.consumer_manager.connection_closed(conn)
 
     # -- HEART_BEAT --------------------------------------------------------------------------------------------
 
@@ -155,7 +177,7 @@ class ClientManageProcessor:
             self._fingerprints[consumer.group_name] = data.heartbeat_fingerprint
             await self._register_consumer(conn, request, data, consumer)
         for group in data.producer_groups:
-            self.controller.producer_manager.register_producer(group, self._channel(conn, request, data))
+            self.producer_manager.register_producer(group, self._channel(conn, request, data))
         header = HeartbeatResponseHeader(is_support_heart_beat_v2=True, is_sub_change=sub_change)
         return success(request, ext_fields=header.to_ext())
 
@@ -166,7 +188,7 @@ class ClientManageProcessor:
                                  consumer: ConsumerData) -> None:
         """One ConsumerData of a heartbeat (rejectPullConsumerEnable is off in rmq: pull consumers register too)."""
         group = consumer.group_name
-        groups = self.controller.subscription_group_manager
+        groups = self.subscription_group_manager
         config = groups.select_subscription_group_config(group)
         if config is None:  # creating it persists subscriptionGroup.json: off the event loop
             config = await asyncio.to_thread(groups.find_subscription_group_config, group)
@@ -176,7 +198,7 @@ class ClientManageProcessor:
             return
         await self._create_retry_topic(consumer, config.retry_queue_nums)
         channel = self._channel(conn, request, data)
-        manager = self.controller.consumer_manager
+        manager = self.consumer_manager
         notify = config.notify_consumer_ids_changed_enable
         if data.without_sub:
             changed = manager.register_consumer_without_sub(group, channel, consumer.consume_type,
@@ -194,11 +216,11 @@ class ClientManageProcessor:
     def _register_filters(self, group: str, consumer: ConsumerData) -> None:
         """ConsumerGroupEvent.REGISTER: every full heartbeat (re)registers the group's SQL92 filter data, which its
         pulls then evaluate (issue 4; ConsumerFilterManager.register)."""
-        self.controller.consumer_filter_manager.register(group, consumer.subscriptions)
+        self.consumer_filter_manager.register(group, consumer.subscriptions)
 
     async def _create_retry_topic(self, consumer: ConsumerData, retry_queue_nums: int) -> None:
         """%RETRY%group, orderly when the group subscribes an orderly topic (createTopicInSendMessageBackMethod)."""
-        topics = self.controller.topic_config_manager
+        topics = self.topic_config_manager
         order = any(topics.is_order_topic(sub.topic) for sub in consumer.subscriptions)
         retry = validation.retry_topic(consumer.group_name)
         existing = topics.select_topic_config(retry)
@@ -214,11 +236,11 @@ class ClientManageProcessor:
     async def unregister_client(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
         if header.producer_group is not None:
-            self.controller.producer_manager.unregister_producer(header.producer_group, conn)
+            self.producer_manager.unregister_producer(header.producer_group, conn)
         if header.consumer_group is not None:
-            config = self.controller.subscription_group_manager.select_subscription_group_config(header.consumer_group)
+            config = self.subscription_group_manager.select_subscription_group_config(header.consumer_group)
             notify = config.notify_consumer_ids_changed_enable if config is not None else True
-            self.controller.consumer_manager.unregister_consumer(header.consumer_group, conn, notify=notify)
+            self.consumer_manager.unregister_consumer(header.consumer_group, conn, notify=notify)
         return success(request)
 
     async def check_client_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -232,7 +254,7 @@ class ClientManageProcessor:
         expression_type = sub.get("expressionType")
         if not expression_type or expression_type == "TAG":
             return success(request)
-        if not self.controller.broker_config.enable_property_filter:
+        if not self.broker_config.enable_property_filter:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by {expression_type}")
         try:
@@ -248,7 +270,7 @@ class ClientManageProcessor:
     async def get_consumer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
         group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
-        info = self.controller.consumer_manager.get(group)
+        info = self.consumer_manager.get(group)
         if info is None:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         body = ConsumerConnection([connection_of(c) for c in info.channels.values()], info.subscriptions,
@@ -258,7 +280,7 @@ class ClientManageProcessor:
     async def get_producer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
         group = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields).producer_group
-        channels = self.controller.producer_manager.groups.get(group)
+        channels = self.producer_manager.groups.get(group)
         if channels is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return success(request, json_body({"connectionSet": [connection_of(c).to_json() for c in channels.values()]}))
@@ -268,7 +290,7 @@ class ClientManageProcessor:
         table = {
             group: [{"clientId": c.client_id, "language": c.language.name, "lastUpdateTimestamp":
                      c.last_update_timestamp, "remoteIP": c.address, "version": c.version} for c in channels]
-            for group, channels in self.controller.producer_manager.producer_table().items()
+            for group, channels in self.producer_manager.producer_table().items()
         }
         return success(request, json_body({"data": table}))
 
@@ -282,11 +304,11 @@ class ClientManageProcessor:
     async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The message (by its offsetMsgId) goes to the client with the request, as Java sends it."""
         header = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
-        header.broker_name = self.controller.broker_config.broker_name
-        topic_config = self.controller.topic_config_manager.select_topic_config(header.topic or "")
+        header.broker_name = self.broker_config.broker_name
+        topic_config = self.topic_config_manager.select_topic_config(header.topic or "")
         if topic_config is not None:
             header.topic_sys_flag = topic_config.topic_sys_flag
-        group_config = self.controller.subscription_group_manager.select_subscription_group_config(
+        group_config = self.subscription_group_manager.select_subscription_group_config(
             header.consumer_group)
         if group_config is not None:
             header.group_sys_flag = group_config.group_sys_flag
@@ -299,13 +321,13 @@ class ClientManageProcessor:
             _, offset = decode_offset_msg_id(msg_id or "")
         except ValueError:
             return None
-        return self.controller.store.select_one_message(offset)
+        return self.store.select_one_message(offset)
 
     async def _call_consumer(self, original: RemotingCommand, group: str, client_id: str,
                              ext_fields: Mapping[str, str], body: bytes) -> RemotingCommand:
         """AdminBrokerProcessor.callConsumer: the same request goes to the client, whose own response goes back
         to the caller."""
-        channel = self.controller.consumer_manager.find_channel(group, client_id)
+        channel = self.consumer_manager.find_channel(group, client_id)
         if channel is None:
             return create_response(original, ResponseCode.SYSTEM_ERROR,
                                    f"The Consumer <{group}> <{client_id}> not online")
@@ -327,7 +349,7 @@ class ClientManageProcessor:
     async def get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Broker2Client.getConsumeStatus: ask each client (or the one at ``clientAddr``) for its queue offsets."""
         header = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
-        info = self.controller.consumer_manager.get(header.group)
+        info = self.consumer_manager.get(header.group)
         if info is None or not info.channels:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"No Any Consumer online in the consumer group: [{header.group}]")

@@ -4,8 +4,7 @@ Java's ConsumerManageProcessor (GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSE
 consumer parts of AdminBrokerProcessor (GET_CONSUME_STATS, GET_ALL_CONSUMER_OFFSET, QUERY_TOPIC_CONSUME_BY_WHO,
 QUERY_TOPICS_BY_CONSUMER, QUERY_SUBSCRIPTION_BY_CONSUMER, QUERY_CONSUME_TIME_SPAN, INVOKE_BROKER_TO_RESET_OFFSET,
 CLONE_GROUP_OFFSET, QUERY_CORRECTION_OFFSET, GET_BROKER_CONSUME_STATS, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and
-Broker2Client.resetOffset. Also the helpers the client and admin processors share: ``guarded`` and the body decoder
-(MessageQueue, a JSON map key in many bodies, is ``broker.common.message``'s).
+Broker2Client.resetOffset. (MessageQueue, a JSON map key in many bodies, is ``broker.common.message``'s.)
 
 A reset of offsets (mqadmin resetOffsetByTime) is Java 5's server-side reset when useServerSideResetOffset (the
 default): the new offsets are committed and also held as pending resets, which the pull processor serves (as
@@ -15,19 +14,16 @@ online client of the group instead, as RocketMQ 4 did.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.common.errors import ConnectionClosed, IllegalName, RemoteProtocolError
-from broker.common.fastjson import decode_json, encode_json
+from broker.common.errors import ConnectionClosed, RemoteProtocolError
 from broker.common.message import MessageQueue
 from broker.remoting.admin_bodies import ConsumeStats, OffsetWrapper
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
-from broker.remoting.connection import RemotingConnection, exception_simple_desc
+from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumerGroupHeader,
@@ -35,7 +31,6 @@ from broker.remoting.headers import (
     GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GroupHeader,
-    HeaderError,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
@@ -47,60 +42,28 @@ from broker.remoting.headers import (
 )
 from broker.server.config import BrokerRole
 from broker.server.consumer_manager import ClientChannelInfo
+from broker.server.processors.common import (
+    V3_0_7_SNAPSHOT,
+    Handler,
+    decode_body,
+    guarded,
+    json_body,
+    queue_value,
+    success,
+)
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.consumer_manager import ConsumerManager
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.offsets import ConsumerOffsetManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-V3_0_7_SNAPSHOT = 28  # MQVersion.Version ordinal: the first client that takes RESET_CONSUMER_CLIENT_OFFSET
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
 RESET_NOTIFY_TIMEOUT_MS = 5000
-
-Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
-
-
-# -- shared by the client, consumer and admin processors ---------------------------------------------------------------
-
-
-def decode_body(request: RemotingCommand) -> Any:
-    """The request's JSON body (fastjson's dialect); RemoteProtocolError when it is missing or not JSON."""
-    if not request.body:
-        raise RemoteProtocolError(f"request code {request.code} needs a JSON body")
-    try:
-        return decode_json(request.body.decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise RemoteProtocolError(f"request code {request.code} has a malformed JSON body: {err}") from err
-
-
-def json_body(value: Any) -> bytes:
-    return encode_json(value).encode()
-
-
-def guarded(handler: Handler) -> Handler:
-    """Answer a request whose header or body does not parse as Java does (SYSTEM_ERROR with the exception)."""
-
-    @functools.wraps(handler)
-    async def wrapper(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
-        try:
-            return await handler(conn, request)
-        except (HeaderError, RemoteProtocolError) as err:
-            log.warning("bad request code %s from %s: %s", request.code, conn.remote_address, err)
-            return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
-
-    return wrapper
-
-
-def success(request: RemotingCommand, body: bytes = b"", ext_fields: dict[str, str] | None = None) -> RemotingCommand:
-    return create_response(request, ResponseCode.SUCCESS, body=body, ext_fields=ext_fields)
-
-
-def queue_value(read: Callable[[], int], missing: int) -> int:
-    """A per-queue store value; a topic that cannot name a queue directory has no queue (``missing``)."""
-    try:
-        return read()
-    except IllegalName:
-        return missing
 
 
 # -- rebalance locks (Java's RebalanceLockManager) ---------------------------------------------------------------------
@@ -143,43 +106,51 @@ class RebalanceLockManager:
 # -- the processor -----------------------------------------------------------------------------------------------------
 
 
-def register(controller: BrokerController) -> None:
-    processor = ConsumerProcessor(controller)
-    handlers: dict[int, Handler] = {
-        RequestCode.GET_CONSUMER_LIST_BY_GROUP: processor.get_consumer_list_by_group,
-        RequestCode.QUERY_CONSUMER_OFFSET: processor.query_consumer_offset,
-        RequestCode.UPDATE_CONSUMER_OFFSET: processor.update_consumer_offset,
-        RequestCode.GET_CONSUME_STATS: processor.get_consume_stats,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: processor.get_all_consumer_offset,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: processor.query_topic_consume_by_who,
-        RequestCode.QUERY_TOPICS_BY_CONSUMER: processor.query_topics_by_consumer,
-        RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER: processor.query_subscription_by_consumer,
-        RequestCode.QUERY_CONSUME_TIME_SPAN: processor.query_consume_time_span,
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: processor.reset_offset,
-        RequestCode.CLONE_GROUP_OFFSET: processor.clone_group_offset,
-        RequestCode.QUERY_CORRECTION_OFFSET: processor.query_correction_offset,
-        RequestCode.GET_BROKER_CONSUME_STATS: processor.get_broker_consume_stats,
-        RequestCode.LOCK_BATCH_MQ: processor.lock_batch_mq,
-        RequestCode.UNLOCK_BATCH_MQ: processor.unlock_batch_mq,
-    }
-    for code, handler in handlers.items():
-        controller.server.register_processor(code, guarded(handler))
+class ConsumerManageProcessor:
+    """Consumer offsets, consume statistics, offset resets and rebalance locks of one broker (``broker_addr`` is
+    its address as the admin tools see it)."""
 
-
-class ConsumerProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, *, broker_config: BrokerConfig, broker_addr: str, store: MessageStore,
+                 topic_config_manager: TopicConfigManager, subscription_group_manager: SubscriptionGroupManager,
+                 consumer_offset_manager: ConsumerOffsetManager, consumer_manager: ConsumerManager) -> None:
+        self.broker_config = broker_config
+        self.broker_addr = broker_addr
+        self.store = store
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.consumer_manager = consumer_manager
         self.locks = RebalanceLockManager()
+
+    def handlers(self) -> dict[int, Handler]:
+        handlers: dict[int, Handler] = {
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.QUERY_TOPICS_BY_CONSUMER: self.query_topics_by_consumer,
+            RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER: self.query_subscription_by_consumer,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+        }
+        return {code: guarded(handler) for code, handler in handlers.items()}
 
     @property
     def broker_name(self) -> str:
-        return self.controller.broker_config.broker_name
+        return self.broker_config.broker_name
 
     # -- ConsumerManageProcessor -----------------------------------------------------------------------------------
 
     async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
-        info = self.controller.consumer_manager.get(group)
+        info = self.consumer_manager.get(group)
         if info is not None and info.channels:
             return success(request, json_body({"consumerIdList": info.client_ids()}))
         log.warning("no consumer of group %s online, asked by %s", group, conn.remote_address)
@@ -188,12 +159,12 @@ class ConsumerProcessor:
     async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         group, topic = header.consumer_group, header.topic
-        if not self.controller.subscription_group_manager.contains_subscription_group(group):
+        if not self.subscription_group_manager.contains_subscription_group(group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
-        if not self.controller.topic_config_manager.contains_topic(topic):
+        if not self.topic_config_manager.contains_topic(topic):
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
-        offsets = self.controller.consumer_offset_manager
-        if self.controller.broker_config.use_server_side_reset_offset and \
+        offsets = self.consumer_offset_manager
+        if self.broker_config.use_server_side_reset_offset and \
                 offsets.has_offset_reset(topic, group, header.queue_id):
             log.info("offset commit of %s %s-%d ignored: it was reset", group, topic, header.queue_id)
             return create_response(request, ResponseCode.SUCCESS, "Offset has been previously reset")
@@ -203,13 +174,13 @@ class ConsumerProcessor:
     async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         topic, queue_id = header.topic, header.queue_id
-        offset = self.controller.consumer_offset_manager.query_offset(header.consumer_group, topic, queue_id)
+        offset = self.consumer_offset_manager.query_offset(header.consumer_group, topic, queue_id)
         if offset >= 0:
             return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
         if header.set_zero_if_not_found is False:
             return create_response(request, ResponseCode.QUERY_NOT_FOUND,
                                    "Not found, do not set to zero, maybe this group boot first")
-        store = self.controller.store
+        store = self.store
         if queue_value(lambda: store.min_offset_in_queue(topic, queue_id), 0) <= 0 and \
                 queue_value(lambda: store.message_store_timestamp(topic, queue_id, 0), -1) != -1:
             # Java's checkInMemByConsumeOffset(topic, queueId, 0, 1): the queue's first message is still stored
@@ -225,7 +196,7 @@ class ConsumerProcessor:
         group = header.consumer_group
         table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in sorted(self._topics_for_consume_stats(group, header.topic, topic_list)):
-            config = self.controller.topic_config_manager.select_topic_config(topic)
+            config = self.topic_config_manager.select_topic_config(topic)
             if config is None:
                 log.warning("consume stats of %s: topic %s does not exist", group, topic)
                 continue
@@ -238,16 +209,16 @@ class ConsumerProcessor:
         listed = [t for t in (topic_list or "").split(";") if t]
         if listed:
             return set(listed)  # a listed topic skips the subscription check, as in Java
-        topics = self.controller.consumer_offset_manager.which_topic_by_consumer(group) if not topic else {topic}
-        manager = self.controller.consumer_manager
+        topics = self.consumer_offset_manager.which_topic_by_consumer(group) if not topic else {topic}
+        manager = self.consumer_manager
         if manager.find_subscription_data_count(group) > 0:
             topics = {t for t in topics if manager.find_subscription_data(group, t) is not None}
         return topics
 
     def _offset_wrapper(self, group: str, topic: str, queue_id: int) -> OffsetWrapper:
-        store = self.controller.store
+        store = self.store
         broker_offset = max(0, store.max_offset_in_queue(topic, queue_id))
-        consumer_offset = max(0, self.controller.consumer_offset_manager.query_offset(group, topic, queue_id))
+        consumer_offset = max(0, self.consumer_offset_manager.query_offset(group, topic, queue_id))
         last = self._store_time(topic, queue_id, consumer_offset - 1)
         return OffsetWrapper(broker_offset, consumer_offset, consumer_offset, max(last, 0))
 
@@ -255,10 +226,10 @@ class ConsumerProcessor:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): ConsumeStatsList over every group."""
         only_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
         groups, total_diff = [], 0
-        for group in self.controller.subscription_group_manager.subscription_group_table:
+        for group in self.subscription_group_manager.subscription_group_table:
             stats_list = []
-            for topic in sorted(self.controller.consumer_offset_manager.which_topic_by_consumer(group)):
-                config = self.controller.topic_config_manager.select_topic_config(topic)
+            for topic in sorted(self.consumer_offset_manager.which_topic_by_consumer(group)):
+                config = self.topic_config_manager.select_topic_config(topic)
                 if config is None or (only_order and not config.order) or \
                         not self._topics_for_consume_stats(group, topic, None):
                     continue
@@ -268,16 +239,16 @@ class ConsumerProcessor:
                 total_diff += stats.compute_total_diff()
                 stats_list.append(stats.to_json())
             groups.append({group: stats_list})
-        body = {"brokerAddr": self.controller.broker_addr, "consumeStatsList": groups, "totalDiff": total_diff,
+        body = {"brokerAddr": self.broker_addr, "consumeStatsList": groups, "totalDiff": total_diff,
                 "totalInflightDiff": 0}
         return success(request, json_body(body))
 
     async def get_all_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        return success(request, json_body(self.controller.consumer_offset_manager.to_json()))
+        return success(request, json_body(self.consumer_offset_manager.to_json()))
 
     async def query_consume_time_span(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumeTimeSpanRequestHeader.from_ext(request.ext_fields)
-        config = self.controller.topic_config_manager.select_topic_config(header.topic)
+        config = self.topic_config_manager.select_topic_config(header.topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
         spans = [self._time_span(header.group, header.topic, q) for q in range(config.write_queue_nums)]
@@ -287,14 +258,14 @@ class ConsumerProcessor:
         """getMessageStoreTimeStamp: -1 when there is no such message (a negative offset included)."""
         if queue_offset < 0:
             return -1
-        return self.controller.store.message_store_timestamp(topic, queue_id, queue_offset)
+        return self.store.message_store_timestamp(topic, queue_id, queue_offset)
 
     def _time_span(self, group: str, topic: str, queue_id: int) -> dict[str, Any]:
-        store = self.controller.store
+        store = self.store
         min_time = store.earliest_message_time(topic, queue_id)
         max_offset = store.max_offset_in_queue(topic, queue_id)
         max_time = self._store_time(topic, queue_id, max_offset - 1)
-        consumer_offset = self.controller.consumer_offset_manager.query_offset(group, topic, queue_id)
+        consumer_offset = self.consumer_offset_manager.query_offset(group, topic, queue_id)
         consume_time = self._store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else min_time
         delay = 0
         if consumer_offset < max_offset:
@@ -308,19 +279,19 @@ class ConsumerProcessor:
 
     async def query_topic_consume_by_who(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topic = TopicHeader.from_ext(request.ext_fields).topic
-        groups = self.controller.consumer_manager.query_topic_consume_by_who(topic)
-        groups |= self.controller.consumer_offset_manager.which_group_by_topic(topic)
+        groups = self.consumer_manager.query_topic_consume_by_who(topic)
+        groups |= self.consumer_offset_manager.which_group_by_topic(topic)
         return success(request, json_body({"groupList": sorted(groups)}))
 
     async def query_topics_by_consumer(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group = GroupHeader.from_ext(request.ext_fields).group
-        topics = self.controller.consumer_offset_manager.which_topic_by_consumer(group)
-        return success(request, json_body({"brokerAddr": self.controller.broker_addr, "topicList": sorted(topics)}))
+        topics = self.consumer_offset_manager.which_topic_by_consumer(group)
+        return success(request, json_body({"brokerAddr": self.broker_addr, "topicList": sorted(topics)}))
 
     async def query_subscription_by_consumer(self, conn: RemotingConnection,
                                              request: RemotingCommand) -> RemotingCommand:
         header = QuerySubscriptionByConsumerRequestHeader.from_ext(request.ext_fields)
-        sub = (self.controller.consumer_manager.find_subscription_data(header.group, header.topic)
+        sub = (self.consumer_manager.find_subscription_data(header.group, header.topic)
                if header.topic is not None else None)
         body = {"group": header.group, "subscriptionData": sub.to_json() if sub else None, "topic": header.topic}
         return success(request, json_body(body))
@@ -331,12 +302,12 @@ class ConsumerProcessor:
         header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
         log.info("[reset-offset] reset offset started by %s: topic=%s group=%s timestamp=%d force=%s",
                  conn.remote_address, header.topic, header.group, header.timestamp, header.is_force)
-        if self.controller.broker_config.use_server_side_reset_offset:
+        if self.broker_config.use_server_side_reset_offset:
             return self._reset_offset_in_broker(request, header)
         return await self._reset_offset_in_clients(request, header)
 
     def _search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
-        store = self.controller.store
+        store = self.store
         if timestamp < 0:
             return store.max_offset_in_queue(topic, queue_id)
         return store.offset_in_queue_by_time(topic, queue_id, timestamp)
@@ -344,14 +315,14 @@ class ConsumerProcessor:
     def _reset_offset_in_broker(self, request: RemotingCommand, header: ResetOffsetRequestHeader) -> RemotingCommand:
         """AdminBrokerProcessor.resetOffsetInner: commit the new offsets and hold them for the next pulls."""
         topic, group, queue_id, offset = header.topic, header.group, header.queue_id, header.offset
-        if self.controller.broker_config.broker_role is BrokerRole.SLAVE:
+        if self.broker_config.broker_role is BrokerRole.SLAVE:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
-        config = self.controller.topic_config_manager.select_topic_config(topic)
+        config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
-        if not self.controller.subscription_group_manager.contains_subscription_group(group):
+        if not self.subscription_group_manager.contains_subscription_group(group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
-        store = self.controller.store
+        store = self.store
         if queue_id >= 0:
             if offset is not None and offset != -1:
                 low, high = store.min_offset_in_queue(topic, queue_id), store.max_offset_in_queue(topic, queue_id)
@@ -366,7 +337,7 @@ class ConsumerProcessor:
         if not new_offsets:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "No queues to reset.")
         for q, value in new_offsets.items():
-            self.controller.consumer_offset_manager.assign_reset_offset(topic, group, q, value)
+            self.consumer_offset_manager.assign_reset_offset(topic, group, q, value)
         table = {MessageQueue(topic, self.broker_name, q): value for q, value in new_offsets.items()}
         log.info("reset offset, topic=%s group=%s queues=%s", topic, group, new_offsets)
         return success(request, json_body({"offsetTable": table}))
@@ -375,19 +346,19 @@ class ConsumerProcessor:
                                        header: ResetOffsetRequestHeader) -> RemotingCommand:
         """Broker2Client.resetOffset: work the offsets out here, let every online client of the group apply them."""
         topic, group = header.topic, header.group
-        config = self.controller.topic_config_manager.select_topic_config(topic)
+        config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
         table: dict[MessageQueue, int] = {}
         for queue_id in range(config.write_queue_nums):
-            consumer_offset = self.controller.consumer_offset_manager.query_offset(group, topic, queue_id)
+            consumer_offset = self.consumer_offset_manager.query_offset(group, topic, queue_id)
             if consumer_offset == -1:
                 return create_response(request, ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
             target = max(0, self._search_offset(topic, queue_id, header.timestamp))
             use_target = header.is_force or target < consumer_offset
             table[MessageQueue(topic, self.broker_name, queue_id)] = target if use_target else consumer_offset
-        info = self.controller.consumer_manager.get(group)
+        info = self.consumer_manager.get(group)
         if info is None or not info.channels:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE,
                                    f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
@@ -418,12 +389,12 @@ class ConsumerProcessor:
 
     async def clone_group_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = CloneGroupOffsetRequestHeader.from_ext(request.ext_fields)
-        offsets = self.controller.consumer_offset_manager
+        offsets = self.consumer_offset_manager
         topics = {header.topic} if header.topic and header.topic.strip() else \
             offsets.which_topic_by_consumer(header.src_group)
-        manager = self.controller.consumer_manager
+        manager = self.consumer_manager
         for topic in topics:
-            if self.controller.topic_config_manager.select_topic_config(topic) is None:
+            if self.topic_config_manager.select_topic_config(topic) is None:
                 log.warning("[cloneGroupOffset] topic %s does not exist", topic)
                 continue
             if not header.offline and manager.find_subscription_data_count(header.src_group) > 0 and \
@@ -438,13 +409,13 @@ class ConsumerProcessor:
         header = QueryCorrectionOffsetHeader.from_ext(request.ext_fields)
         filtered = {g.strip() for g in (header.filter_groups or "").split(",") if g.strip()}
         correction: dict[int, int] = {}
-        for key, queues in self.controller.consumer_offset_manager.offset_table.items():
+        for key, queues in self.consumer_offset_manager.offset_table.items():
             topic, _, group = key.partition("@")
             if topic != header.topic or group in filtered:
                 continue
             for queue_id, offset in queues.items():
                 correction[queue_id] = min(offset, correction.get(queue_id, offset))
-        compare = self.controller.consumer_offset_manager.query_offsets(header.compare_group, header.topic) or {}
+        compare = self.consumer_offset_manager.query_offsets(header.compare_group, header.topic) or {}
         for queue_id, offset in compare.items():
             if queue_id in correction and correction[queue_id] > offset:
                 correction[queue_id] = 2**63 - 1

@@ -29,22 +29,20 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
 from broker.server.config import BrokerRole
-from broker.server.processors.send import bad_header_response
+from broker.server.processors.common import Handler, bad_header_response
 from broker.server.transaction import bridge
 from broker.server.transaction.service import EndStatus
 from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.transaction.service import TransactionalMessageService
+    from broker.store.config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
 END_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
 NOT_FOUND_REMARK = "Find prepared transaction message failed"
-
-
-def register(controller: BrokerController) -> None:
-    controller.server.register_processor(RequestCode.END_TRANSACTION, EndTransactionProcessor(controller).process)
 
 
 def parse_end_transaction_header(request: RemotingCommand) -> EndTransactionRequestHeader:
@@ -70,19 +68,26 @@ class EndTransactionProcessor:
     """The END_TRANSACTION handler of one broker.
 
     Examples:
-        >>> controller.server.register_processor(RequestCode.END_TRANSACTION,
-        ...                                      EndTransactionProcessor(controller).process)  # doctest: +SKIP
+        >>> processor = EndTransactionProcessor(broker_config=bc, store_config=sc,
+        ...                                     transactional_message_service=transactions)  # doctest: +SKIP
+        >>> server.register_processor(RequestCode.END_TRANSACTION, processor.process)  # doctest: +SKIP
     """
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 transactional_message_service: TransactionalMessageService) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.transactional_message_service = transactional_message_service
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.END_TRANSACTION: self.process}
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         try:
             header = parse_end_transaction_header(request)
         except HeaderError as err:
             return bad_header_response(request, err)
-        if self.controller.broker_config.broker_role is BrokerRole.SLAVE:
+        if self.broker_config.broker_role is BrokerRole.SLAVE:
             log.warning("Message store is slave mode, so end transaction is forbidden. ")
             return create_response(request, ResponseCode.SLAVE_NOT_AVAILABLE)
         if header.commit_or_rollback == TRANSACTION_NOT_TYPE:
@@ -103,7 +108,7 @@ class EndTransactionProcessor:
         remark = check_prepare_message(half, header)
         if remark is not None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, remark)
-        outcome = await self.controller.transactional_message_service.end(
+        outcome = await self.transactional_message_service.end(
             half, commit=header.commit_or_rollback == TRANSACTION_COMMIT_TYPE, prepared_offset=header.commit_log_offset)
         if outcome.status is EndStatus.ALREADY_ENDED:
             log.info("transaction %s at %d was ended before", header.msg_id, header.commit_log_offset)
@@ -115,7 +120,7 @@ class EndTransactionProcessor:
         """The half record at ``commit_log_offset`` (getHalfMessageByOffset), None when there is none."""
         if commit_log_offset < 0:
             return None
-        record = self.controller.transactional_message_service.half_record(commit_log_offset)
+        record = self.transactional_message_service.half_record(commit_log_offset)
         if record is None or record.topic != bridge.HALF_TOPIC:
             return None
         return record
@@ -129,7 +134,7 @@ class EndTransactionProcessor:
         if not immunity:
             return False
         age = time.time_ns() // 1_000_000 - half.born_timestamp
-        return age > bridge.end_immunity_ms(immunity, self.controller.broker_config.transaction_time_out)
+        return age > bridge.end_immunity_ms(immunity, self.broker_config.transaction_time_out)
 
     def _put_failure(self, status: PutMessageStatus) -> tuple[int, str | None]:
         """EndTransactionProcessor.sendFinalMessage's code and remark for a put that did not store."""
@@ -139,7 +144,7 @@ class EndTransactionProcessor:
             case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
                 return ResponseCode.MESSAGE_ILLEGAL, (
                     "The message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                    f"{self.controller.store_config.max_message_size}B, msg properties length limit 32KB.")
+                    f"{self.store_config.max_message_size}B, msg properties length limit 32KB.")
             case PutMessageStatus.SERVICE_NOT_AVAILABLE:
                 return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
             case PutMessageStatus.OS_PAGE_CACHE_BUSY:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.common.errors import ConnectionClosed, FilterExpressionError, LocalProtocolError
@@ -43,6 +44,7 @@ from broker.remoting.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
+from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.consumer_manager import CLUSTERING, CONSUME_PASSIVELY, SubscriptionData
 from broker.server.filter.message_filter import (
     SqlMessageFilter,
@@ -52,18 +54,22 @@ from broker.server.filter.message_filter import (
     is_tag_type,
 )
 from broker.server.long_polling import PullRequest, PullRequestHoldService
-from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.processors.send import bad_header_response, suggest_todo
+from broker.server.processors.common import INDEX_PERM_READ, MASTER_ID, Handler, bad_header_response, suggest_todo
 from broker.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.consumer_manager import ConsumerManager
+    from broker.server.filter.message_filter import ConsumerFilterManager
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.offsets import ConsumerOffsetManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.stats import BrokerStats
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
-MASTER_ID = 0  # MixAll.MASTER_ID
-INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 HOLD_CHECK_INTERVAL_S = 5.0  # PullRequestHoldService's period with long polling on
 # ForbiddenType: why a pull got NO_PERMISSION
 BROKER_FORBIDDEN = 1
@@ -76,6 +82,9 @@ SUBSCRIPTION_FORBIDDEN = 5
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+
+# BrokerController.every: run an action every so many seconds until the broker shuts down.
+Every = Callable[[float, Callable[[], object]], None]
 
 _CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -95,38 +104,44 @@ def pull_response_code(status: GetMessageStatus, request_offset: int) -> Respons
     return _CODES[status]
 
 
-def register(controller: BrokerController) -> None:
-    processor = PullMessageProcessor(controller)
-    processor.start()
-    for code in PULL_CODES:
-        controller.server.register_processor(code, processor.process)
-
-
 class PullMessageProcessor:
     """The pull processor of one broker, and its PullRequestHoldService. Create it on the broker's event loop.
 
     Examples:
-        >>> processor = PullMessageProcessor(controller)  # doctest: +SKIP
-        >>> processor.start()  # arrival listener and periodic check  # doctest: +SKIP
-        >>> controller.server.register_processor(RequestCode.PULL_MESSAGE, processor.process)  # doctest: +SKIP
+        >>> processor = PullMessageProcessor(broker_config=bc, store=store, ...)  # doctest: +SKIP
+        >>> processor.start(controller.every)  # arrival listener and periodic check  # doctest: +SKIP
+        >>> server.register_processor(RequestCode.PULL_MESSAGE, processor.process)  # doctest: +SKIP
     """
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
+                 subscription_group_manager: SubscriptionGroupManager, consumer_offset_manager: ConsumerOffsetManager,
+                 consumer_manager: ConsumerManager, consumer_filter_manager: ConsumerFilterManager,
+                 stats: BrokerStats) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.consumer_offset_manager = consumer_offset_manager
+        self.consumer_manager = consumer_manager
+        self.consumer_filter_manager = consumer_filter_manager
+        self.stats = stats
         self._loop = asyncio.get_running_loop()
-        self.hold_service = PullRequestHoldService(controller.store, self.execute_request_when_wakeup, self._loop)
+        self.hold_service = PullRequestHoldService(store, self.execute_request_when_wakeup, self._loop)
         self._replies: set[asyncio.Task[None]] = set()
 
-    def start(self) -> None:
+    def start(self, every: Every) -> None:
         """Hear of arriving messages (long polling only: Java notifies nothing otherwise) and run the periodic
-        check, every 5 s or every shortPollingTimeMills."""
-        bc = self.controller.broker_config
+        check through ``every`` (BrokerController.every), every 5 s or every shortPollingTimeMills."""
+        bc = self.broker_config
         if bc.long_polling_enable:
-            self.controller.store.dispatch.arrival_listeners.append(self.hold_service.on_message_arriving)
+            self.store.add_arrival_listener(self.hold_service.on_message_arriving)
             interval = HOLD_CHECK_INTERVAL_S
         else:
             interval = bc.short_polling_time_mills / 1000
-        self.controller.every(interval, self.hold_service.check_hold_requests)
+        every(interval, self.hold_service.check_hold_requests)
+
+    def handlers(self) -> dict[int, Handler]:
+        return {code: self.process for code in PULL_CODES}
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process_request(conn, request, suspendable=True)
@@ -152,7 +167,7 @@ class PullMessageProcessor:
         if reset is not None:
             self._try_commit_offset(conn, header, suspendable)
             return self._offset_reset_response(request, header, reset, topic_config, group_config)
-        result = self.controller.store.get_message(header.consumer_group, header.topic, header.queue_id,
+        result = self.store.get_message(header.consumer_group, header.topic, header.queue_id,
                                                    header.queue_offset, header.max_msg_nums,
                                                    message_filter=message_filter)
         code = self._result_code(header, result)
@@ -164,7 +179,7 @@ class PullMessageProcessor:
         body: bytes | tuple[Buffer, ...] = b""
         if code == ResponseCode.SUCCESS:
             body = tuple(result.buffers)  # views of the CommitLog, framed and written without a copy
-            self.controller.stats.record_get(result.message_count)
+            self.stats.record_get(result.message_count)
         return create_response(request, code, result.status.name, ext_fields=header_ext, body=body)
 
     # -- checks -------------------------------------------------------------------------------------------------------
@@ -172,18 +187,18 @@ class PullMessageProcessor:
     def _check(self, conn: RemotingConnection, request: RemotingCommand, header: PullMessageRequestHeader
                ) -> tuple[RemotingCommand | None, SubscriptionGroupConfig | None, TopicConfig | None]:
         """(refusal, None, None), or (None, group config, topic config) once the pull may go ahead."""
-        bc = self.controller.broker_config
+        bc = self.broker_config
         if not is_readable(bc.broker_permission):
             return self._forbidden(request, BROKER_FORBIDDEN,
                                    f"the broker[{bc.broker_ip1}] pulling message is forbidden"), None, None
         group, topic = header.consumer_group, header.topic
-        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
             remark = f"subscription group [{group}] does not exist, {suggest_todo()}"
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark), None, None
         if not group_config.consume_enable:
             return self._forbidden(request, GROUP_FORBIDDEN, f"subscription group no permission, {group}"), None, None
-        topic_config = self.controller.topic_config_manager.select_topic_config(topic)
+        topic_config = self.topic_config_manager.select_topic_config(topic)
         if topic_config is None:
             log.error("the topic %s not exist, consumer: %s", topic, conn.remote_address)
             remark = f"topic[{topic}] not exist, apply first please! {suggest_todo()}"
@@ -207,7 +222,7 @@ class PullMessageProcessor:
                       group_config: SubscriptionGroupConfig) -> SubscriptionData | RemotingCommand:
         """The request's own subscription (SUBSCRIPTION flag) or the one the group's heartbeat registered."""
         group, topic = header.consumer_group, header.topic
-        consumers = self.controller.consumer_manager
+        consumers = self.consumer_manager
         consumers.compensate_basic_consumer_info(group, CONSUME_PASSIVELY, CLUSTERING)
         if header.sys_flag & _SUBSCRIPTION:
             subscription = build_subscription_data(topic, header.subscription, header.expression_type)
@@ -236,7 +251,7 @@ class PullMessageProcessor:
         carried = bool(header.sys_flag & _SUBSCRIPTION)
         data = None
         if not carried:
-            data = self.controller.consumer_filter_manager.get(header.topic, header.consumer_group)
+            data = self.consumer_filter_manager.get(header.topic, header.consumer_group)
             if data is None:
                 return create_response(request, ResponseCode.FILTER_DATA_NOT_EXIST,
                                        "The broker's consumer filter data is not exist!Your expression may be wrong!")
@@ -245,7 +260,7 @@ class PullMessageProcessor:
                             "clientV: %s", header.consumer_group, header.topic, data.client_version, header.sub_version)
                 return create_response(request, ResponseCode.FILTER_DATA_NOT_LATEST,
                                        "the consumer's consumer filter data not latest")
-        if not self.controller.broker_config.enable_property_filter:
+        if not self.broker_config.enable_property_filter:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to "
                                    f"filter message by {subscription.expression_type}")
         if data is not None:
@@ -260,7 +275,7 @@ class PullMessageProcessor:
     def _registered_subscription(self, request: RemotingCommand, header: PullMessageRequestHeader,
                                  group_config: SubscriptionGroupConfig) -> SubscriptionData | RemotingCommand:
         group, topic = header.consumer_group, header.topic
-        info = self.controller.consumer_manager.get(group)
+        info = self.consumer_manager.get(group)
         if info is None:
             log.warning("the consumer's group info not exist, group: %s", group)
             return create_response(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
@@ -268,7 +283,7 @@ class PullMessageProcessor:
         if not group_config.consume_broadcast_enable and info.is_broadcasting:
             return self._forbidden(request, BROADCASTING_DISABLE_FORBIDDEN,
                                    f"the consumer group[{group}] can not consume by broadcast way")
-        if self.controller.subscription_group_manager.is_forbidden(group, topic, INDEX_PERM_READ):
+        if self.subscription_group_manager.is_forbidden(group, topic, INDEX_PERM_READ):
             return self._forbidden(request, SUBSCRIPTION_FORBIDDEN,
                                    f"the consumer group[{group}] is forbidden for topic[{topic}]")
         subscription = info.subscriptions.get(topic)
@@ -286,14 +301,14 @@ class PullMessageProcessor:
 
     def _reset_offset(self, header: PullMessageRequestHeader) -> int | None:
         """An offset an admin reset on the server side (useServerSideResetOffset), served once."""
-        if not self.controller.broker_config.use_server_side_reset_offset:
+        if not self.broker_config.use_server_side_reset_offset:
             return None
-        return self.controller.consumer_offset_manager.query_then_erase_reset_offset(
+        return self.consumer_offset_manager.query_then_erase_reset_offset(
             header.topic, header.consumer_group, header.queue_id)
 
     def _offset_reset_response(self, request: RemotingCommand, header: PullMessageRequestHeader, reset: int,
                                topic_config: TopicConfig, group_config: SubscriptionGroupConfig) -> RemotingCommand:
-        store = self.controller.store
+        store = self.store
         log.info("the queue under pulling was previously reset to start from %d", reset)
         response_header = PullMessageResponseHeader(
             suggest_which_broker_id=MASTER_ID, next_begin_offset=reset,
@@ -324,14 +339,14 @@ class PullMessageProcessor:
                            suspendable: bool) -> None:
         """The consumer's offset piggybacked on the pull (COMMIT_OFFSET flag), stored on the first run only."""
         if suspendable and header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0:
-            self.controller.consumer_offset_manager.commit_offset(
+            self.consumer_offset_manager.commit_offset(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset, conn.remote_address)
 
     # -- long polling -------------------------------------------------------------------------------------------------
 
     def _suspend(self, conn: RemotingConnection, request: RemotingCommand, header: PullMessageRequestHeader,
                  subscription: SubscriptionData, message_filter: TagMessageFilter | SqlMessageFilter) -> None:
-        bc = self.controller.broker_config
+        bc = self.broker_config
         polling_ms = header.suspend_timeout_millis if bc.long_polling_enable else bc.short_polling_time_mills
         pull_request = PullRequest(request, conn, polling_ms, time.monotonic(), header.queue_offset, subscription,
                                    message_filter)

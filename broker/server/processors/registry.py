@@ -1,18 +1,27 @@
-"""Which processor modules a broker registers: each has ``register(controller)``, which puts its handlers on the
-controller's remoting server."""
+"""Which request processors a broker registers, in order: ``BrokerController`` builds each one (a class per request
+family, given the parts it uses) and ``register_all`` puts the handlers of those named in MODULES on the remoting
+server."""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.remoting.server import RemotingServer
+    from broker.server.processors.common import RequestProcessor
 
 MODULES = ("send", "pull", "client_manage", "consumer_manage", "admin", "send_back", "end_transaction")
 
 
-def register_all(controller: BrokerController) -> None:
+def register_all(server: RemotingServer,
+                 builders: Mapping[str, Callable[[], RequestProcessor]]) -> dict[str, RequestProcessor]:
+    """Build the processors MODULES names (``builders``: name -> a function that builds it) and register their
+    handlers on ``server``; returns them by name."""
+    processors = {}
     for name in MODULES:
-        module = importlib.import_module(f"broker.server.processors.{name}")
-        module.register(controller)
+        processor = builders[name]()
+        for code, handler in processor.handlers().items():
+            server.register_processor(code, handler)
+        processors[name] = processor
+    return processors

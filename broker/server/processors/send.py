@@ -4,7 +4,8 @@ AbstractSendMessageProcessor), as a 5.x master runs it.
 A send is checked (topic name, reserved topics, the topic exists or is created from the default topic, queue id),
 turned into StoreMessages exactly as Java builds its MessageExtBrokerInner (properties MSG_REGION, TRACE_ON, UNIQ_KEY
 and CLUSTER added and written in Java's HashMap order, so the records are byte-for-byte Apache's), and put through
-``controller.put_messages``. The PutMessageStatus becomes Java's response code and remark (``put_response``).
+``put_messages`` (BrokerController.put_messages). The PutMessageStatus becomes Java's response code and remark
+(``put_response``).
 
 A message with a delay level is parked in SCHEDULE_TOPIC_XXXX by the schedule service's put hook
 (broker/server/schedule.py, ``handle_schedule_message``), as Java's HookUtils.handleScheduleMessage does in the store.
@@ -26,7 +27,6 @@ from typing import TYPE_CHECKING
 from broker.client.message import create_uniq_id
 from broker.common import validation as v
 from broker.common.errors import CorruptRecord
-from broker.common.hash_order import hash_map_order
 from broker.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -47,25 +47,35 @@ from broker.common.message_batch import decode_batch_body
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
-from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection, exception_simple_desc
+from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection
 from broker.remoting.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from broker.server.message_properties import java_ordered
+from broker.server.processors.common import (
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    V3_4_9,
+    Handler,
+    bad_header_response,
+    suggest_todo,
+)
 from broker.server.transaction.bridge import half_message  # transactions
 from broker.store.commit_log import StoreMessage
 from broker.store.flush import disk_usage_percent
 from broker.store.results import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.schedule import PutMessages, ScheduleMessageService
+    from broker.server.transaction.service import TransactionalMessageService
+    from broker.store.config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # FAQUrl.DEFAULT_FAQ_URL (every FAQ constant)
 DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID, BrokerConfig.regionId's default
-V3_4_9 = 165  # MQVersion.Version.V3_4_9.ordinal(): clients from here on may send maxReconsumeTimes
-TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag
 CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
-PROPERTIES_MAP_CAPACITY = 128  # MessageDecoder.string2messageProperties: new HashMap<>(128)
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
 MAX_PUTS_IN_FLIGHT = 10_000
@@ -75,22 +85,6 @@ _MULTI_TAGS = int(SysFlag.MULTI_TAGS)
 # answers SYSTEM_ERROR with the exception (line 290 of MessageExtEncoder.java in 5.5.0, as Apache's broker sends it)
 BATCH_TOO_BIG_REMARK = ("java.lang.RuntimeException: message body size exceeded, "
                         "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
-
-
-def register(controller: BrokerController) -> None:
-    processor = SendMessageProcessor(controller)
-    for code in SEND_CODES:
-        controller.server.register_processor(code, processor.process)
-
-
-def suggest_todo(url: str = FAQ_URL) -> str:
-    """FAQUrl.suggestTodo: the hint Java appends to some remarks."""
-    return f"\nSee {url} for further details."
-
-
-def bad_header_response(request: RemotingCommand, err: HeaderError) -> RemotingCommand:
-    """What Java answers a request whose custom header does not decode (SYSTEM_ERROR, the exception's text)."""
-    return create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
 
 
 def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -113,17 +107,6 @@ def java_topic_config_string(config: TopicConfig) -> str:
             f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]")
 
 
-@functools.lru_cache(maxsize=1024)
-def _java_property_order(keys: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(hash_map_order(keys, PROPERTIES_MAP_CAPACITY))
-
-
-def java_ordered(properties: dict[str, str]) -> dict[str, str]:
-    """``properties`` in the order Java's broker writes them: the iteration order of the HashMap it parsed them into
-    (cached per key set: producers send the same few names over and over)."""
-    return {key: properties[key] for key in _java_property_order(tuple(properties))}
-
-
 @functools.lru_cache(maxsize=4096)
 def born_host(remote_address: str) -> bytes:
     """The packed address of a producer connection (an IPv4-mapped IPv6 peer is stored as IPv4, as Java sees it)."""
@@ -140,21 +123,38 @@ def born_host(remote_address: str) -> bytes:
 class SendMessageProcessor:
     """The send processor of one broker. ``process`` is the remoting handler for SEND_CODES.
 
+    ``put_messages`` stores (BrokerController.put_messages); the schedule service parks delayed messages, the
+    transactional message service opens half messages.
+
     Examples:
-        >>> processor = SendMessageProcessor(controller, max_puts_in_flight=1000)  # doctest: +SKIP
-        >>> controller.server.register_processor(RequestCode.SEND_MESSAGE_V2, processor.process)  # doctest: +SKIP
+        >>> processor = SendMessageProcessor(broker_config=bc, store_config=sc, topic_config_manager=topics,
+        ...     subscription_group_manager=groups, schedule_message_service=schedule,
+        ...     transactional_message_service=transactions, put_messages=put, max_puts_in_flight=1000)  # doctest: +SKIP
+        >>> server.register_processor(RequestCode.SEND_MESSAGE_V2, processor.process)  # doctest: +SKIP
     """
 
-    def __init__(self, controller: BrokerController, *, max_puts_in_flight: int | None = None,
-                 max_bytes_in_flight: int | None = None) -> None:
-        self.controller = controller
-        extra = controller.broker_config.extra
+    def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 topic_config_manager: TopicConfigManager, subscription_group_manager: SubscriptionGroupManager,
+                 schedule_message_service: ScheduleMessageService,
+                 transactional_message_service: TransactionalMessageService, put_messages: PutMessages,
+                 max_puts_in_flight: int | None = None, max_bytes_in_flight: int | None = None) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.schedule_message_service = schedule_message_service
+        self.transactional_message_service = transactional_message_service
+        self.put_messages = put_messages
+        extra = broker_config.extra
         self.region_id = extra.get("regionId", DEFAULT_REGION_ID)
         self.trace_on = "false" if extra.get("traceOn", "true").strip().lower() == "false" else "true"
         self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
         self.max_bytes_in_flight = MAX_BYTES_IN_FLIGHT if max_bytes_in_flight is None else max_bytes_in_flight
         self.puts_in_flight = 0
         self.bytes_in_flight = 0
+
+    def handlers(self) -> dict[int, Handler]:
+        return {code: self.process for code in SEND_CODES}
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -182,8 +182,8 @@ class SendMessageProcessor:
     def msg_check(self, conn: RemotingConnection,
                   header: SendMessageRequestHeader) -> tuple[tuple[int, str] | None, TopicConfig | None]:
         """(refusal code and remark, None) or (None, the topic's config), creating the topic when Java would."""
-        bc = self.controller.broker_config
-        topics = self.controller.topic_config_manager
+        bc = self.broker_config
+        topics = self.topic_config_manager
         topic = header.topic
         if not is_writeable(bc.broker_permission) and topics.is_order_topic(topic):
             return (ResponseCode.NO_PERMISSION, f"the broker[{bc.broker_ip1}] sending message is forbidden"), None
@@ -204,7 +204,7 @@ class SendMessageProcessor:
         return None, config
 
     def _create_topic(self, conn: RemotingConnection, header: SendMessageRequestHeader) -> TopicConfig | None:
-        topics = self.controller.topic_config_manager
+        topics = self.topic_config_manager
         topic = header.topic
         retry = v.is_retry_topic(topic)
         sys_flag = 0
@@ -231,22 +231,22 @@ class SendMessageProcessor:
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
         if config.attributes.get(CLEANUP_POLICY) == "COMPACTION" and not props.get(PROPERTY_KEYS, "").strip():
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
-        props[PROPERTY_CLUSTER] = self.controller.broker_config.broker_cluster_name
+        props[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         prepared = self._is_prepared(header, props)  # transactions (broker/transaction): a half message
-        if prepared and self.controller.broker_config.reject_transaction_message:
-            remark = f"the broker[{self.controller.broker_config.broker_ip1}] sending transaction message is forbidden"
+        if prepared and self.broker_config.reject_transaction_message:
+            remark = f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden"
             return self._answer(request, ResponseCode.NO_PERMISSION, remark)
         msg = StoreMessage(topic, store_queue_id, request.body, java_ordered(props), header.flag,
                            self._sys_flag(header, target_config), header.born_timestamp,
                            born_host(conn.remote_address), header.reconsume_times or 0)
         if prepared:  # transactions: parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0 (parseHalfMessageInner)
             msg = half_message(msg)
-        msg = self.controller.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
+        msg = self.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
         result = await self._put([msg], len(request.body))
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         if prepared:  # transactions: open until END_TRANSACTION or the check service ends it
-            self.controller.transactional_message_service.half_stored(msg, result)
+            self.transactional_message_service.half_stored(msg, result)
         return self.put_response(request, result, queue_id, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
     def _sent_properties(self, text: str | None) -> dict[str, str]:
@@ -279,7 +279,7 @@ class SendMessageProcessor:
         if not v.is_retry_topic(topic):
             return topic, queue_id, config
         group = v.parse_group(topic)
-        group_config = self.controller.subscription_group_manager.find_subscription_group_config(group)
+        group_config = self.subscription_group_manager.find_subscription_group_config(group)
         if group_config is None:
             return self._answer(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 f"subscription group not exist, {group} {suggest_todo()}")
@@ -289,7 +289,7 @@ class SendMessageProcessor:
         if (header.reconsume_times or 0) <= max_times:
             return topic, queue_id, config
         props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
-        dlq_config = self.controller.topic_config_manager.create_dlq_topic(group)
+        dlq_config = self.topic_config_manager.create_dlq_topic(group)
         log.info("send %s to the DLQ %s: reconsumeTimes %s > %s", topic, dlq_config.topic_name,
                  header.reconsume_times, max_times)
         return dlq_config.topic_name, random_queue_id(1), dlq_config
@@ -309,7 +309,7 @@ class SendMessageProcessor:
         refusal = self._batch_refusal(header, batch_props, request.body)
         if refusal is not None:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
-        if len(request.body) > self.controller.store_config.max_message_size:  # batch rules (issue 4)
+        if len(request.body) > self.store_config.max_message_size:  # batch rules (issue 4)
             return self._answer(request, ResponseCode.SYSTEM_ERROR, BATCH_TOO_BIG_REMARK)
         try:
             items = decode_batch_body(request.body)
@@ -347,7 +347,7 @@ class SendMessageProcessor:
         self.puts_in_flight += 1
         self.bytes_in_flight += size
         try:
-            return await self.controller.put_messages(msgs)
+            return await self.put_messages(msgs)
         finally:
             self.puts_in_flight -= 1
             self.bytes_in_flight -= size
@@ -391,11 +391,11 @@ class SendMessageProcessor:
 
     def _illegal_remark(self) -> str:
         return ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                f"{self.controller.store_config.max_message_size}B, msg properties length limit 32KB.")
+                f"{self.store_config.max_message_size}B, msg properties length limit 32KB.")
 
     def _disk_util(self) -> str:
         """SendMessageProcessor.diskUtil: the used fraction of the disks of CommitLog, ConsumeQueue and index."""
-        config = self.controller.store_config
+        config = self.store_config
 
         def ratio(path: str) -> float:
             try:

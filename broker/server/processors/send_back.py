@@ -12,8 +12,8 @@ reconsume times is the original's + 1. Only PUT_OK is success: any other put sta
 name, as in Java (the client then sends the message to the retry topic itself).
 
 Examples:
-    >>> processor = SendMessageBackProcessor(controller)  # doctest: +SKIP
-    >>> controller.server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, processor.process)  # doctest: +SKIP
+    >>> processor = SendMessageBackProcessor(broker_config=bc, store=store, ...)  # doctest: +SKIP
+    >>> server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, processor.process)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -37,19 +37,18 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import ConsumerSendMsgBackRequestHeader, HeaderError
+from broker.server.message_properties import java_ordered
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.processors.send import (
-    TOPIC_SYS_FLAG_UNIT_SUB,
-    V3_4_9,
-    bad_header_response,
-    java_ordered,
-    suggest_todo,
-)
+from broker.server.processors.common import TOPIC_SYS_FLAG_UNIT_SUB, V3_4_9, Handler, bad_header_response, suggest_todo
 from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker_controller import BrokerController
+    from broker.server.config import BrokerConfig
+    from broker.server.metadata.groups import SubscriptionGroupManager
+    from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.schedule import PutMessages, ScheduleMessageService
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -57,25 +56,31 @@ RETRY_DELAY_LEVEL_BASE = 3  # delay level 3 + reconsumeTimes when the consumer l
 DLQ_NUMS_PER_GROUP = 1
 
 
-def register(controller: BrokerController) -> None:
-    processor = SendMessageBackProcessor(controller)
-    controller.server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, processor.process)
-
-
 class SendMessageBackProcessor:
-    """The CONSUMER_SEND_MSG_BACK handler of one broker (``process``)."""
+    """The CONSUMER_SEND_MSG_BACK handler of one broker (``process``). ``put_messages`` stores
+    (BrokerController.put_messages), after the schedule service's put hook."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
+                 subscription_group_manager: SubscriptionGroupManager,
+                 schedule_message_service: ScheduleMessageService, put_messages: PutMessages) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topic_config_manager = topic_config_manager
+        self.subscription_group_manager = subscription_group_manager
+        self.schedule_message_service = schedule_message_service
+        self.put_messages = put_messages
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.process}
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:
             header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
         except HeaderError as err:
             return bad_header_response(request, err)
-        bc = self.controller.broker_config
+        bc = self.broker_config
         group_config = await asyncio.to_thread(
-            self.controller.subscription_group_manager.find_subscription_group_config, header.group)
+            self.subscription_group_manager.find_subscription_group_config, header.group)
         if group_config is None:
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                    f"subscription group not exist, {header.group} {suggest_todo()}")
@@ -89,7 +94,7 @@ class SendMessageBackProcessor:
         if not is_writeable(retry.perm):
             return create_response(request, ResponseCode.NO_PERMISSION,
                                    f"the topic[{retry.topic_name}] sending message is forbidden")
-        record = self.controller.store.lookup_message(header.offset)
+        record = self.store.lookup_message(header.offset)
         if record is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"look message by offset failed, {header.offset}")
@@ -98,10 +103,10 @@ class SendMessageBackProcessor:
 
     async def _send_back_topic(self, topic: str, queue_nums: int, sys_flag: int) -> TopicConfig:
         """createTopicInSendMessageBackMethod: the existing (non-orderly) topic without a thread hop."""
-        existing = self.controller.topic_config_manager.select_topic_config(topic)
+        existing = self.topic_config_manager.select_topic_config(topic)
         if existing is not None and not existing.order:
             return existing
-        return await asyncio.to_thread(self.controller.topic_config_manager.create_topic_in_send_message_back_method,
+        return await asyncio.to_thread(self.topic_config_manager.create_topic_in_send_message_back_method,
                                        topic, queue_nums, PERM_WRITE | PERM_READ, sys_flag)
 
     async def _copy(self, request: RemotingCommand, header: ConsumerSendMsgBackRequestHeader,
@@ -133,8 +138,8 @@ class SendMessageBackProcessor:
 
     async def _put(self, request: RemotingCommand, header: ConsumerSendMsgBackRequestHeader,
                    msg: StoreMessage) -> RemotingCommand:
-        msg = self.controller.schedule_message_service.handle_schedule_message(msg)
-        result = await self.controller.put_messages([msg])
+        msg = self.schedule_message_service.handle_schedule_message(msg)
+        result = await self.put_messages([msg])
         if result.status is PutMessageStatus.PUT_OK:
             return create_response(request, ResponseCode.SUCCESS)
         log.warning("send back of offset %d for group %s failed: %s %s", header.offset, header.group,

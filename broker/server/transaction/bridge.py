@@ -6,8 +6,8 @@ Rule 1: the one statement of how transactional records are derived from each oth
 StoreMessage / MessageRecord; the state machine lives in ``broker.server.transaction.service``.
 
 The reference is Apache RocketMQ 5.5.0 (the version tests/apache.py runs; the mirror's HEAD differs in places).
-Properties are written in the iteration order of the Java HashMap each record's properties string is built from, so
-the records are Apache's byte for byte. Java quirks kept on purpose:
+Properties are written in the iteration order of the Java HashMap each record's properties string is built from
+(``broker.server.message_properties``), so the records are Apache's byte for byte. Java quirks kept on purpose:
 
 - The committed message has the half record's properties minus REAL_TOPIC and REAL_QID; TRAN_MSG=true, PGROUP and
   __transactionId__ stay (EndTransactionProcessor removes TRAN_MSG from the property map only after the string the
@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from broker.common import validation as v
-from broker.common.hash_order import hash_map_order
 from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
@@ -47,6 +46,7 @@ from broker.common.record import MessageRecord, encode_record
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import CheckTransactionStateRequestHeader
+from broker.server.message_properties import MESSAGE_MAP_CAPACITY, java_ordered
 from broker.store.commit_log import StoreMessage
 
 HALF_TOPIC = v.RMQ_SYS_TRANS_HALF_TOPIC
@@ -57,26 +57,7 @@ HALF_QUEUE_ID = 0  # every half message goes to queue 0; its op records to the o
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVE_TAG: the tag of op records
 OFFSET_SEPARATOR = ","
 TCMT_QUEUE_NUMS = 1  # queues of TRANS_CHECK_MAX_TIME_TOPIC
-PROPERTIES_MAP_CAPACITY = 128  # MessageDecoder.string2messageProperties: the map a decoded record's properties are in
-MESSAGE_MAP_CAPACITY = 16  # new HashMap<>(): a fresh Message's properties
 _JAVA_LONG = re.compile(r"[+-]?\d+")
-
-
-def java_ordered(properties: Mapping[str, str], capacity: int = PROPERTIES_MAP_CAPACITY) -> dict[str, str]:
-    """``properties`` (in insertion order) as the Java HashMap of ``capacity`` holding them iterates. The order
-    depends only on the keys in insertion order, and a producer's messages mostly share theirs: it is remembered per
-    key tuple (hashing every key in Python was a tenth of the broker's time under transactional sends)."""
-    keys = tuple(properties)
-    order = _ORDERS.get((keys, capacity))
-    if order is None:
-        if len(_ORDERS) >= _ORDERS_MAX:
-            _ORDERS.clear()
-        order = _ORDERS[keys, capacity] = hash_map_order(keys, capacity)
-    return {key: properties[key] for key in order}
-
-
-_ORDERS: dict[tuple[tuple[str, ...], int], list[str]] = {}
-_ORDERS_MAX = 4096  # distinct key tuples remembered (cleared when full: user properties can vary without bound)
 
 
 def parse_java_long(text: str | None) -> int | None:

@@ -238,7 +238,7 @@ class TransactionalMessageService:
                 self._committed[topic] = progress.offset  # transactions lists no CID_RMQ_SYS_TRANS offsets
                 self.controller.consumer_offset_manager.commit_offset(
                     TRANS_GROUP, topic, HALF_QUEUE_ID, progress.offset,
-                    format_host(self.controller.store.commit_log.store_host))
+                    format_host(self.controller.store.store_host))
 
     # -- prepared sends --------------------------------------------------------------------------------------------
 
@@ -257,7 +257,7 @@ class TransactionalMessageService:
         self.open[entry.transaction_id] = entry
         values = props.values()
         if None not in values and "" not in values and "" not in props:  # else the stored properties say less
-            self.half_records.add(self.controller.store.commit_log.stored_record(msg, append))
+            self.half_records.add(self.controller.store.stored_record(msg, append))
         if previous is not None and previous.busy is None:  # a producer's retry of the same send supersedes it
             previous.ended = True
             self.half_records.discard(previous.commit_log_offset)
@@ -343,7 +343,7 @@ class TransactionalMessageService:
                 future.set_result(result)
 
     def _op(self, half_offsets: list[int]) -> StoreMessage:
-        return bridge.op_message(half_offsets, self.controller.store.commit_log.store_host, now_ms())
+        return bridge.op_message(half_offsets, self.controller.store.store_host, now_ms())
 
     def _close(self, entry: HalfMessage, half_offsets: list[int], op_offset: int | None) -> None:
         entry.ended = True

@@ -229,7 +229,7 @@ def test_a_failed_write_after_a_change_is_logged_not_raised(manager, monkeypatch
     def disk_full(path, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("broker.server.metadata.topics.write_atomic", disk_full)
+    monkeypatch.setattr("broker.common.config_manager.write_atomic", disk_full)
     config = manager.create_topic_in_send_message_method("T", "TBW102", "h", 4)
     assert manager.select_topic_config("T") == config  # live in memory; the next persist writes it
     assert "failed to persist" in caplog.text
