@@ -241,14 +241,6 @@ def serve_check_transaction_state(producers: Mapping[str, object], conn: Remotin
 # -- helpers for synchronous callers (the Spark sink, connector/sink.py) ----------------------------------------------
 
 
-def prepare_half_message(msg: Message, group: str) -> None:
-    """Mark ``msg`` as a half message of ``group``, as send_message_in_transaction does before sending: TRAN_MSG,
-    PGROUP, and no delay level (a delayed half would go to the schedule topic, not to the half queue)."""
-    msg.properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    msg.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
-    msg.properties[PROPERTY_PRODUCER_GROUP] = group
-
-
 def half_properties(group: str, extra: Mapping[str, str]) -> str:
     """The properties string every half message of ``group`` carries (TRAN_MSG, PGROUP, then ``extra``), for
     callers that append the per-message ones (UNIQ_KEY, TAGS...) themselves."""

@@ -39,10 +39,6 @@ class CorruptRecord(StoreError):
         self.reason = reason
 
 
-class StoreFull(StoreError):
-    pass
-
-
 class IllegalName(RmqError, ValueError):
     """A topic or group name that RocketMQ's rules reject."""
 

@@ -21,7 +21,7 @@ modelled either. Neither happens with the few brokers and clusters of a NameServ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from broker.common.message import java_hash
@@ -126,8 +126,3 @@ def _transfer(bins: list[list[tuple[int, K]]], n: int) -> list[list[tuple[int, K
                 low = [node, *low]
         grown[i], grown[i + n] = low, high
     return grown
-
-
-def ordered_items(mapping: dict[K, object], order: Callable[[list[K]], list[K]]) -> dict:
-    """``mapping`` re-keyed in the order ``order`` gives its (insertion-ordered) keys."""
-    return {key: mapping[key] for key in order(list(mapping))}

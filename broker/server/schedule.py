@@ -91,10 +91,6 @@ def delay_level_to_queue_id(delay_level: int) -> int:
     return delay_level - 1
 
 
-def queue_id_to_delay_level(queue_id: int) -> int:
-    return queue_id + 1
-
-
 def delay_time_level(properties: dict[str, str]) -> int:
     """Message.getDelayTimeLevel: the DELAY property, 0 when absent (or, unlike Java's exception, not a number)."""
     text = properties.get(PROPERTY_DELAY_TIME_LEVEL)

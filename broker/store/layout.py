@@ -21,7 +21,6 @@ PhysicalOffset = NewType("PhysicalOffset", int)
 QueueOffset = NewType("QueueOffset", int)
 
 
-
 # -- ConsumeQueue unit ----------------------------------------------------------------------------------------------
 #   commitLogOffset 8 | size 4 | tagsCode 8   = 20 bytes
 
@@ -134,10 +133,6 @@ def encode_index_header(header: IndexHeader) -> bytes:
 
 def decode_index_header(buf) -> IndexHeader:
     return IndexHeader(*INDEX_HEADER.unpack_from(buf, 0))
-
-
-def encode_index_entry(entry: IndexEntry) -> bytes:
-    return INDEX_ENTRY.pack(*entry)
 
 
 def decode_index_entry(buf, pos: int) -> IndexEntry:

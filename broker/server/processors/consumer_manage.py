@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
-RESET_NOTIFY_TIMEOUT_MS = 5000
 
 
 # -- rebalance locks (Java's RebalanceLockManager) ---------------------------------------------------------------------
