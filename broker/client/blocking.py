@@ -58,9 +58,16 @@ from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUM
 from broker.remoting import command
 from broker.remoting.client import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, parse_address
 from broker.remoting.codes import ResponseCode, SerializeType
-from broker.remoting.command import CommandFlag, RemotingCommand
-from broker.remoting.connection import CloseReason, not_supported_response, request_timeout
-from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, PREFIX_SIZE, FrameDecoder, encode_frame
+from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import CloseReason
+from broker.remoting.exchange import (
+    RemotingExchange,
+    RequestReceived,
+    ResponseReceived,
+    not_supported_response,
+    request_timeout,
+)
+from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, PREFIX_SIZE, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,10 @@ ROUTE_TTL_S = 30.0  # pollNameServerInterval
 
 class BlockingRemotingClient:
     """One remoting connection to ``address``, used from any thread (calls are serialized).
+
+    The connection's ``RemotingExchange`` (``remoting/exchange.py``) frames the requests and matches the responses;
+    this class owns the socket, the deadlines and the reconnects. Each call waiting in the exchange carries who
+    waits for it: ``invoke``, ``send`` (whose response ``receive`` takes) or a Pipeline (``send_frames``).
 
     Examples:
         >>> client = BlockingRemotingClient("127.0.0.1:9876")  # doctest: +SKIP
@@ -84,10 +95,9 @@ class BlockingRemotingClient:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
         self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder(max_frame_length)
+        self._exchange = RemotingExchange(max_frame_length, peer=address)
         self._lock = threading.Lock()
-        self._awaited: set[int] = set()  # opaques sent by ``send`` whose responses ``receive`` has not taken yet
-        self._early: dict[int, RemotingCommand] = {}  # their responses read while waiting for another one
+        self._early: dict[int, RemotingCommand] = {}  # responses to ``send`` read while waiting for another one
 
     @property
     def connected(self) -> bool:
@@ -106,8 +116,8 @@ class BlockingRemotingClient:
             except OSError as err:
                 raise RemotingConnectError(self.address, str(err) or type(err).__name__) from err
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock, self._decoder = sock, FrameDecoder(self.max_frame_length)
-            self._awaited.clear()  # their responses went with the old connection
+            # the calls of the old connection went with it
+            self._sock, self._exchange = sock, RemotingExchange(self.max_frame_length, peer=self.address)
             self._early.clear()
         return self._sock
 
@@ -145,8 +155,13 @@ class BlockingRemotingClient:
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
             sock = self._ensure_connected()
-            self._send(sock, command.encode(request), deadline, request, timeout_ms)
-            return self._receive(sock, request, deadline, timeout_ms)
+            exchange = self._exchange
+            data = b"".join(exchange.send_request(request, _INVOKED))
+            try:
+                self._send(sock, data, deadline, request, timeout_ms)
+                return self._receive(sock, request, deadline, timeout_ms)
+            finally:
+                exchange.abandon(request.opaque)  # after a timeout: its late response is dropped
 
     def send(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         """The first half of ``invoke``: the caller works while the peer answers, then takes the response with
@@ -154,8 +169,13 @@ class BlockingRemotingClient:
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
             sock = self._ensure_connected()
-            self._send(sock, command.encode(request), deadline, request, timeout_ms)
-            self._awaited.add(request.opaque)
+            exchange = self._exchange
+            data = b"".join(exchange.send_request(request, _SENT))
+            try:
+                self._send(sock, data, deadline, request, timeout_ms)
+            except BaseException:
+                exchange.abandon(request.opaque)
+                raise
 
     def receive(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
         """The response to a request given to ``send``."""
@@ -165,35 +185,62 @@ class BlockingRemotingClient:
                 early = self._early.pop(request.opaque, None)
                 if early is not None:
                     return early
-                if self._sock is None or request.opaque not in self._awaited:
+                if self._sock is None or not self._exchange.is_pending(request.opaque):
                     raise ConnectionClosed(CloseReason.CONNECTION_BROKEN,
                                            f"{self.address}: the connection that sent request {request.opaque} "
                                            "is gone")
                 return self._receive(self._sock, request, deadline, timeout_ms)
             finally:
-                self._awaited.discard(request.opaque)
+                self._exchange.abandon(request.opaque)
 
     def _receive(self, sock: socket.socket, request: RemotingCommand, deadline: float,
                  timeout_ms: float) -> RemotingCommand:
+        """Read until the response to ``request`` (an ``invoke``'s, or a ``send``'s kept with the early ones)."""
         while True:
-            found = None
-            for response in self._read(sock, deadline, request, timeout_ms):
-                if response.opaque == request.opaque and found is None:
-                    found = response
-                elif response.opaque in self._awaited:
-                    self._early[response.opaque] = response
-                else:
-                    log.debug("dropping response opaque %s from %s: its call is over", response.opaque,
-                              self.address)
-            if found is not None:
-                return found
+            invoked = self._read(sock, _INVOKED, deadline, request, timeout_ms)
+            if invoked:
+                return invoked[0]  # one invoke at a time: it is ``request``'s
+            early = self._early.pop(request.opaque, None)
+            if early is not None:
+                return early
 
     def invoke_oneway(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
         deadline = time.monotonic() + timeout_ms / 1000
-        oneway = replace(request, flag=int(request.flag | CommandFlag.ONEWAY))
         with self._lock:
             sock = self._ensure_connected()
-            self._send(sock, command.encode(oneway), deadline, request, timeout_ms)
+            self._send(sock, b"".join(self._exchange.send_oneway(request)), deadline, request, timeout_ms)
+
+    # -- for callers that frame their own requests (Pipeline) ------------------------------------------------------
+
+    def send_frames(self, data: bytes, opaques: Sequence[int], owner: object,
+                    timeout_ms: float = DEFAULT_TIMEOUT_MS) -> float:
+        """Write requests framed already (``RequestTemplate.frame``), one or many back to back, whose responses
+        ``read_responses(owner, ...)`` will return. Returns their deadline (``time.monotonic()`` seconds)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._lock:
+            sock = self._ensure_connected()
+            exchange = self._exchange
+            for opaque in opaques:
+                exchange.expect_response(opaque, owner)
+            try:
+                self._send(sock, data, deadline, RemotingCommand(code=0, opaque=opaques[0]), timeout_ms)
+            except BaseException:
+                for opaque in opaques:
+                    exchange.abandon(opaque)
+                raise
+        return deadline
+
+    def read_responses(self, owner: object, deadline: float, waiting_for: RemotingCommand,
+                       timeout_ms: float) -> list[RemotingCommand]:
+        """The responses to ``owner``'s requests among the next bytes from the peer (maybe none); blocks until
+        some bytes come, or raises RequestTimeout naming ``waiting_for`` once ``deadline`` has passed."""
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: not connected")
+            return self._read(sock, owner, deadline, waiting_for, timeout_ms)
+
+    # -- the socket ------------------------------------------------------------------------------------------------
 
     def _send(self, sock: socket.socket, data: bytes, deadline: float, request: RemotingCommand,
               timeout_ms: float) -> None:
@@ -209,9 +256,9 @@ class BlockingRemotingClient:
 
     def _read_frame_rest(self, sock: socket.socket, missing: int, deadline: float, request: RemotingCommand,
                          timeout_ms: float) -> bytearray:
-        """The decoder's partial frame and its ``missing`` bytes, read into one buffer; on a timeout the bytes read
-        so far go back to the decoder, so the stream stays in step for the next call."""
-        head = self._decoder.drain()
+        """The exchange's partial frame and its ``missing`` bytes, read into one buffer; on a timeout the bytes
+        read so far go back to the exchange, so the stream stays in step for the next call."""
+        head = self._exchange.drain()
         data = bytearray(len(head) + missing)
         data[:len(head)] = head
         received = len(head)
@@ -228,7 +275,7 @@ class BlockingRemotingClient:
         except TimeoutError:
             view.release()
             del data[received:]
-            self._decoder.feed(data)
+            self._exchange.restore(data)
             raise
         view.release()
         del data[received:]
@@ -241,13 +288,15 @@ class BlockingRemotingClient:
             raise TimeoutError
         return remaining
 
-    def _read(self, sock: socket.socket, deadline: float, request: RemotingCommand,
+    def _read(self, sock: socket.socket, owner: object, deadline: float, request: RemotingCommand,
               timeout_ms: float) -> list[RemotingCommand]:
-        """The responses of the next chunk of bytes; answers server requests on the way. The rest of a frame bigger
-        than READ_CHUNK (a pull response) is read straight into one buffer of its size, which the decoder cuts
-        without collecting it first."""
+        """The responses to ``owner``'s calls in the next chunk of bytes. Responses to ``send`` are kept for
+        ``receive`` whoever reads them; those of calls that are over are dropped; requests of the server are
+        answered REQUEST_CODE_NOT_SUPPORTED on the way. The rest of a frame bigger than READ_CHUNK (a pull
+        response) is read straight into one buffer of its size, which the decoder cuts without collecting it
+        first."""
         try:
-            missing = self._decoder.missing()
+            missing = self._exchange.missing()
             if missing > READ_CHUNK:
                 data = self._read_frame_rest(sock, missing, deadline, request, timeout_ms)
             else:
@@ -261,18 +310,29 @@ class BlockingRemotingClient:
         if not data:
             self._drop()
             raise ConnectionClosed(CloseReason.PEER_CLOSED, self.address)
+        exchange = self._exchange
         try:
-            commands = [command.decode(frame) for frame in self._decoder.feed(data)]
+            events = list(exchange.receive_data(data))
         except ProtocolError as err:  # MalformedFrame / MalformedCommand: the stream is lost
             self._drop()
             raise ConnectionClosed(CloseReason.PROTOCOL_ERROR, f"{self.address}: {err}") from err
-        responses = []
-        for cmd in commands:
-            if cmd.is_response:
-                responses.append(cmd)
-            elif not cmd.is_oneway:
-                sock.sendall(command.encode(not_supported_response(cmd)))
-        return responses
+        owned = []
+        for event in events:
+            if type(event) is ResponseReceived:
+                if event.context is owner:
+                    owned.append(event.response)
+                elif event.context is _SENT:
+                    self._early[event.response.opaque] = event.response
+                else:
+                    log.debug("dropping response opaque %s from %s: its call is over", event.response.opaque,
+                              self.address)
+            elif type(event) is RequestReceived:  # a oneway one (OnewayReceived) is not answered
+                sock.sendall(b"".join(exchange.answer(event.request, not_supported_response(event.request))))
+        return owned
+
+
+_INVOKED = "invoke"  # who waits for a response, as the context of its call in the exchange; a Pipeline is itself
+_SENT = "send"
 
 
 # -- one call each -----------------------------------------------------------------------------------------------------
@@ -601,7 +661,7 @@ class Pipeline:
         done: list[tuple[object, RemotingCommand]] = []
         while len(self._pending) >= self.window or (order_key is not None and order_key in self._busy_keys):
             done += self._read_some()
-        deadline = self._write(frame, command.RemotingCommand(code=0, opaque=opaque))
+        deadline = self.client.send_frames(frame, (opaque,), self, self.timeout_ms)
         self._pending[opaque] = (context, order_key, deadline)
         if order_key is not None:
             self._busy_keys.add(order_key)
@@ -617,19 +677,11 @@ class Pipeline:
         while len(self._pending) + len(frames) > self.window:
             done += self._read_some()
         data = frames[0][1] if len(frames) == 1 else b"".join([frame for _, frame, _ in frames])
-        deadline = self._write(data, command.RemotingCommand(code=0, opaque=frames[0][0]))
+        deadline = self.client.send_frames(data, [opaque for opaque, _, _ in frames], self, self.timeout_ms)
         pending = self._pending
         for opaque, _, context in frames:
             pending[opaque] = (context, None, deadline)
         return done
-
-    def _write(self, data: bytes, request: RemotingCommand) -> float:
-        client = self.client
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        with client._lock:
-            sock = client._ensure_connected()
-            client._send(sock, data, deadline, request, self.timeout_ms)
-        return deadline
 
     def drain(self) -> list[tuple[object, RemotingCommand]]:
         done: list[tuple[object, RemotingCommand]] = []
@@ -641,18 +693,16 @@ class Pipeline:
         opaque = next(iter(self._pending))
         _, _, deadline = self._pending[opaque]
         client = self.client
-        with client._lock:
-            sock = client._sock
-            if sock is None:
-                raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{client.address}: closed with "
-                                                                       f"{len(self._pending)} requests in flight")
-            stub = command.RemotingCommand(code=0, opaque=opaque)
-            responses = client._read(sock, deadline, stub, self.timeout_ms)
+        if not client.connected:
+            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{client.address}: closed with "
+                                                                   f"{len(self._pending)} requests in flight")
+        stub = RemotingCommand(code=0, opaque=opaque)  # what a timeout names
+        responses = client.read_responses(self, deadline, stub, self.timeout_ms)
         done = []
         pending, busy = self._pending, self._busy_keys
         for response in responses:
             entry = pending.pop(response.opaque, None)
-            if entry is None:
+            if entry is None:  # sent before a reconnect: its entry timed out already
                 log.debug("dropping response opaque %s from %s: not in this pipeline", response.opaque, client.address)
                 continue
             context, order_key, _ = entry
