@@ -30,6 +30,7 @@ from broker.remoting.exchange import (
     Event,
     RemotingExchange,
     ResponseReceived,
+    frame_size,
     not_supported_response,
     request_timeout,
 )
@@ -166,7 +167,7 @@ class RemotingConnection:
 
     async def _write(self, parts: list[Buffer]) -> None:
         """Write one frame (the exchange's buffers of it) with the others of this loop iteration."""
-        size = sum(map(len, parts))
+        size = frame_size(parts)
         self._check_open()
         if self._out is None:  # the first frame of this loop iteration: flush them all together, soon
             self._out, self._out_size = parts, size
