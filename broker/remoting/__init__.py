@@ -3,8 +3,9 @@
 Sans-IO (no sockets, no event loop; the blocking client and the asyncio side share them): ``codes`` (RequestCode,
 ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` (the frame layout), ``command``
 (RemotingCommand and its JSON and ROCKETMQ header encodings), ``headers`` (one dataclass per custom header),
-``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body).
-asyncio: ``connection`` (one reader task, opaque -> future), ``client`` (RemotingClient), ``server``
+``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body), ``exchange``
+(RemotingExchange: one connection's requests, matched to their responses by opaque).
+asyncio: ``connection`` (one reader task driving an exchange), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 
 May import: ``broker.common``. This face re-exports nothing, so that ``broker.common.errors`` can read
