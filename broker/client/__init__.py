@@ -4,7 +4,8 @@ Modules: ``message`` (Message, MessageExt, MessageQueue, results, UNIQ_KEY), ``r
 route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQClientInstance: routes, heartbeats,
 rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
 ``producer``, ``consumer`` (lite pull), ``offsets`` (ProcessQueue, offset stores), ``push_consumer``, and
-``blocking`` (plain sockets, for Spark executors and jobs).
+``blocking`` (plain sockets, for Spark executors and jobs: the face of ``blocking_remoting``, ``blocking_api`` and
+``pipeline``).
 
 Examples:
     >>> from broker.client import Message, Producer

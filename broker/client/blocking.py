@@ -1,16 +1,17 @@
-"""The synchronous client for code that cannot run an event loop: Spark executors, scripts, the connector.
+"""The blocking client for Spark executors, jobs and scripts: RocketMQ without an event loop.
 
-Plain sockets, one request in flight per connection, on the same sans-IO pieces as the asyncio client: frames from
-``remoting/frame.py``, commands from ``remoting/command.py``, requests and responses from ``client/protocol.py``.
+This is the public face of the blocking side (the asyncio client is ``Producer``, ``LitePullConsumer`` and
+``PushConsumer``). Its pieces, each in a module of its own and importable from here:
 
-* ``BlockingRemotingClient``: one connection to one address; ``invoke`` with a timeout, reconnecting when the peer
-  closed it since the last call. A response that arrives after its call timed out is dropped when the next call
-  reads. Requests the server sends (a broker notifying consumers) are answered REQUEST_CODE_NOT_SUPPORTED: a
-  blocking client registers no consumer, so none should come.
-* Functions for one call each (``get_route``, ``get_min_offset``, ``get_max_offset``, ``search_offset``, ``pull``,
-  ``send_one``, ``send_batch``), given a client for the right address.
-* ``BlockingClient``: the facade the connector uses, with NameServer addresses, a route cache (30 s) and one
-  connection per broker.
+* ``BlockingClient`` (defined here): NameServer addresses, a route cache (30 s), one connection per broker, and the
+  calls by message queue: offsets, pulls, sends with the producer's queue choice and retries. Thread-safe.
+* ``BlockingRemotingClient`` (``blocking_remoting``): one connection to one address; ``invoke`` with a timeout,
+  ``send`` and ``receive`` to overlap a call with work, reconnecting when the peer closed it since the last call.
+* One function per call (``blocking_api``): ``get_route``, ``get_min_offset``, ``get_max_offset``,
+  ``search_offset``, ``pull``, ``send_one``, ``send_batch``, ``create_topic``, given a client for the right address.
+* ``RequestTemplate`` and ``Pipeline`` (``pipeline``): many requests in flight on one connection (the sink's).
+
+All of them frame requests and match responses with the sans-IO ``RemotingExchange``, as the asyncio side does.
 
 Examples:
     >>> with BlockingClient("127.0.0.1:9876") as client:  # doctest: +SKIP
@@ -18,341 +19,55 @@ Examples:
     ...     end = client.get_max_offset(queues[0])
     ...     result = client.pull(queues[0], 0, 32)  # result.body: the stored records, undecoded
     ...     client.send_batch([Message("TopicTest", b"a"), Message("TopicTest", b"b")], queues[0])
+    >>> with BlockingRemotingClient("127.0.0.1:10911") as broker:  # doctest: +SKIP
+    ...     create_topic(broker, "TopicTest", queue_nums=8)
+    ...     request = protocol.pull_message_request("my_group", queues[0], 0, 32)
+    ...     broker.send(request, 3000)  # ... work while the broker answers ...
+    ...     response = broker.receive(request, 3000)
 """
 
 from __future__ import annotations
 
-import logging
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
-import orjson
-
-from broker.client import protocol
+from broker.client.blocking_api import (
+    create_topic,
+    get_max_offset,
+    get_min_offset,
+    get_route,
+    pull,
+    search_offset,
+    send_batch,
+    send_one,
+)
+from broker.client.blocking_remoting import BlockingRemotingClient
 from broker.client.fault import MQFaultStrategy
-from broker.client.message import (
-    Message,
-    MessageBatch,
-    MessageQueue,
-    PullResult,
-    SendResult,
-    check_message,
-    compress_body,
-    set_uniq_id,
-)
+from broker.client.message import Message, MessageBatch, MessageQueue, PullResult, SendResult
+from broker.client.pipeline import Pipeline, RequestTemplate
 from broker.client.route import TopicPublishInfo, TopicRouteData, subscribe_queues
-from broker.common.errors import (
-    ClientErrorCode,
-    ConnectionClosed,
-    MQBrokerError,
-    MQClientError,
-    ProtocolError,
-    RemotingConnectError,
-    RemotingError,
-)
-from broker.common.topic import TopicConfig
+from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
-from broker.remoting import command
-from broker.remoting.client import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, parse_address
-from broker.remoting.codes import ResponseCode, SerializeType
-from broker.remoting.command import CommandFlag, RemotingCommand
-from broker.remoting.connection import CloseReason, not_supported_response, request_timeout
-from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, PREFIX_SIZE, FrameDecoder, encode_frame
+from broker.remoting.client import DEFAULT_TIMEOUT_MS
+from broker.remoting.codes import ResponseCode
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "BlockingClient",
+    "BlockingRemotingClient",
+    "Pipeline",
+    "RequestTemplate",
+    "create_topic",
+    "get_max_offset",
+    "get_min_offset",
+    "get_route",
+    "pull",
+    "search_offset",
+    "send_batch",
+    "send_one",
+]
 
-READ_CHUNK = 256 * 1024
 ROUTE_TTL_S = 30.0  # pollNameServerInterval
-
-
-class BlockingRemotingClient:
-    """One remoting connection to ``address``, used from any thread (calls are serialized).
-
-    Examples:
-        >>> client = BlockingRemotingClient("127.0.0.1:9876")  # doctest: +SKIP
-        >>> response = client.invoke(protocol.get_route_request("TopicTest"), 3000)  # doctest: +SKIP
-        >>> client.close()  # doctest: +SKIP
-    """
-
-    def __init__(self, address: str, *, connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
-        self.address = address
-        self.host, self.port = parse_address(address)
-        self.connect_timeout_ms = connect_timeout_ms
-        self.max_frame_length = max_frame_length
-        self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder(max_frame_length)
-        self._lock = threading.Lock()
-        self._awaited: set[int] = set()  # opaques sent by ``send`` whose responses ``receive`` has not taken yet
-        self._early: dict[int, RemotingCommand] = {}  # their responses read while waiting for another one
-
-    @property
-    def connected(self) -> bool:
-        return self._sock is not None
-
-    def connect(self) -> None:
-        with self._lock:
-            self._ensure_connected()
-
-    def _ensure_connected(self) -> socket.socket:
-        if self._sock is not None and self._peer_closed(self._sock):
-            self._drop()
-        if self._sock is None:
-            try:
-                sock = socket.create_connection((self.host, self.port), self.connect_timeout_ms / 1000)
-            except OSError as err:
-                raise RemotingConnectError(self.address, str(err) or type(err).__name__) from err
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock, self._decoder = sock, FrameDecoder(self.max_frame_length)
-            self._awaited.clear()  # their responses went with the old connection
-            self._early.clear()
-        return self._sock
-
-    @staticmethod
-    def _peer_closed(sock: socket.socket) -> bool:
-        """True when the peer closed (or reset) the connection since our last call: a readable socket with no bytes.
-        Bytes waiting (a late response) are left for the next read."""
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and not sock.recv(1, socket.MSG_PEEK)
-        except (OSError, ValueError):
-            return True
-
-    def _drop(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
-
-    def __enter__(self) -> BlockingRemotingClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def invoke(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
-        """Send ``request`` and wait for its response. Raises RemotingConnectError, RequestTimeout or
-        ConnectionClosed; after a ConnectionClosed the next call reconnects."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        with self._lock:
-            sock = self._ensure_connected()
-            self._send(sock, command.encode(request), deadline, request, timeout_ms)
-            return self._receive(sock, request, deadline, timeout_ms)
-
-    def send(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        """The first half of ``invoke``: the caller works while the peer answers, then takes the response with
-        ``receive`` (the source sends its next pull before decoding the last one)."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        with self._lock:
-            sock = self._ensure_connected()
-            self._send(sock, command.encode(request), deadline, request, timeout_ms)
-            self._awaited.add(request.opaque)
-
-    def receive(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
-        """The response to a request given to ``send``."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        with self._lock:
-            try:
-                early = self._early.pop(request.opaque, None)
-                if early is not None:
-                    return early
-                if self._sock is None or request.opaque not in self._awaited:
-                    raise ConnectionClosed(CloseReason.CONNECTION_BROKEN,
-                                           f"{self.address}: the connection that sent request {request.opaque} "
-                                           "is gone")
-                return self._receive(self._sock, request, deadline, timeout_ms)
-            finally:
-                self._awaited.discard(request.opaque)
-
-    def _receive(self, sock: socket.socket, request: RemotingCommand, deadline: float,
-                 timeout_ms: float) -> RemotingCommand:
-        while True:
-            found = None
-            for response in self._read(sock, deadline, request, timeout_ms):
-                if response.opaque == request.opaque and found is None:
-                    found = response
-                elif response.opaque in self._awaited:
-                    self._early[response.opaque] = response
-                else:
-                    log.debug("dropping response opaque %s from %s: its call is over", response.opaque,
-                              self.address)
-            if found is not None:
-                return found
-
-    def invoke_oneway(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        deadline = time.monotonic() + timeout_ms / 1000
-        oneway = replace(request, flag=int(request.flag | CommandFlag.ONEWAY))
-        with self._lock:
-            sock = self._ensure_connected()
-            self._send(sock, command.encode(oneway), deadline, request, timeout_ms)
-
-    def _send(self, sock: socket.socket, data: bytes, deadline: float, request: RemotingCommand,
-              timeout_ms: float) -> None:
-        try:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            sock.sendall(data)
-        except TimeoutError:
-            self._drop()  # part of a frame may be out: the stream is no longer in sync
-            raise request_timeout(request, self.address, timeout_ms) from None
-        except OSError as err:
-            self._drop()
-            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: {err}") from err
-
-    def _read_frame_rest(self, sock: socket.socket, missing: int, deadline: float, request: RemotingCommand,
-                         timeout_ms: float) -> bytearray:
-        """The decoder's partial frame and its ``missing`` bytes, read into one buffer; on a timeout the bytes read
-        so far go back to the decoder, so the stream stays in step for the next call."""
-        head = self._decoder.drain()
-        data = bytearray(len(head) + missing)
-        data[:len(head)] = head
-        received = len(head)
-        view = memoryview(data)
-        try:
-            while received < len(data):
-                sock.settimeout(self._remaining(deadline, request, timeout_ms))
-                got = sock.recv_into(view[received:])
-                if not got:
-                    view.release()
-                    self._drop()
-                    raise ConnectionClosed(CloseReason.PEER_CLOSED, f"{self.address} (in the middle of a frame)")
-                received += got
-        except TimeoutError:
-            view.release()
-            del data[received:]
-            self._decoder.feed(data)
-            raise
-        view.release()
-        del data[received:]
-        return data
-
-    @staticmethod
-    def _remaining(deadline: float, request: RemotingCommand, timeout_ms: float) -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        return remaining
-
-    def _read(self, sock: socket.socket, deadline: float, request: RemotingCommand,
-              timeout_ms: float) -> list[RemotingCommand]:
-        """The responses of the next chunk of bytes; answers server requests on the way. The rest of a frame bigger
-        than READ_CHUNK (a pull response) is read straight into one buffer of its size, which the decoder cuts
-        without collecting it first."""
-        try:
-            missing = self._decoder.missing()
-            if missing > READ_CHUNK:
-                data = self._read_frame_rest(sock, missing, deadline, request, timeout_ms)
-            else:
-                sock.settimeout(self._remaining(deadline, request, timeout_ms))
-                data = sock.recv(READ_CHUNK)
-        except TimeoutError:
-            raise request_timeout(request, self.address, timeout_ms) from None
-        except OSError as err:
-            self._drop()
-            raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{self.address}: {err}") from err
-        if not data:
-            self._drop()
-            raise ConnectionClosed(CloseReason.PEER_CLOSED, self.address)
-        try:
-            commands = [command.decode(frame) for frame in self._decoder.feed(data)]
-        except ProtocolError as err:  # MalformedFrame / MalformedCommand: the stream is lost
-            self._drop()
-            raise ConnectionClosed(CloseReason.PROTOCOL_ERROR, f"{self.address}: {err}") from err
-        responses = []
-        for cmd in commands:
-            if cmd.is_response:
-                responses.append(cmd)
-            elif not cmd.is_oneway:
-                sock.sendall(command.encode(not_supported_response(cmd)))
-        return responses
-
-
-# -- one call each -----------------------------------------------------------------------------------------------------
-
-
-def get_route(namesrv_addr: str | Sequence[BlockingRemotingClient], topic: str,
-              timeout_ms: float = DEFAULT_TIMEOUT_MS) -> TopicRouteData:
-    """GET_ROUTEINFO_BY_TOPIC from the first NameServer that answers ("a:9876;b:9876", or open clients).
-    MQClientError with the NameServer's code (TOPIC_NOT_EXIST) when the topic has no route."""
-    if isinstance(namesrv_addr, str):
-        clients = [BlockingRemotingClient(a.strip()) for a in namesrv_addr.split(";") if a.strip()]
-        try:
-            return get_route(clients, topic, timeout_ms)
-        finally:
-            for client in clients:
-                client.close()
-    if not namesrv_addr:
-        raise MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it.")
-    error: Exception | None = None
-    for client in namesrv_addr:
-        try:
-            return protocol.parse_route_response(client.invoke(protocol.get_route_request(topic), timeout_ms))
-        except RemotingError as err:
-            error = err
-    raise MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION, f"no NameServer answered: {error}") from error
-
-
-def get_min_offset(client: BlockingRemotingClient, mq: MessageQueue, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
-    return protocol.parse_offset_response(client.invoke(protocol.min_offset_request(mq), timeout_ms), client.address)
-
-
-def get_max_offset(client: BlockingRemotingClient, mq: MessageQueue, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
-    """The queue's max offset: one past its last message (what a consumer reads up to)."""
-    return protocol.parse_offset_response(client.invoke(protocol.max_offset_request(mq), timeout_ms), client.address)
-
-
-def search_offset(client: BlockingRemotingClient, mq: MessageQueue, timestamp_ms: int, boundary_type: str = "LOWER",
-                  timeout_ms: float = DEFAULT_TIMEOUT_MS) -> int:
-    request = protocol.search_offset_request(mq, timestamp_ms, boundary_type)
-    return protocol.parse_offset_response(client.invoke(request, timeout_ms), client.address)
-
-
-def pull(client: BlockingRemotingClient, group: str, mq: MessageQueue, offset: int, max_nums: int, *,
-         sub_expression: str = "*", timeout_ms: float = DEFAULT_TIMEOUT_MS, decode: bool = False) -> PullResult:
-    """One PULL_MESSAGE without suspending; ``result.body`` holds the records, ``result.messages`` is filled only
-    with ``decode`` (then tag collisions are filtered out as Java's client does)."""
-    subscription = protocol.build_subscription_data(mq.topic, sub_expression)
-    request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription)
-    result = protocol.parse_pull_response(client.invoke(request, timeout_ms), client.address)
-    if decode:
-        protocol.decode_pull_result(result, mq, subscription)
-    return result
-
-
-def send_one(client: BlockingRemotingClient, producer_group: str, msg: Message, mq: MessageQueue, *,
-             timeout_ms: float = DEFAULT_TIMEOUT_MS, compress_over: int = 4096) -> SendResult:
-    """SEND_MESSAGE_V2 of one message to ``mq`` (the client must be connected to its broker's master)."""
-    check_message(msg)
-    set_uniq_id(msg)
-    body, sys_flag = msg.body, 0
-    if len(body) >= compress_over:
-        body, sys_flag = compress_body(body)
-    header = protocol.send_message_header(producer_group, msg, mq, sys_flag, batch=False)
-    response = client.invoke(protocol.send_message_request(header, body), timeout_ms)
-    return protocol.parse_send_response(response, mq.topic, mq.broker_name, client.address, [msg.uniq_id or ""])
-
-
-def send_batch(client: BlockingRemotingClient, producer_group: str, msgs: Sequence[Message] | MessageBatch,
-               mq: MessageQueue, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> SendResult:
-    """SEND_BATCH_MESSAGE: all of ``msgs`` into ``mq`` with consecutive offsets."""
-    batch = msgs if isinstance(msgs, MessageBatch) else MessageBatch(msgs)
-    check_message(batch)
-    header = protocol.send_message_header(producer_group, batch, mq, 0, batch=True)
-    response = client.invoke(protocol.send_message_request(header, batch.body, batch=True), timeout_ms)
-    return protocol.parse_send_response(response, mq.topic, mq.broker_name, client.address,
-                                        protocol.uniq_ids_of(batch.messages))
-
-
-# -- the facade --------------------------------------------------------------------------------------------------------
 
 
 class BlockingClient:
@@ -517,155 +232,3 @@ class BlockingClient:
             return result
         raise MQClientError(ClientErrorCode.CONNECT_BROKER_EXCEPTION,
                             f"Send failed, Topic: {msg.topic}, last error: {error}") from error
-
-
-# -- pipelined requests and topic creation (the Spark sink, connector/sink.py) ---------------------------------------
-
-
-class RequestTemplate:
-    """A request whose frame is written once, with some extFields left open: for callers that send many requests
-    alike (the sink's half messages and END_TRANSACTIONs). ``command.encode`` writes the JSON header of a sample
-    with a mark in each open field; each request then splices its opaque and its open values (JSON strings) in with
-    one ``%`` format, about 3 us instead of the 30 us of building, checking and encoding a RemotingCommand.
-
-    Examples:
-        >>> template = RequestTemplate(RequestCode.END_TRANSACTION, {"producerGroup": "g", "msgId": None})
-        >>> opaque, frame = template.frame(("0A0B",))  # doctest: +SKIP
-    """
-
-    def __init__(self, code: int, ext_fields: dict[str, str | None]) -> None:
-        self.code = int(code)
-        self.open_fields = [name for name, value in ext_fields.items() if value is None]
-        marks = {name: f"@@open{i}@@" for i, name in enumerate(self.open_fields)}
-        sample = replace(command.create_request(code, {k: marks.get(k, v) for k, v in ext_fields.items()}),
-                         opaque=_OPAQUE_MARK)
-        header = command.encode(sample)[PREFIX_SIZE:]
-        cuts = [b'"' + marks[name].encode() + b'"' for name in self.open_fields] + [b"%d" % _OPAQUE_MARK]
-        fmt, pos = [], 0
-        for cut in cuts:  # the header writes extFields (in insertion order) before opaque
-            at = header.index(cut, pos)
-            fmt += (header[pos:at].replace(b"%", b"%%"), b"%d" if cut[0] != 34 else b"%b")
-            pos = at + len(cut)
-        fmt.append(header[pos:].replace(b"%", b"%%"))
-        self._format = b"".join(fmt)
-
-    def frame(self, values: Sequence[str], body: bytes = b"") -> tuple[int, bytes]:
-        """A fresh opaque and the whole frame with ``values`` (the open fields, in order) and ``body``."""
-        opaque = command.next_opaque()
-        header = self._format % (*map(_dumps_str, values), opaque)
-        return opaque, encode_frame(SerializeType.JSON, header, body)
-
-
-_OPAQUE_MARK = -2147480647  # an opaque no sample ever gets: what RequestTemplate cuts the header at
-
-
-def _dumps_str(value: str) -> bytes:
-    """A JSON string as the header encoder writes it (orjson: raw UTF-8, control characters escaped)."""
-    return orjson.dumps(value)
-
-
-class Pipeline:
-    """Up to ``window`` requests in flight on one connection: ``submit`` sends at once and returns the calls that
-    completed meanwhile; ``drain`` waits for the rest. Requests that must not overtake each other (END_TRANSACTION
-    of one queue, which the broker may run on several threads) share an ``order_key``: one of them is in flight at
-    a time. ``submit_frames`` writes many framed requests (RequestTemplate) with one ``sendall`` once the window has
-    room for all of them, so the broker reads them in one chunk too. Half messages cannot be batched (RocketMQ
-    refuses transactional batches), so this is how a sink keeps a broker busy without a thread per request.
-    Single-threaded: one Pipeline per connection and caller.
-
-    Examples:
-        >>> pipe = Pipeline(client.client(addr), window=64)  # doctest: +SKIP
-        >>> done = pipe.submit(request, context="row 1")  # [(context, response), ...] of finished calls
-        >>> done += pipe.submit_frames([(opaque, frame, "row 2"), ...])
-        >>> done += pipe.drain()
-    """
-
-    def __init__(self, client: BlockingRemotingClient, *, window: int = 64,
-                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-        self.client = client
-        self.window = max(1, window)
-        self.timeout_ms = timeout_ms
-        self._pending: dict[int, tuple[object, object | None, float]] = {}  # opaque -> (context, order key, deadline)
-        self._busy_keys: set[object] = set()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
-    def submit(self, request: RemotingCommand, context: object = None,
-               order_key: object | None = None) -> list[tuple[object, RemotingCommand]]:
-        return self.submit_frame(request.opaque, command.encode(request), context, order_key)
-
-    def submit_frame(self, opaque: int, frame: bytes, context: object = None,
-                     order_key: object | None = None) -> list[tuple[object, RemotingCommand]]:
-        """``submit`` of a request framed already (RequestTemplate.frame)."""
-        done: list[tuple[object, RemotingCommand]] = []
-        while len(self._pending) >= self.window or (order_key is not None and order_key in self._busy_keys):
-            done += self._read_some()
-        deadline = self._write(frame, command.RemotingCommand(code=0, opaque=opaque))
-        self._pending[opaque] = (context, order_key, deadline)
-        if order_key is not None:
-            self._busy_keys.add(order_key)
-        return done
-
-    def submit_frames(self, frames: Sequence[tuple[int, bytes, object]]) -> list[tuple[object, RemotingCommand]]:
-        """``(opaque, frame, context)`` each, unordered, written together (at most ``window`` of them)."""
-        if not frames:
-            return []
-        if len(frames) > self.window:
-            raise ValueError(f"{len(frames)} frames do not fit a window of {self.window}")
-        done: list[tuple[object, RemotingCommand]] = []
-        while len(self._pending) + len(frames) > self.window:
-            done += self._read_some()
-        data = frames[0][1] if len(frames) == 1 else b"".join([frame for _, frame, _ in frames])
-        deadline = self._write(data, command.RemotingCommand(code=0, opaque=frames[0][0]))
-        pending = self._pending
-        for opaque, _, context in frames:
-            pending[opaque] = (context, None, deadline)
-        return done
-
-    def _write(self, data: bytes, request: RemotingCommand) -> float:
-        client = self.client
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        with client._lock:
-            sock = client._ensure_connected()
-            client._send(sock, data, deadline, request, self.timeout_ms)
-        return deadline
-
-    def drain(self) -> list[tuple[object, RemotingCommand]]:
-        done: list[tuple[object, RemotingCommand]] = []
-        while self._pending:
-            done += self._read_some()
-        return done
-
-    def _read_some(self) -> list[tuple[object, RemotingCommand]]:
-        opaque = next(iter(self._pending))
-        _, _, deadline = self._pending[opaque]
-        client = self.client
-        with client._lock:
-            sock = client._sock
-            if sock is None:
-                raise ConnectionClosed(CloseReason.CONNECTION_BROKEN, f"{client.address}: closed with "
-                                                                       f"{len(self._pending)} requests in flight")
-            stub = command.RemotingCommand(code=0, opaque=opaque)
-            responses = client._read(sock, deadline, stub, self.timeout_ms)
-        done = []
-        pending, busy = self._pending, self._busy_keys
-        for response in responses:
-            entry = pending.pop(response.opaque, None)
-            if entry is None:
-                log.debug("dropping response opaque %s from %s: not in this pipeline", response.opaque, client.address)
-                continue
-            context, order_key, _ = entry
-            if order_key is not None:
-                busy.discard(order_key)
-            done.append((context, response))
-        return done
-
-
-def create_topic(client: BlockingRemotingClient, topic: str, *, queue_nums: int = 1, perm: int = 6,
-                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker ``client`` talks to (as mqadmin updateTopic -b does); the broker then
-    registers the topic with its NameServers."""
-    request = protocol.create_topic_request(TopicConfig(topic, queue_nums, queue_nums, perm))
-    protocol.expect_success(client.invoke(request, timeout_ms), client.address)

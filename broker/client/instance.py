@@ -33,7 +33,8 @@ from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
-from broker.remoting.connection import RemotingConnection, not_supported_response
+from broker.remoting.connection import RemotingConnection
+from broker.remoting.exchange import not_supported_response
 
 log = logging.getLogger(__name__)
 

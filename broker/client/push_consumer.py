@@ -1,5 +1,5 @@
-"""The push consumer (client/consumer/DefaultMQPushConsumer and its impl, RebalanceImpl, ConsumeMessageConcurrently-
-Service): subscribe to topics, register a listener, and the consumer calls it with messages.
+"""The push consumer (client/consumer/DefaultMQPushConsumer and its impl, RebalanceImpl): subscribe to topics,
+register a listener, and the consumer calls it with messages.
 
 Three kinds of task do the work:
 
@@ -9,10 +9,11 @@ Three kinds of task do the work:
   offset, else at ``consume_from_where``.
 * **Pull**, one per assigned queue: long-poll PULL_MESSAGE (held by the broker up to 15 s), then hand the messages
   to the consume service. A queue holding 1000 messages or 100 MiB unacknowledged, or spanning 2000 offsets, waits.
-* **Consume**: up to ``consume_thread_max`` listener calls at once. A listener may be a coroutine function or a plain
-  function (run in a worker thread). RECONSUME_LATER (or an exception) sends the messages back to the broker
-  (CONSUMER_SEND_MSG_BACK, into the group's retry topic); if that fails, they are re-sent as ordinary messages to the
-  retry topic, and if that fails too, consumed again locally after 5 s. In CLUSTERING the consumer subscribes to
+* **Consume** (ConsumeMessageConcurrentlyService, ``concurrently.py``): up to ``consume_thread_max`` listener calls
+  at once. A listener may be a coroutine function or a plain function (run in a worker thread). RECONSUME_LATER (or
+  an exception) sends the messages back to the broker (CONSUMER_SEND_MSG_BACK, into the group's retry topic); if that
+  fails, they are re-sent as ordinary messages to the retry topic, and if that fails too, consumed again locally
+  after 5 s. In CLUSTERING the consumer subscribes to
   its group's retry topic %RETRY%group itself (as Java's copySubscription), so retries come back through the same
   listener with their original topic and ``reconsume_times`` counted up; a new group's retry topic, which the broker
   creates on the first heartbeat, is looked up at once rather than at the next route poll. The committed offset of a
@@ -37,22 +38,26 @@ Examples:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from broker.client import protocol
+from broker.client.concurrently import (
+    ConcurrentlyConsumeService,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    MessageListener,
+)
 from broker.client.consumer import (
     PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL,
     PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL,
 )
 from broker.client.instance import ClientConfig, MQClientInstance
-from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.message import MessageExt, MessageQueue, PullStatus
 from broker.client.offsets import (
     ConsumeFromWhere,
     LocalFileOffsetStore,
@@ -77,44 +82,26 @@ from broker.client.running_info import (
 )
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
 from broker.common.errors import MQBrokerError, MQClientError
-from broker.common.message import (
-    PROPERTY_CONSUME_START_TIMESTAMP,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_TRANSACTION_PREPARED,
-)
+from broker.common.message import PROPERTY_RETRY_TOPIC
 from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
+
+__all__ = [  # the listener's vocabulary is concurrently.py's; the consumer's users find it here too
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "MessageListener",
+    "PushConsumer",
+    "PushConsumerConfig",
+    "check_client_in_broker",
+]
 
 log = logging.getLogger(__name__)
 
 EXPRESSION_SQL92 = "SQL92"  # ExpressionType.SQL92
 
-RECONSUME_LOCALLY_DELAY_S = 5.0  # submitConsumeRequestLater
 RETRY_ROUTE_WAIT_S, RETRY_ROUTE_ATTEMPTS = 0.5, 20  # a new group's retry topic: route looked up for up to 10 s
 DEFAULT_MAX_RECONSUME_TIMES = 16
-
-
-class ConsumeConcurrentlyStatus(Enum):
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-@dataclass(slots=True)
-class ConsumeConcurrentlyContext:
-    """What a listener may set: the delay level of a retry (0: the broker's choice, 3 + reconsume times) and, on
-    success, the index of the last message it really consumed (the rest are retried)."""
-
-    message_queue: MessageQueue
-    delay_level_when_next_consume: int = 0
-    ack_index: int = 2**31 - 1
-
-
-MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext],
-                           ConsumeConcurrentlyStatus | Awaitable[ConsumeConcurrentlyStatus]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +171,7 @@ class PushConsumer:
         self.paused = False
         self._subscribe_info: dict[str, list[MessageQueue]] = {}
         self._queues: dict[MessageQueue, _QueueState] = {}
-        self._consume_tasks: set[asyncio.Task[None]] = set()
-        self._delayed: set[asyncio.Task[None]] = set()
-        self._consume_slots = asyncio.Semaphore(self.config.consume_thread_max)
+        self._concurrently = ConcurrentlyConsumeService(self)  # MessageListenerConcurrently
         self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
         self._inner_producer: Producer | None = None
         self._rebalance_lock = asyncio.Lock()
@@ -266,9 +251,8 @@ class PushConsumer:
         for state in self._queues.values():
             state.process_queue.dropped = True
         await self._cancel([s.task for s in self._queues.values() if s.task is not None])
-        await self._cancel(list(self._delayed))
         await self._cancel([self._retry_route_task])
-        await asyncio.gather(*self._consume_tasks, return_exceptions=True)
+        await self._concurrently.stop()
         if self._orderly is not None:
             await self._orderly.stop()
         await self.persist_consumer_offset()
@@ -473,57 +457,11 @@ class PushConsumer:
 
     # -- consuming ----------------------------------------------------------------------------------------------
 
-    def _submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float = 0.0) -> None:
+    def _submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if isinstance(pq, OrderlyProcessQueue) and self._orderly is not None:
             self._orderly.submit(pq, mq)  # the queue's own consume task takes the messages from pq, in order
             return
-        size = max(1, self.config.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            task = asyncio.get_running_loop().create_task(self._consume(msgs[i:i + size], pq, mq, delay_s))
-            self._consume_tasks.add(task)
-            task.add_done_callback(self._consume_tasks.discard)
-
-    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay_s: float) -> None:
-        """ConsumeRequest.run: call the listener, then settle the result."""
-        if delay_s:  # a local re-delivery: shutdown() need not wait for it
-            task = asyncio.current_task()
-            assert task is not None
-            self._delayed.add(task)
-            try:
-                await asyncio.sleep(delay_s)
-            finally:
-                self._delayed.discard(task)
-        async with self._consume_slots:
-            if pq.dropped:
-                return
-            self._reset_retry_topic(msgs)
-            now = str(int(time.time() * 1000))
-            for msg in msgs:
-                msg.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
-            context = ConsumeConcurrentlyContext(mq)
-            status = await self._call_listener(msgs, context)
-            pq.last_consume_timestamp = int(time.time() * 1000)
-            if not pq.dropped:
-                await self._process_consume_result(status, context, msgs, pq, mq)
-
-    async def _call_listener(self, msgs: list[MessageExt],
-                             context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
-        listener = self.listener
-        assert listener is not None
-        try:
-            if inspect.iscoroutinefunction(listener):
-                status = await listener(msgs, context)
-            else:
-                status = await asyncio.to_thread(listener, msgs, context)
-                if inspect.isawaitable(status):
-                    status = await status
-        except Exception:
-            log.exception("consumeMessage exception, group %s, messages %s", self.group, [m.msg_id for m in msgs])
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        if not isinstance(status, ConsumeConcurrentlyStatus):
-            log.warning("consumeMessage returned %r, not a status; group %s reconsumes later", status, self.group)
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        return status
+        self._concurrently.submit(msgs, pq, mq)
 
     def _reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         """resetRetryAndNamespace: a retried message shows its original topic."""
@@ -533,62 +471,9 @@ class PushConsumer:
             if original is not None and msg.topic == group_retry:
                 msg.topic = original
 
-    async def _process_consume_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
-                                      msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        """ConsumeMessageConcurrentlyService.processConsumeResult."""
-        ack_index = min(context.ack_index, len(msgs) - 1)
-        if status is ConsumeConcurrentlyStatus.RECONSUME_LATER:
-            ack_index = -1
-        failed = msgs[ack_index + 1:]
-        if self.config.message_model is MessageModel.BROADCASTING:
-            for msg in failed:
-                log.warning("BROADCASTING, the message %s consume failed, drop it", msg.msg_id)
-        else:
-            back_failed = [m for m in failed if pq.contains(m) and not await self._send_message_back(m, context)]
-            for msg in back_failed:
-                msg.reconsume_times += 1
-            if back_failed:
-                failed_ids = {id(m) for m in back_failed}
-                msgs = [m for m in msgs if id(m) not in failed_ids]
-                self._submit(back_failed, pq, mq, RECONSUME_LOCALLY_DELAY_S)
-        offset = pq.remove_messages(msgs)
-        if offset >= 0 and not pq.dropped:
-            self.offset_store.update_offset(mq, offset, increase_only=True)
-
     @property
     def max_reconsume_times(self) -> int:
         return DEFAULT_MAX_RECONSUME_TIMES if self.config.max_reconsume_times == -1 else self.config.max_reconsume_times
-
-    async def _send_message_back(self, msg: MessageExt, context: ConsumeConcurrentlyContext) -> bool:
-        """CONSUMER_SEND_MSG_BACK; failing that, the message as a new one to the group's retry topic."""
-        try:
-            await self.instance.consumer_send_msg_back(msg, self.group, context.delay_level_when_next_consume,
-                                                       self.max_reconsume_times)
-            return True
-        except Exception as err:
-            log.warning("send message %s back to its broker failed (%s); sending it to the retry topic", msg.msg_id,
-                        err)
-        try:
-            await self._send_back_as_normal_message(msg)
-            return True
-        except Exception as err:
-            log.warning("send message %s to the retry topic failed (%s); consuming it again locally", msg.msg_id, err)
-            return False
-
-    async def _send_back_as_normal_message(self, msg: MessageExt) -> None:
-        """sendMessageBackAsNormalMessage."""
-        producer = self._inner_producer
-        if producer is None:
-            raise MQClientError(-1, "no inner producer to send the message back with")
-        properties = dict(msg.properties)
-        properties.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
-        properties[PROPERTY_RETRY_TOPIC] = msg.topic
-        properties[PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        properties[PROPERTY_MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
-        properties.pop(PROPERTY_TRANSACTION_PREPARED, None)
-        new = Message(retry_topic(self.group), msg.body, flag=msg.flag, properties=properties)
-        new.delay_time_level = 3 + msg.reconsume_times
-        await producer.send(new)
 
     @staticmethod
     async def _cancel(tasks: list[asyncio.Task[None] | None]) -> None:

@@ -5,8 +5,9 @@ ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` 
 (RemotingCommand and its JSON and ROCKETMQ header encodings), ``headers`` (one dataclass per custom header),
 ``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body), ``heartbeat``
 (HeartbeatData, ConsumerData, SubscriptionData), ``subscription`` (SubscriptionGroupConfig), ``admin_bodies``
-(TopicStatsTable, ConsumeStats, ConsumerConnection: what the broker answers the admin tools).
-asyncio: ``connection`` (one reader task, opaque -> future), ``client`` (RemotingClient), ``server``
+(TopicStatsTable, ConsumeStats, ConsumerConnection: what the broker answers the admin tools), ``exchange``
+(RemotingExchange: one connection's requests, matched to their responses by opaque).
+asyncio: ``connection`` (one reader task driving an exchange), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 
 May import: ``broker.common``. This face re-exports nothing, so that ``broker.common.errors`` can read

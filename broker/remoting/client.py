@@ -14,7 +14,8 @@ import time
 
 from broker.common.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
 from broker.remoting.command import RemotingCommand
-from broker.remoting.connection import CloseReason, Handler, RemotingConnection, open_connection, request_timeout
+from broker.remoting.connection import CloseReason, Handler, RemotingConnection, open_connection
+from broker.remoting.exchange import request_timeout
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,11 @@
 """One remoting connection over asyncio streams, used by both the server and the client.
 
-The role of Java's ``NettyRemotingAbstract``: one reader task splits frames (``frame.py``), decodes commands
-(``command.py``) and routes them. A response completes the future of the request with the same opaque. A request
-(either side may send them: the broker sends CHECK_TRANSACTION_STATE to producers) runs the handler in its own task,
-so a slow one (a long-polling pull) does not stall the connection, and its response is written back unless the
-request was oneway. A handler exception becomes a SYSTEM_ERROR response carrying its text, as in Java.
+The role of Java's ``NettyRemotingAbstract``: one reader task feeds the bytes it reads to the connection's sans-IO
+``RemotingExchange`` (``exchange.py``: frames, commands, matching by opaque) and acts on its events. A response
+completes the future its request was sent with. A request (either side may send them: the broker sends
+CHECK_TRANSACTION_STATE to producers) runs the handler in its own task, so a slow one (a long-polling pull) does not
+stall the connection, and its response is written back unless the request was oneway. A handler exception becomes a
+SYSTEM_ERROR response carrying its text, as in Java.
 
 Writes need no lock: each frame is appended whole, in a single synchronous call, to the frames of the current loop
 iteration, which go to ``StreamWriter.write`` together at its end (one syscall for many pipelined responses), so
@@ -20,21 +21,20 @@ import time
 import traceback
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from enum import IntEnum, auto
 
-from broker.common.errors import (
-    ConnectionClosed,
-    LocalProtocolError,
-    MalformedCommand,
-    MalformedFrame,
-    RemoteProtocolError,
-    RequestTimeout,
-)
-from broker.remoting import command
+from broker.common.errors import ConnectionClosed, LocalProtocolError, MalformedCommand, RemoteProtocolError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import CommandFlag, RemotingCommand, create_response
-from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Buffer, Frame, FrameDecoder
+from broker.remoting.exchange import (
+    Event,
+    RemotingExchange,
+    ResponseReceived,
+    frame_size,
+    not_supported_response,
+    request_timeout,
+)
+from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Buffer
 
 log = logging.getLogger(__name__)
 
@@ -57,20 +57,6 @@ class CloseReason(IntEnum):
     PROTOCOL_ERROR = auto()  # the peer sent bytes that are not remoting frames
     SHUTDOWN = auto()  # the server that owned the connection stopped
     INTERNAL_ERROR = auto()  # a bug on this side while reading; logged with its traceback
-
-
-def not_supported_response(request: RemotingCommand) -> RemotingCommand:
-    """REQUEST_CODE_NOT_SUPPORTED with Java's exact remark (leading space included)."""
-    remark = f" request type {request.code} not supported"
-    return create_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
-
-
-def request_timeout(request: RemotingCommand, address: str, timeout_ms: float) -> RequestTimeout:
-    return RequestTimeout(
-        f"no response to request code {request.code} opaque {request.opaque} from {address} within {timeout_ms:g} ms",
-        opaque=request.opaque,
-        code=request.code,
-    )
 
 
 def exception_simple_desc(err: BaseException) -> str:
@@ -109,11 +95,9 @@ class RemotingConnection:
         self._reader = reader
         self._writer = writer
         self._handler = handler
-        self._decoder = FrameDecoder(max_frame_length)
         self.max_frame_length = max_frame_length
         self.max_concurrent_requests = max_concurrent_requests
         self._on_close = on_close
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._read_task: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -124,6 +108,8 @@ class RemotingConnection:
         self.close_reason: CloseReason | None = None
         peer = writer.get_extra_info("peername")
         self.remote_address = _format_address(peer) if peer else "unknown"
+        # the context of each call waiting is the future its response completes
+        self._exchange = RemotingExchange(max_frame_length, peer=self.remote_address)
 
     def start(self) -> RemotingConnection:
         if self._read_task is None and self.close_reason is None:
@@ -144,59 +130,44 @@ class RemotingConnection:
     @property
     def pending_requests(self) -> int:
         """Requests sent on this connection that still wait for their response."""
-        return len(self._pending)
+        return self._exchange.pending
 
     def __repr__(self) -> str:
         state = self.close_reason.name if self.close_reason else "open"
-        return f"<RemotingConnection {self.remote_address} {state} pending={len(self._pending)}>"
+        return f"<RemotingConnection {self.remote_address} {state} pending={self._exchange.pending}>"
 
     # -- outgoing ---------------------------------------------------------------------------------------------
 
     async def invoke(self, request: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send ``request`` and wait for its response. Raises RequestTimeout (the request stays unanswered as far
         as we care: a late response is dropped), ConnectionClosed, or LocalProtocolError for an unsendable one."""
-        if request.is_response or request.is_oneway:
-            raise LocalProtocolError(f"invoke() sends requests; flag {request.flag:#x} marks a response or oneway")
-        if request.opaque in self._pending:
-            raise LocalProtocolError(f"opaque {request.opaque} is already waiting for a response on {self!r}")
-        self._check_open()
-        future = asyncio.get_running_loop().create_future()
-        self._pending[request.opaque] = future
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        parts = self._exchange.send_request(request, future)
         try:
             async with asyncio.timeout(timeout_ms / 1000):
-                await self._write(request)
+                await self._write(parts)
                 return await future
         except TimeoutError:
             raise request_timeout(request, self.remote_address, timeout_ms) from None
         finally:
-            if self._pending.get(request.opaque) is future:
-                del self._pending[request.opaque]
+            if not future.done() or future.cancelled():  # a response or the close took it off the exchange
+                self._exchange.abandon(request.opaque)
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag set; nothing is answered and nothing is awaited but the write."""
-        if request.is_response:
-            raise LocalProtocolError(f"invoke_oneway() sends requests; flag {request.flag:#x} marks a response")
-        self._check_open()
-        await self._write(replace(request, flag=int(request.flag | CommandFlag.ONEWAY)))
+        await self._write(self._exchange.send_oneway(request))
 
     async def send_response(self, response: RemotingCommand) -> None:
         """Write a response decided later than its handler returned (long polling answers this way)."""
-        if not response.is_response:
-            raise LocalProtocolError(f"send_response() sends responses; flag {response.flag:#x} marks a request")
-        self._check_open()
-        await self._write(response)
+        await self._write(self._exchange.send_response(response))
 
     def _check_open(self) -> None:
         if self.close_reason is not None:
             raise ConnectionClosed(self.close_reason, self.remote_address)
 
-    async def _write(self, cmd: RemotingCommand) -> None:
-        parts = command.encode_parts(cmd)
-        size = sum(map(len, parts))
-        if size > self.max_frame_length:
-            raise LocalProtocolError(
-                f"frame of {size} bytes for code {cmd.code} exceeds the maximum frame length {self.max_frame_length}"
-            )
+    async def _write(self, parts: list[Buffer]) -> None:
+        """Write one frame (the exchange's buffers of it) with the others of this loop iteration."""
+        size = frame_size(parts)
         self._check_open()
         if self._out is None:  # the first frame of this loop iteration: flush them all together, soon
             self._out, self._out_size = parts, size
@@ -238,12 +209,8 @@ class RemotingConnection:
                 data = await self._reader.read(READ_CHUNK)
                 if not data:
                     break
-                try:
-                    frames = self._decoder.feed(data)
-                except MalformedFrame as err:
-                    self._route_all(err.frames)
-                    raise
-                self._route_all(frames)
+                for event in self._exchange.receive_data(data):
+                    self._route(event)
         except RemoteProtocolError as err:
             reason, error = CloseReason.PROTOCOL_ERROR, err
             log.warning("closing %s: %s", self.remote_address, err.reason)
@@ -255,18 +222,15 @@ class RemotingConnection:
             reason, error = CloseReason.INTERNAL_ERROR, err
         self._begin_close(reason, error)
 
-    def _route_all(self, frames: list[Frame]) -> None:
-        for frame in frames:
-            self._route(command.decode(frame))
-
-    def _route(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
-            future = self._pending.pop(cmd.opaque, None)
-            if future is None or future.done():
-                log.debug("response opaque %s code %s from %s matches no request", cmd.opaque, cmd.code, self)
+    def _route(self, event: Event) -> None:
+        if type(event) is ResponseReceived:
+            future = event.context
+            if future.done():  # cancelled: its caller is gone
+                log.debug("response opaque %s from %s: its call is over", event.response.opaque, self)
             else:
-                future.set_result(cmd)
+                future.set_result(event.response)
             return
+        cmd = event.request  # a request from the peer, oneway or not
         if len(self._request_tasks) >= self.max_concurrent_requests:
             self._spawn(self._reply(cmd, create_response(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)))
             return
@@ -292,15 +256,14 @@ class RemotingConnection:
         """Java's ``writeResponse``: nothing for a oneway request; otherwise stamp the opaque and response flag."""
         if request.is_oneway or self.close_reason is not None:
             return
-        if response.opaque != request.opaque or not response.is_response:  # create_response has done it already
-            response = replace(response, opaque=request.opaque, flag=int(response.flag | CommandFlag.RESPONSE))
         try:
             try:
-                await self._write(response)
+                await self._write(self._exchange.answer(request, response))
             except LocalProtocolError as err:
                 log.error("cannot send the response to code %s opaque %s: %s", request.code, request.opaque, err)
                 remark = f"response not encodable: {err.reason}"
-                await self._write(create_response(request, ResponseCode.SYSTEM_ERROR, remark))
+                await self._write(self._exchange.send_response(create_response(request, ResponseCode.SYSTEM_ERROR,
+                                                                               remark)))
         except ConnectionClosed:
             log.debug("response to opaque %s dropped: %s closed", request.opaque, self)
 
@@ -315,7 +278,7 @@ class RemotingConnection:
         )
         try:
             async with asyncio.timeout(CLOSE_FLUSH_TIMEOUT_S):
-                await self._write(response)
+                await self._write(self._exchange.send_response(response))
         except (TimeoutError, ConnectionClosed, LocalProtocolError):
             pass
 
@@ -345,12 +308,11 @@ class RemotingConnection:
             return
         self.close_reason = reason
         log.debug("closing %s: %s %s", self, reason.name, error or "")
-        for future in self._pending.values():
+        for future in self._exchange.abandon_all():
             if not future.done():
                 failure = ConnectionClosed(reason, self.remote_address)
                 failure.__cause__ = error
                 future.set_exception(failure)
-        self._pending.clear()
         if self._read_task is not None and self._read_task is not asyncio.current_task():
             self._read_task.cancel()
         self._closing = asyncio.get_running_loop().create_task(self._close_transport())

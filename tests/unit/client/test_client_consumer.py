@@ -240,7 +240,7 @@ def test_push_consumers_split_the_queues_and_consume_everything() -> None:
 
 @pytest.mark.parametrize("send_back_code", [ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED])
 def test_reconsume_later_sends_back_or_redelivers_locally(send_back_code: int, monkeypatch) -> None:
-    monkeypatch.setattr("broker.client.push_consumer.RECONSUME_LOCALLY_DELAY_S", 0.1)
+    monkeypatch.setattr("broker.client.concurrently.RECONSUME_LOCALLY_DELAY_S", 0.1)
 
     async def scenario() -> None:
         namesrv, broker = await FakeNamesrv().start(), await FakeBroker("broker-a").start()

@@ -444,7 +444,7 @@ def test_an_unencodable_response_is_replaced_by_system_error() -> None:
 
 
 def test_a_bug_while_reading_closes_the_connection_instead_of_leaving_it_unread(monkeypatch) -> None:
-    from broker.remoting import connection as connection_module
+    from broker.remoting import command as command_module  # the exchange decodes through it
 
     def broken_decode(frame):
         raise TypeError("bug")
@@ -452,7 +452,7 @@ def test_a_bug_while_reading_closes_the_connection_instead_of_leaving_it_unread(
     async def scenario() -> None:
         a, b = await connection_pair(handler_b=echo)
         try:
-            monkeypatch.setattr(connection_module.command, "decode", broken_decode)
+            monkeypatch.setattr(command_module, "decode", broken_decode)
             with pytest.raises(ConnectionClosed) as raised:
                 await b.invoke(create_request(RequestCode.HEART_BEAT), 5000)  # a dies reading it; b sees EOF
             assert raised.value.reason is CloseReason.PEER_CLOSED
