@@ -17,7 +17,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from broker.client import protocol
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
-from broker.client.message import MessageQueue, compress_body, create_uniq_id
+from broker.client.message import MessageQueue, compress_body
 from broker.client.transaction import half_message_template, half_properties
 from broker.common.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.common.message import (
@@ -30,6 +30,7 @@ from broker.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_PREPARED_TYPE,
+    create_uniq_id,
     decode_offset_msg_id,
     encode_properties,
     java_hash,

@@ -17,16 +17,7 @@ from broker.client.blocking import BlockingClient, BlockingRemotingClient
 from broker.client.consumer import LitePullConfig, LitePullConsumer
 from broker.client.fault import MQFaultStrategy
 from broker.client.instance import ClientConfig, MQClientInstance
-from broker.client.message import (
-    Message,
-    MessageExt,
-    MessageQueue,
-    PullResult,
-    PullStatus,
-    SendResult,
-    SendStatus,
-    create_uniq_id,
-)
+from broker.client.message import Message, MessageExt, MessageQueue, PullResult, PullStatus, SendResult, SendStatus
 from broker.client.offsets import ConsumeFromWhere, MessageModel
 from broker.client.orderly import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from broker.client.producer import Producer, ProducerConfig
@@ -46,6 +37,7 @@ from broker.client.selector import (
 )
 from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from broker.common.errors import MQBrokerError, MQClientError
+from broker.common.message import create_uniq_id
 
 __all__ = [
     # clients

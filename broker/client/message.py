@@ -17,13 +17,7 @@ UNIQ_KEY (MessageClientIDSetter.createUniqID), 16 bytes written as 32 upper-case
 
 from __future__ import annotations
 
-import ipaddress
-import itertools
 import logging
-import os
-import random
-import threading
-import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +36,7 @@ from broker.common.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     MessageQueue,
     SysFlag,
+    create_uniq_id,
     format_host,
     offset_msg_id,
 )
@@ -267,94 +262,12 @@ class PullResult:
 # -- UNIQ_KEY (MessageClientIDSetter) ----------------------------------------------------------------------------------
 
 
-def _client_ip_bytes() -> bytes:
-    from broker.common.message import local_address  # imported late: the config module pulls in the metadata tree
-
-    try:
-        return ipaddress.ip_address(local_address()).packed
-    except ValueError:  # createFakeIP: four bytes of the clock
-        return (time.time_ns() // 1_000_000).to_bytes(8, "big")[4:]
-
-
-class UniqIdGenerator:
-    """MessageClientIDSetter: a fixed prefix per process (ip, pid, a random int standing in for the class loader
-    hash) followed by the milliseconds since the start of the current month and a wrapping counter."""
-
-    def __init__(self, ip: bytes | None = None, pid: int | None = None, seed: int | None = None) -> None:
-        ip = _client_ip_bytes() if ip is None else ip
-        pid = os.getpid() if pid is None else pid
-        seed = random.getrandbits(32) if seed is None else seed
-        self.prefix = (ip + (pid & 0xFFFF).to_bytes(2, "big") + (seed & 0xFFFFFFFF).to_bytes(4, "big")).hex().upper()
-        self._counter = itertools.count()
-        self._lock = threading.Lock()
-        self._start_ms = self._next_start_ms = 0
-
-    def _month_window(self, now_ms: int) -> None:
-        t = time.localtime(now_ms / 1000)
-        start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
-        year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
-        end = time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1))
-        self._start_ms, self._next_start_ms = int(start * 1000), int(end * 1000)
-
-    def create(self, now_ms: int | None = None) -> str:
-        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        if now_ms >= self._next_start_ms or now_ms < self._start_ms:
-            with self._lock:
-                self._month_window(now_ms)
-        diff = (now_ms - self._start_ms) & 0xFFFFFFFF  # Java's (int) cast of the span
-        count = next(self._counter) & 0xFFFF
-        return f"{self.prefix}{diff:08X}{count:04X}"
-
-
-_generator: UniqIdGenerator | None = None
-
-
-def create_uniq_id() -> str:
-    """A new UNIQ_KEY (MessageClientIDSetter.createUniqID).
-
-    Examples:
-        >>> len(create_uniq_id())
-        32
-    """
-    global _generator
-    if _generator is None:
-        _generator = UniqIdGenerator()
-    return _generator.create()
-
-
 def set_uniq_id(msg: Message) -> str:
     """MessageClientIDSetter.setUniqID: keep an id the message already has."""
     uniq = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if uniq is None:
         uniq = msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
     return uniq
-
-
-def uniq_id_ip(msg_id: str) -> str:
-    """MessageClientIDSetter.getIPStrFromID."""
-    raw = bytes.fromhex(msg_id)
-    return str(ipaddress.ip_address(raw[:16] if len(raw) == 28 else raw[:4]))
-
-
-def uniq_id_pid(msg_id: str) -> int:
-    """MessageClientIDSetter.getPidFromID."""
-    raw = bytes.fromhex(msg_id)
-    return int.from_bytes(raw[-12:-10], "big")
-
-
-def uniq_id_time_ms(msg_id: str, now_ms: int | None = None) -> int:
-    """MessageClientIDSetter.getNearlyTimeFromID: the month start it was counted from is this month's, or the
-    previous month's when that would put the id in the future."""
-    raw = bytes.fromhex(msg_id)
-    ip_length = 16 if len(raw) == 28 else 4
-    span = int.from_bytes(raw[ip_length + 6:ip_length + 10], "big")
-    now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    t = time.localtime(now_ms / 1000)
-    month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-    if month_start + span >= now_ms:
-        year, month = (t.tm_year - 1, 12) if t.tm_mon == 1 else (t.tm_year, t.tm_mon - 1)
-        month_start = int(time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-    return month_start + span
 
 
 def encode_batch(messages: Iterable[Message]) -> bytes:

@@ -7,6 +7,7 @@ every executor, and a chain from a package face into a server is how cycles and 
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
@@ -70,3 +71,45 @@ def test_every_module_imports_first_without_a_cycle() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", done.stdout
     assert len(names) > 60
+
+
+# What each room may import (broker/__init__.py); a module's own room is always allowed.
+ROOM_RULES = {
+    "broker.common": ("broker.common", "broker.remoting.codes", "broker._speedups"),
+    "broker.remoting": ("broker.common",),
+    "broker.store": ("broker.common", "broker._speedups"),
+    "broker.namesrv": ("broker.common", "broker.remoting"),
+    "broker.client": ("broker.common", "broker.remoting"),
+    "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
+    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker._speedups"),
+    "connector": ("broker.common", "broker.remoting", "broker.client"),
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every project module ``path`` imports at run time, at any depth (function-level imports included; those
+    under ``if TYPE_CHECKING:`` only name types for annotations and are left out)."""
+    tree = ast.parse(path.read_text())
+    type_only = {id(node) for block in ast.walk(tree)
+                 if isinstance(block, ast.If) and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                 for node in ast.walk(block)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # a name or a submodule
+    return {name for name in found if name.split(".")[0] in ("broker", "connector", "jobs")}
+
+
+@pytest.mark.parametrize("room", sorted(ROOM_RULES))
+def test_each_room_imports_only_what_it_may(room: str) -> None:
+    allowed = (room, *ROOM_RULES[room])  # and the top package's face, ``broker`` itself
+    directory = REPO.joinpath(*room.split("."))
+    broken = sorted(f"{path.relative_to(REPO)}: {name}" for path in directory.rglob("*.py")
+                    for name in imported_modules(path)
+                    if name != "broker" and not any(name == prefix or name.startswith(prefix + ".")
+                                                    for prefix in allowed))
+    assert broken == []

@@ -24,7 +24,6 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
-from broker.client.message import create_uniq_id
 from broker.common import validation as v
 from broker.common.errors import CorruptRecord
 from broker.common.message import (
@@ -38,6 +37,7 @@ from broker.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_NOT_TYPE,
     SysFlag,
+    create_uniq_id,
     decode_properties,
     pack_host,
     parse_host,

@@ -15,19 +15,23 @@ from broker.client.message import (
     MessageBatch,
     MessageExt,
     MessageQueue,
-    UniqIdGenerator,
     check_message,
     check_topic,
-    create_uniq_id,
     decode_messages,
     encode_batch,
     set_uniq_id,
+)
+from broker.common.errors import MQClientError
+from broker.common.message import (
+    SysFlag,
+    UniqIdGenerator,
+    create_uniq_id,
+    encode_properties,
+    pack_host,
     uniq_id_ip,
     uniq_id_pid,
     uniq_id_time_ms,
 )
-from broker.common.errors import MQClientError
-from broker.common.message import SysFlag, encode_properties, pack_host
 from broker.common.message_batch import decode_batch_body
 from broker.common.record import encode_record
 from broker.remoting.codes import ResponseCode
