@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from broker.client import protocol
@@ -33,13 +33,11 @@ from broker.client.message import MessageExt, MessageQueue, PullResult, PullStat
 from broker.client.offsets import (
     OFFSET_STORE_ERROR,
     ConsumeFromWhere,
-    LocalFileOffsetStore,
     MessageModel,
-    OffsetStore,
     ProcessQueue,
     ReadOffsetType,
-    RemoteBrokerOffsetStore,
     compute_pull_from_where,
+    consumer_setup,
     default_consume_timestamp,
 )
 from broker.client.route import subscribe_queues
@@ -109,17 +107,8 @@ class LitePullConsumer:
                  client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
         self.group = group
         self.config = config or LitePullConfig()
-        if instance is None:
-            client_config = client_config or ClientConfig()
-            if namesrv_addr is not None:
-                client_config = replace(client_config, namesrv_addr=namesrv_addr)
-            if self.config.message_model is MessageModel.CLUSTERING:
-                client_config = client_config.with_pid_instance_name()
-            instance = MQClientInstance(client_config)
-        self.instance = instance
-        self.offset_store: OffsetStore = (
-            RemoteBrokerOffsetStore(instance, group) if self.config.message_model is MessageModel.CLUSTERING
-            else LocalFileOffsetStore(instance.client_id, group))
+        self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
+                                                         client_config, instance)
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._sub_expressions: dict[str, protocol.SubscriptionData] = {}
         self._subscribe_info: dict[str, list[MessageQueue]] = {}

@@ -42,7 +42,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.client import protocol
@@ -60,13 +60,11 @@ from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullStatus
 from broker.client.offsets import (
     ConsumeFromWhere,
-    LocalFileOffsetStore,
     MessageModel,
-    OffsetStore,
     ProcessQueue,
     ReadOffsetType,
-    RemoteBrokerOffsetStore,
     compute_pull_from_where,
+    consumer_setup,
     default_consume_timestamp,
 )
 from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService, OrderlyProcessQueue
@@ -155,17 +153,8 @@ class PushConsumer:
                  client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
         self.group = group
         self.config = config or PushConsumerConfig()
-        if instance is None:
-            client_config = client_config or ClientConfig()
-            if namesrv_addr is not None:
-                client_config = replace(client_config, namesrv_addr=namesrv_addr)
-            if self.config.message_model is MessageModel.CLUSTERING:  # broadcasting keeps ip@DEFAULT: its file path
-                client_config = client_config.with_pid_instance_name()
-            instance = MQClientInstance(client_config)
-        self.instance = instance
-        clustering = self.config.message_model is MessageModel.CLUSTERING
-        self.offset_store: OffsetStore = (RemoteBrokerOffsetStore(instance, group) if clustering
-                                          else LocalFileOffsetStore(instance.client_id, group))
+        self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
+                                                         client_config, instance)
         self.subscriptions: dict[str, protocol.SubscriptionData] = {}
         self.listener: MessageListener | None = None
         self.paused = False
