@@ -1,5 +1,8 @@
 """Spark connector: ``format("rmq")`` as a batch and streaming source and an exactly-once transactional sink.
 
+May import: ``broker.common``, ``broker.remoting`` and ``broker.client`` (Spark executors import this package; the
+broker's server code stays off them).
+
 >>> from connector import register
 >>> register(spark)  # doctest: +SKIP
 >>> spark.readStream.format("rmq").option("namesrvAddr", "127.0.0.1:9876").option("topic", "T").load()  # doctest: +SKIP

@@ -5,7 +5,12 @@ route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQCli
 rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
 ``producer``, ``consumer`` (lite pull), ``offsets`` (ProcessQueue, offset stores), ``push_consumer``, and
 ``blocking`` (plain sockets, for Spark executors and jobs: the face of ``blocking_remoting``, ``blocking_api`` and
-``pipeline``).
+``pipeline``), ``concurrently`` and ``orderly`` (the push consumer's two ways of consuming), ``transaction``
+(TransactionProducer), ``running_info`` (what ``mqadmin consumerStatus`` asks a client).
+
+May import: ``broker.common`` and ``broker.remoting`` (never the server, the store or the NameServer: a Spark
+executor imports this room). UNIQ_KEY ids and MessageQueue are ``broker.common.message``'s, the wire bodies
+``broker.remoting``'s.
 
 Examples:
     >>> from broker.client import Message, Producer

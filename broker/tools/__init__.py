@@ -4,7 +4,10 @@ Modules: ``admin`` (MQAdminExt: the admin calls; offsets and messages), ``admin_
 about the cluster), ``results`` (what the admin calls answer beside the wire bodies, which are ``broker.remoting``'s),
 ``topic_commands``, ``commands`` and ``messages`` (what each command does and prints: topics, brokers and clusters;
 groups and offsets; messages), ``cli`` (what the commands share: parsed options, Java's text forms) and ``mqadmin``
-(the command line: options, help, exit codes).
+(the command line: options, help, exit codes), ``local_cluster`` (a NameServer and brokers as local processes on free
+ports, for the demo job and the tests).
+
+May import: ``broker.common``, ``broker.remoting`` and ``broker.client``; it starts servers only as processes.
 
 Examples:
     >>> from broker.tools import MQAdminExt
