@@ -1,6 +1,6 @@
 """rmq's RocketMQ client: an asyncio producer, lite pull consumer and push consumer, plus a blocking facade.
 
-Modules: ``message`` (Message, MessageExt, MessageQueue, results, UNIQ_KEY), ``route`` (TopicRouteData and the
+Modules: ``message`` (Message, MessageExt, results, validation), ``route`` (TopicRouteData and the
 route cache), ``protocol`` (sans-IO requests and responses), ``instance`` (MQClientInstance: routes, heartbeats,
 rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors and allocation strategies),
 ``producer``, ``consumer`` (lite pull), ``offsets`` (ProcessQueue, offset stores), ``push_consumer``, and
