@@ -293,7 +293,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
         create_topic(broker, queues=1)
         async with Client(broker, "admin") as admin:
             await put(broker, TOPIC, 0, 5)
-            stats = broker.server.stats
+            stats = broker.stats
             stats.sample()
             stats.record_get(2)
             table = body_of(await admin.call(RequestCode.GET_BROKER_RUNTIME_INFO))["table"]
@@ -309,7 +309,7 @@ def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:
             assert table["putTps"].split(" ") == ["", "", ""]  # fewer samples than the 10 s window
             for _ in range(11):
                 stats.sample()
-            assert float(broker.server.stats.tps(1).split(" ")[0]) >= 0.0
+            assert float(broker.stats.tps(1).split(" ")[0]) >= 0.0
             schedule = {k: v for k, v in table.items() if k.startswith("scheduleMessageOffset_")}
             assert schedule == broker.schedule_message_service.running_stats()
             delay = body_of(await admin.call(RequestCode.GET_ALL_DELAY_OFFSET))
