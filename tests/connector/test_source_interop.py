@@ -1,4 +1,4 @@
-"""The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache.py), and the query's
+"""The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache), and the query's
 consumer group progress through the official ``mqadmin consumerProgress`` on both clusters.
 
 A representative subset of test_source.py: the source uses only standard requests (route, min/max/search offset,

@@ -6,7 +6,7 @@ offsets after sends, a consumer group's offsets after commits and after resetOff
 by offsetMsgId, by UNIQ_KEY and by queue offset. Failures (unknown command, bad option, unreachable NameServer)
 must be one line and exit code 1, never a traceback, also when run as ``python -m broker.tools``.
 
-The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache.py's version) beside ours on the same
+The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache's version) beside ours on the same
 servers and compares what both print, line by line, after masking what changes between two runs (uptime, disk
 usage, the age of the oldest message).
 """

@@ -1,6 +1,6 @@
 """The Python client (broker.client) end to end against real servers: ours (``python -m broker.namesrv`` and
 ``python -m broker``, started by tests/integration/cluster.py) and, as the reference, Apache RocketMQ's own NameServer
-and brokers (tests/apache.py; marked ``java``). Every test runs against both: a failure on ``rmq`` alone is a broker or
+and brokers (tests/apache; marked ``java``). Every test runs against both: a failure on ``rmq`` alone is a broker or
 NameServer difference, a failure on both a client bug.
 
 Two brokers (broker-a, broker-b) share one NameServer. The module's topic is auto-created by the first sends (the

@@ -54,7 +54,7 @@ class Client49Driver(ApacheClient):
 
     classpath: str = ""
 
-    def _command(self, cds: object, argv: list[str]) -> list[str]:
+    def java_command(self, cds: object, argv: list[str]) -> list[str]:
         flags = driver_args("", serialize=self.serialize, smart_msg=self.smart_msg, log_root=self.log_dir)[1:]
         return ["java", *DRIVER_JVM_ARGS, "-cp", self.classpath, CLIENT49_MAIN, *argv, *flags]
 

@@ -1,7 +1,7 @@
 """The official Java client through our NameServer and broker, and the same scenarios through Apache's (issue 3).
 
 Every scenario runs on two targets, ``rmq`` (``python -m broker.namesrv`` + ``python -m broker``) and ``apache``
-(Apache RocketMQ's own NamesrvStartup + BrokerStartup, tests/apache.py), with both header serializations
+(Apache RocketMQ's own NamesrvStartup + BrokerStartup, tests/apache), with both header serializations
 (``rocketmq.serialize.type`` JSON and ROCKETMQ). A scenario test checks what must hold on any RocketMQ broker and
 records a normalized observation: what a client sees with the values that legitimately differ taken out (msgIds,
 timestamps, addresses and ports, commit log offsets, the random queue a producer starts at). The

@@ -1,4 +1,4 @@
-"""Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup, tests/apache.py's version) against our NameServer and
+"""Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup, tests/apache's version) against our NameServer and
 broker as processes (tests/integration/cluster.py), with Apache's NameServer and broker beside them as the reference.
 
 Both clusters get the same story: ``mqadmin updateTopic`` creates a 4-queue topic, our Python client sends 1, 2, 3
@@ -50,14 +50,12 @@ from broker.common.fastjson import decode_json
 from broker.remoting.codes import ResponseCode
 from tests.apache import (
     DRIVER_JVM_ARGS,
-    _cds,
-    _jar,
     apache_artifact,
     start_apache_broker,
     start_apache_namesrv,
 )
 from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster
-from tests.javatools import JavaToolError, compile_java, resolve_classpath
+from tests.javatools import JavaToolError, cds_archive, compile_java, content_jar, resolve_classpath
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -99,7 +97,7 @@ class Mqadmin:
     home: Path
 
     def run(self, *args: str) -> Run:
-        cds = _cds("mqadmin", self.classpath)
+        cds = cds_archive("mqadmin", self.classpath)
         start = time.monotonic()
         props = (f"-Duser.home={self.home}", f"-Drocketmq.home.dir={self.home}")
         cmd = ["java", *DRIVER_JVM_ARGS, *cds.jvm_args, *props, "-cp", self.classpath, LAUNCHER_MAIN, *args]
@@ -117,7 +115,7 @@ class Mqadmin:
 def build_mqadmin(home: Path) -> Mqadmin:
     tools = resolve_classpath([apache_artifact("rocketmq-tools")])
     classes = compile_java("mqadmin", tools)
-    jar = _jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # AppCDS takes jars, not class directories
+    jar = content_jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # AppCDS takes jars, not class directories
     home.mkdir(parents=True, exist_ok=True)
     return Mqadmin(f"{jar}{os.pathsep}{tools}", home)
 
