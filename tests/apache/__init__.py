@@ -33,6 +33,7 @@ from tests.apache.build import (
     DRIVER_JVM_ARGS,
     FAST_START_JVM_ARGS,
     SERVER_JVM_ARGS,
+    SHARED_JAVA,
     apache_artifact,
     apache_mqadmin,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "DRIVER_JVM_ARGS",
     "FAST_START_JVM_ARGS",
     "SERVER_JVM_ARGS",
+    "SHARED_JAVA",
     "ApacheClient",
     "ApacheCluster",
     "ApacheProcess",

@@ -1,6 +1,6 @@
 """What the Apache side of the suite runs, and how it is built: Apache RocketMQ's artifacts (``APACHE_VERSION``),
-the JVM flags that keep start-up short, and the jars compiled from ``tests/java/client``: the client driver and
-``ServerLauncher``, which runs Apache's servers.
+the JVM flags that keep start-up short, and the jars compiled from ``tests/java/client`` (the client driver) and
+``tests/java/common`` (what the 4.9 and 5.x drivers share, and ``ServerLauncher``, which runs Apache's servers).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from tests.javatools import (
 APACHE_VERSION = os.environ.get("RMQ_APACHE_VERSION", "5.5.0")
 LAUNCHER_MAIN = "ServerLauncher"
 DRIVER_MAIN = "ClientDriver"
+# Compiled with each client driver (tests/java/client, tests/java/client49); ServerLauncher is one of its classes.
+SHARED_JAVA = ("common",)
 
 # Unified JVM logging (CDS warnings included) goes to stderr: the driver's stdout carries only JSON.
 FAST_START_JVM_ARGS = (
@@ -54,13 +56,13 @@ def apache_mqadmin(home: Path) -> JavaProgram:
 
 @functools.cache
 def driver_build() -> tuple[Path, Path, str]:
-    """(driver jar, launcher jar, client+tools classpath), compiled from tests/java/client.
+    """(driver jar, launcher jar, client+tools classpath), compiled from tests/java/client and tests/java/common.
 
     Jars rather than the classes directory because AppCDS refuses non-empty directories on the classpath; the
     launcher gets a jar of its own so the servers' classpaths (and CDS archives) survive edits of the driver."""
     require_tools("java", "javac", "mvn")
     classpath = resolve_classpath([apache_artifact("rocketmq-client"), apache_artifact("rocketmq-tools")])
-    classes = compile_java("client", classpath)
+    classes = compile_java("client", classpath, shared=SHARED_JAVA)
     every = sorted(classes.rglob("*.class"))
     launcher = [path for path in every if path.name.startswith(LAUNCHER_MAIN)]
     return content_jar("driver", classes, every), content_jar("launcher", classes, launcher), classpath

@@ -2,7 +2,7 @@
 
 Each gets free ports and its own home (``user.home`` and ``rocketmq.home.dir``), so logs land in
 ``<home>/logs/rocketmqlogs`` and nothing is written under ``~``; the broker's store goes where the test says. They run
-under ``ServerLauncher`` (tests/java/client), with an AppCDS archive per classpath. ``start_apache_cluster`` starts a
+under ``ServerLauncher`` (tests/java/common), with an AppCDS archive per classpath. ``start_apache_cluster`` starts a
 NameServer and its brokers as one ``ApacheCluster``, the same shape as our ``Cluster``.
 """
 
