@@ -6,7 +6,6 @@ Shared by the source and the sink tests; each part keeps its own fixtures in its
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from broker.client import BlockingClient, Message
 from broker.client.blocking import get_route
 from broker.client.message import MessageQueue, SendResult
 from broker.common.errors import MQClientError, RemotingError
+from tests.helpers import mqadmin_ok, wait_until
 from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, start_cluster
 
 ROUTE_TIMEOUT_S = 15.0
@@ -31,17 +31,6 @@ def rmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
 
 
-def mqadmin(*args: str) -> str:
-    """Our ``mqadmin`` in-process (standard admin requests, so it works on Apache's cluster too); returns stdout,
-    raises AssertionError with the output when the command fails."""
-    from broker.tools.mqadmin import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), out=out, err=err)
-    assert code == 0, f"mqadmin {' '.join(args)} exited {code}: {out.getvalue()}{err.getvalue()}"
-    return out.getvalue()
-
-
 def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
     """The readable queues the NameServer routes for ``topic`` ([] while it has no route)."""
     from broker.client.route import subscribe_queues
@@ -52,20 +41,14 @@ def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
         return []
 
 
-def wait_until(what: str, condition: Callable[[], bool], timeout: float = ROUTE_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not true within {timeout}s: {what}"
-        time.sleep(0.05)
-
-
 def create_topic(namesrv_addr: str, topic: str, queues: int, *, brokers: int = 1,
                  cluster: str = DEFAULT_CLUSTER) -> list[MessageQueue]:
     """``mqadmin updateTopic -c <cluster>`` with ``queues`` read/write queues on every broker; waits until the
     NameServer routes all of them (``brokers`` brokers x ``queues``). Also grows an existing topic."""
-    mqadmin("updateTopic", "-n", namesrv_addr, "-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues))
+    # Our mqadmin sends standard admin requests, so this works on Apache's cluster too.
+    mqadmin_ok("updateTopic", "-n", namesrv_addr, "-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues))
     wait_until(f"{topic} routed with {queues} queues on {brokers} broker(s)",
-               lambda: len(routed_queues(namesrv_addr, topic)) == queues * brokers)
+               lambda: len(routed_queues(namesrv_addr, topic)) == queues * brokers, ROUTE_TIMEOUT_S)
     return routed_queues(namesrv_addr, topic)
 
 

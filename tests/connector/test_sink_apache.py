@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.apache import ApacheProcess, apache_client, start_apache_broker, start_apache_namesrv
-from tests.connector.conftest import SINK_BROKER_CONF, SINK_CHECK_IMMUNITY_S, read_topic, routed_queues, wait_until
+from tests.connector.conftest import SINK_BROKER_CONF, SINK_CHECK_IMMUNITY_S, read_topic, routed_queues
 from tests.connector.test_sink_recovery import resolver_answers
+from tests.helpers import wait_until
 from tests.javatools import JavaToolError
 
 pytestmark = [pytest.mark.slow, pytest.mark.java]

@@ -15,7 +15,8 @@ import pytest
 from chispa import assert_df_equality
 
 from tests.apache import ApacheProcess, start_apache_broker, start_apache_namesrv
-from tests.connector.conftest import create_topic, produce, wait_until
+from tests.connector.conftest import create_topic, produce
+from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 from tests.interop.test_official_mqadmin import Mqadmin, build_mqadmin
 

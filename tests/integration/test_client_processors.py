@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from broker.server.consumer_manager import ClientChannelInfo, ConsumerManager, S
 from broker.server.processors import registry
 from broker.store.commit_log import StoreMessage
 from broker.store.config import MessageStoreConfig
+from tests.helpers import free_port
 from tests.unit.remoting.remoting_helpers import run
 
 MY_PROCESSORS = ("client_manage", "consumer_manage", "admin")
@@ -33,12 +33,6 @@ NOTICE_TIMEOUT_S = 3.0
 
 
 # -- a broker and clients ----------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.asynccontextmanager

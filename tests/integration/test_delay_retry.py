@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -53,6 +53,8 @@ from broker.server.config import BrokerConfig
 from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
 from broker.store.config import MessageStoreConfig
+from tests.helpers import free_port, now_ms
+from tests.helpers import run as run_bounded
 from tests.integration.cluster import start_broker, start_namesrv
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
@@ -60,16 +62,7 @@ FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for furthe
 FAST_RETRY_LEVELS = " ".join(["1s"] * 18)
 DUE_SLACK_MS = 1500  # "delivered within 1 s", plus what a loaded test machine adds
 CLOCK_SLACK_MS = 5  # store and test clocks are the same clock, read a few ms apart
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+run = functools.partial(run_bounded, timeout=90.0)
 
 
 @dataclass
@@ -170,10 +163,6 @@ async def running_broker(store_dir: Path, port: int | None = None, **broker_fiel
     finally:
         await client.close()
         await controller.shutdown()
-
-
-def run(coro, timeout: float = 90) -> None:  # type: ignore[no-untyped-def]
-    asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def scheduled_record(b: Broker, send_response: RemotingCommand) -> MessageRecord:
@@ -477,12 +466,12 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
                 early = await _drain(namesrv.addr, "TopicKill", 5, 15)
                 assert len(early) == 5
 
-            run(before(), 60)
+            run(before(), timeout=60)
         finally:
             broker.kill()
         assert not os.path.exists(delay_offset_path(str(store)))
         with start_broker(tmp_path / "b2", namesrv.addr, store_dir=store, **conf):
-            got = run_result(_drain(namesrv.addr, "TopicKill", 10, 20), 60)
+            got = run(_drain(namesrv.addr, "TopicKill", 10, 20), timeout=60)
     assert sorted(m.keys for m in got) == sorted(f"k{i}" for i in range(10))
 
 
@@ -494,10 +483,6 @@ def store_time(offset_msg_id: str) -> int:
                                                 ViewMessageRequestHeader(offset=offset).to_ext()))
     assert response.code == ResponseCode.SUCCESS, response.remark
     return decode_record(response.body, body=False).store_timestamp
-
-
-def run_result(coro, timeout: float):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 @pytest.mark.slow
@@ -537,7 +522,7 @@ def test_python_push_consumer_reconsumes_until_the_dlq(tmp_path):
             assert (dead.properties["RETRY_TOPIC"], dead.msg_id) == ("TopicPyRetry", sent.msg_id)
             return deliveries
 
-        run_result(scenario(), 90)
+        run(scenario())
 
 
 @pytest.mark.slow
@@ -577,4 +562,4 @@ def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
                 lag = received[key] - (stored_at[key] + delay_ms)
                 assert -CLOCK_SLACK_MS <= lag <= DUE_SLACK_MS, (key, lag)
 
-        run_result(scenario(), 90)
+        run(scenario())

@@ -11,14 +11,15 @@ push consumer and the blocking facade, each with its own groups, tags and keys.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import re
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -46,20 +47,16 @@ from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
 from broker.tools.bodies import mq_key
 from broker.tools.mqadmin import main as mqadmin_main
+from tests.helpers import eventually
+from tests.helpers import run as run_bounded
 from tests.integration.cluster import start_broker, start_namesrv
 
-T = TypeVar("T")
 ROUTE_TIMEOUT_S = 40.0  # a broker registers a new topic at once in Java; ours waits for its next period (10 s here)
 CONSUME_TIMEOUT_S = 45.0
 QUEUES_PER_BROKER = 4
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+run = functools.partial(run_bounded, timeout=120.0)
 
 
 @dataclass
@@ -308,15 +305,18 @@ def test_push_consumers_share_the_topic_and_rebalance(servers: Servers, topic: s
             await consumer.start()
             consumers.append(consumer)
         try:
-            await _until(lambda: sorted(q for c in consumers for q in c.assigned_queues() if q.topic == topic)
-                         == [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b")
-                             for q in range(QUEUES_PER_BROKER)])
+            every = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
+            await eventually("the queues split between both", lambda: sorted(
+                q for c in consumers for q in c.assigned_queues() if q.topic == topic) == every, CONSUME_TIMEOUT_S)
             async with Producer("py_pg_push", client_config=servers.client_config("p4")) as producer:
                 ids = [(await producer.send(Message(topic, b"push-%d" % i, tags=tag))).msg_id for i in range(16)]
-            await _until(lambda: sorted(seen["a"] + seen["b"]) == sorted(ids))
+            await eventually("every message consumed", lambda: sorted(seen["a"] + seen["b"]) == sorted(ids),
+                             CONSUME_TIMEOUT_S)
             assert seen["a"] and seen["b"]
             await consumers[1].shutdown()
-            await _until(lambda: len([q for q in consumers[0].assigned_queues() if q.topic == topic]) == 8)
+            await eventually("every queue to the survivor",
+                             lambda: len([q for q in consumers[0].assigned_queues() if q.topic == topic]) == 8,
+                             CONSUME_TIMEOUT_S)
         finally:
             for consumer in consumers:
                 await consumer.shutdown()
@@ -340,10 +340,12 @@ def test_reconsume_later_redelivers(servers: Servers, topic: str) -> None:
         consumer.register_message_listener(consume)
         await consumer.start()
         try:
-            await _until(lambda: len([q for q in consumer.assigned_queues() if q.topic == topic]) == 8)
+            await eventually("every queue assigned",
+                             lambda: len([q for q in consumer.assigned_queues() if q.topic == topic]) == 8,
+                             CONSUME_TIMEOUT_S)
             async with Producer("py_pg_retry", client_config=servers.client_config("p5")) as producer:
                 await producer.send(Message(topic, b"retry-me", tags=tag))
-            await _until(lambda: len(deliveries) >= 2, CONSUME_TIMEOUT_S + 30)
+            await eventually("the redelivery", lambda: len(deliveries) >= 2, CONSUME_TIMEOUT_S + 30)
             assert deliveries[:2] == [0, 1]
         finally:
             await consumer.shutdown()
@@ -369,10 +371,12 @@ def test_push_consumer_answers_its_running_info(servers: Servers, topic: str) ->
         await consumer.start()
         try:
             queues = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
-            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            await eventually("the queues assigned",
+                             lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues,
+                             CONSUME_TIMEOUT_S)
             async with Producer("py_pg_info", client_config=servers.client_config("p6")) as producer:
                 ids = [(await producer.send(Message(topic, b"info-%d" % i, tags=tag))).msg_id for i in range(8)]
-            await _until(lambda: sorted(consumed) == sorted(ids))
+            await eventually("every message consumed", lambda: sorted(consumed) == sorted(ids), CONSUME_TIMEOUT_S)
             with BlockingClient(servers.namesrv_addr) as client:
                 ends = _max_offsets(client, queues)
             async with MQAdminExt(servers.namesrv_addr) as admin:
@@ -425,7 +429,9 @@ def test_apache_mqadmin_consumer_status_reads_a_python_consumer(servers: Servers
         await consumer.start()
         client_id = consumer.instance.client_id
         try:
-            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            await eventually("the queues assigned",
+                             lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues,
+                             CONSUME_TIMEOUT_S)
             async with MQAdminExt(ns) as admin:
                 await _running_info(admin, group, client_id, {})  # once the route of the retry topic is known
             done = await asyncio.to_thread(tool.run, "consumerStatus", "-n", ns, "-g", group, "-i", client_id, "-s",
@@ -460,14 +466,6 @@ async def _running_info(admin: MQAdminExt, group: str, client_id: str, ends: dic
             if err.code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() > deadline:
                 raise
         await asyncio.sleep(0.2)
-
-
-async def _until(predicate, timeout: float = CONSUME_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.1)
 
 
 # -- failover (its own servers: it kills a broker) ---------------------------------------------------------------------

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import dataclasses
 import re
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -33,16 +32,11 @@ from broker.server.processors import send
 from broker.server.processors.pull import pull_response_code
 from broker.store.config import MessageStoreConfig
 from broker.store.results import GetMessageStatus
+from tests.helpers import free_port, run
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
                   "8192B, msg properties length limit 32KB.")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -103,10 +97,6 @@ async def running_broker(tmp_path, store: dict | None = None, **broker_fields) -
     finally:
         await client.close()
         await controller.shutdown()
-
-
-def run(coro) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
 
 
 def records(response: RemotingCommand) -> list[MessageRecord]:
@@ -671,6 +661,6 @@ def test_answers_are_apaches(tmp_path):
     with start_apache_namesrv(tmp_path / "apache") as namesrv, \
             start_apache_broker(tmp_path / "apache", namesrv, tmp_path / "apache" / "store",
                                 maxMessageSize=8192) as apache:
-        expected = asyncio.run(asyncio.wait_for(apaches(apache.addr), 60))
-    got = asyncio.run(asyncio.wait_for(ours(), 60))
+        expected = run(apaches(apache.addr))
+    got = run(ours())
     assert got == expected

@@ -54,6 +54,7 @@ from tests.apache import (
     start_apache_broker,
     start_apache_namesrv,
 )
+from tests.helpers import wait_until
 from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster
 from tests.javatools import JavaToolError, cds_archive, compile_java, content_jar, resolve_classpath
 
@@ -174,15 +175,8 @@ class Servers:
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except (MQClientError, RemotingError):
-            pass
-        assert time.monotonic() < deadline, f"{what} within {timeout}s"
-        time.sleep(0.05)
+    """``wait_until``, where a server that cannot answer yet (no route, no offset) means "not yet"."""
+    wait_until(what, condition, timeout, ignoring=(MQClientError, RemotingError))
 
 
 def routed_queues(namesrv_addr: str, topic: str) -> int:

@@ -11,10 +11,10 @@ avoidance, rebalance) is tested on its own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import java_hash, offset_msg_id, pack_host
@@ -28,19 +28,13 @@ from broker.remoting.headers import (
     SendMessageRequestHeader,
 )
 from broker.remoting.server import RemotingServer
+from tests.helpers import run as run_bounded
 
-T = TypeVar("T")
 TEST_TIMEOUT_S = 30.0
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = TEST_TIMEOUT_S) -> T:
-    """``asyncio.run`` with a ceiling, so a hang fails the test instead of the run."""
-
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+# tests.helpers.run with the client tests' ceiling: a hang fails the test instead of the run.
+run = functools.partial(run_bounded, timeout=TEST_TIMEOUT_S)
 
 
 class LoopThread:
