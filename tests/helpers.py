@@ -1,5 +1,5 @@
 """Small helpers the whole suite shares: a free port, the wall clock in ms, waiting for a condition, a bounded
-``asyncio.run``, our ``mqadmin`` in-process and a client config for 127.0.0.1.
+``asyncio.run``, our ``mqadmin`` in-process, a client config for 127.0.0.1 and topic names no two tests share.
 
 One of each, so a test module imports them instead of writing its own. ``free_port`` is the local cluster's (the
 ports our servers are started on come from the same place).
@@ -16,21 +16,25 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+import zlib
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from broker.tools.local_cluster import free_port
 
 if TYPE_CHECKING:
+    import pytest
+
     from broker.client import ClientConfig
 
 __all__ = ["MqadminRun", "client_config", "eventually", "free_port", "mqadmin", "mqadmin_ok", "now_ms", "run",
-           "wait_until"]
+           "unique_topic", "wait_until"]
 
 T = TypeVar("T")
 RUN_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 10.0
 HOST = "127.0.0.1"
+TOPIC_NAME_MAX = 100  # TopicValidator allows 127
 
 
 def now_ms() -> int:
@@ -104,3 +108,13 @@ def client_config(namesrv_addr: str, name: str, **options: Any) -> ClientConfig:
     from broker.client import ClientConfig
 
     return ClientConfig(namesrv_addr=namesrv_addr, client_ip=HOST, instance_name=name, **options)
+
+
+def unique_topic(node: pytest.Item, prefix: str = "T") -> str:
+    """A topic name no other test of the session uses, for clusters shared between modules: ``prefix``, the test's
+    module and its name, cleaned to TopicValidator's characters; a longer one is cut and ends with a checksum."""
+    raw = f"{prefix}_{node.path.stem}_{node.name}"
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in raw)
+    if len(name) > TOPIC_NAME_MAX:
+        name = f"{name[:TOPIC_NAME_MAX - 9]}_{zlib.crc32(name.encode()):08x}"
+    return name

@@ -18,7 +18,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +48,9 @@ from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequest
 from broker.server.broker_controller import BrokerController
 from broker.server.config import BrokerConfig
 from broker.store.config import MessageStoreConfig
-from tests.helpers import eventually, free_port
+from tests.helpers import client_config, eventually, free_port
 from tests.helpers import run as run_bounded
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.cluster import ClusterPool
 
 TOO_BIG = ("java.lang.RuntimeException: message body size exceeded, "
            "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
@@ -265,22 +265,16 @@ def test_orderly_process_queue_hands_out_in_offset_order() -> None:
 
 @dataclass
 class Servers:
-    namesrv: Any
-    broker: Any
+    namesrv_addr: str
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv.addr, client_ip="127.0.0.1", instance_name=name)
+        return client_config(self.namesrv_addr, name)
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    tmp = tmp_path_factory.mktemp("filters-ordered")
-    namesrv = start_namesrv(tmp / "namesrv")
-    try:
-        with start_broker(tmp / "broker-a", namesrv.addr, enablePropertyFilter=True) as broker_process:
-            yield Servers(namesrv, broker_process)
-    finally:
-        namesrv.close()
+def servers(clusters: ClusterPool) -> Servers:
+    """The suite's shared cluster with SQL92 filters on (one broker, broker-a); topics here carry a random suffix."""
+    return Servers(clusters.shared(enablePropertyFilter=True).namesrv_addr)
 
 
 def test_python_push_consumers_select_by_sql92_and_by_tag(servers: Servers) -> None:

@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,10 @@ from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
 from broker.tools.bodies import mq_key
 from broker.tools.mqadmin import main as mqadmin_main
-from tests.helpers import eventually
+from tests.apache import ApacheCluster
+from tests.helpers import client_config, eventually
 from tests.helpers import run as run_bounded
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.cluster import Cluster, start_servers
 
 ROUTE_TIMEOUT_S = 40.0  # a broker registers a new topic at once in Java; ours waits for its next period (10 s here)
 CONSUME_TIMEOUT_S = 45.0
@@ -61,57 +62,35 @@ run = functools.partial(run_bounded, timeout=120.0)
 
 @dataclass
 class Servers:
+    """broker-a and broker-b under one NameServer: ours (``rmq``) or Apache's."""
+
     kind: str
-    namesrv: Any
-    brokers: list[Any] = field(default_factory=list)
+    cluster: Cluster | ApacheCluster
 
     @property
     def namesrv_addr(self) -> str:
-        return self.namesrv.addr
+        return self.cluster.namesrv_addr
+
+    @property
+    def brokers(self) -> list[Any]:
+        return self.cluster.brokers
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv_addr, client_ip="127.0.0.1", instance_name=name)
+        return client_config(self.namesrv_addr, name)
 
     def close(self) -> None:
-        for broker in self.brokers:
-            broker.close()
-        self.namesrv.close()
+        self.cluster.close()
 
 
-def _start_rmq(tmp: Path) -> Servers:
-    servers = Servers("rmq", start_namesrv(tmp / "namesrv"))
-    try:
-        for name in ("broker-a", "broker-b"):
-            servers.brokers.append(start_broker(tmp / name, servers.namesrv_addr, brokerName=name,
-                                                registerNameServerPeriod=10_000))
-    except BaseException:
-        servers.close()
-        raise
-    return servers
-
-
-def _start_apache(tmp: Path) -> Servers:
-    from tests.apache import start_apache_broker, start_apache_namesrv
-    from tests.javatools import JavaToolError
-
-    try:
-        servers = Servers("apache", start_apache_namesrv(tmp / "namesrv"))
-    except JavaToolError as err:
-        pytest.fail(f"cannot start Apache's NameServer: {err}", pytrace=False)
-    try:
-        for name in ("broker-a", "broker-b"):
-            servers.brokers.append(start_apache_broker(tmp / name, servers.namesrv, tmp / name / "store",
-                                                       brokerName=name))
-    except BaseException:
-        servers.close()
-        raise
-    return servers
+def start(kind: str, tmp: Path) -> Servers:
+    # Ours registers a new topic with the NameServer at its next period (see ROUTE_TIMEOUT_S): 10 s here.
+    conf: dict[str, object] = {"registerNameServerPeriod": 10_000} if kind == "rmq" else {}
+    return Servers(kind, start_servers(kind, tmp, brokers=2, **conf))
 
 
 @pytest.fixture(scope="module", params=["rmq", pytest.param("apache", marks=[pytest.mark.java, pytest.mark.slow])])
 def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    tmp = tmp_path_factory.mktemp(f"client-{request.param}")
-    started = _start_rmq(tmp) if request.param == "rmq" else _start_apache(tmp)
+    started = start(request.param, tmp_path_factory.mktemp(f"client-{request.param}"))
     yield started
     started.close()
 
@@ -472,7 +451,7 @@ async def _running_info(admin: MQAdminExt, group: str, client_id: str, ends: dic
 
 
 def test_producer_fails_over_when_a_broker_dies(tmp_path: Path) -> None:
-    servers = _start_rmq(tmp_path)
+    servers = start("rmq", tmp_path)
     try:
         # The topic on both brokers before the producer starts: this test is about failover, not about auto-creation
         # racing the producer's first route update.

@@ -33,6 +33,7 @@ from broker.server.processors.pull import pull_response_code
 from broker.store.config import MessageStoreConfig
 from broker.store.results import GetMessageStatus
 from tests.helpers import free_port, run
+from tests.integration.cluster import start_servers
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
@@ -647,8 +648,6 @@ async def observable_answers(b: Broker) -> dict[str, object]:
 @pytest.mark.java
 @pytest.mark.slow
 def test_answers_are_apaches(tmp_path):
-    from tests.apache import start_apache_broker, start_apache_namesrv
-
     async def ours() -> dict[str, object]:
         async with running_broker(tmp_path / "rmq") as b:
             return await observable_answers(b)
@@ -658,9 +657,7 @@ def test_answers_are_apaches(tmp_path):
             return await observable_answers(Broker(client, addr))
 
     expected: dict[str, object] = {}
-    with start_apache_namesrv(tmp_path / "apache") as namesrv, \
-            start_apache_broker(tmp_path / "apache", namesrv, tmp_path / "apache" / "store",
-                                maxMessageSize=8192) as apache:
-        expected = run(apaches(apache.addr))
+    with start_servers("apache", tmp_path / "apache", maxMessageSize=8192) as apache:
+        expected = run(apaches(apache.brokers[0].addr))
     got = run(ours())
     assert got == expected

@@ -51,11 +51,9 @@ from broker.remoting.codes import ResponseCode
 from tests.apache import (
     DRIVER_JVM_ARGS,
     apache_artifact,
-    start_apache_broker,
-    start_apache_namesrv,
 )
 from tests.helpers import wait_until
-from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster
+from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster, start_servers
 from tests.javatools import JavaToolError, cds_archive, compile_java, content_jar, resolve_classpath
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
@@ -262,13 +260,12 @@ def clusters(tmp_path_factory: pytest.TempPathFactory, mqadmin: Mqadmin) -> Iter
     consumers: list[LitePullConsumer | PushConsumer] = []
     tmp = tmp_path_factory.mktemp("official-mqadmin")
     ours = start_cluster(tmp / "rmq")
-    namesrv = broker = None
+    apache = None
     try:
-        namesrv = start_apache_namesrv(tmp / "apache")
-        broker = start_apache_broker(tmp / "apache", namesrv, tmp / "apache" / "store")
+        apache = start_servers("apache", tmp / "apache")
         servers = {
             "rmq": Servers("rmq", ours.namesrv_addr, ours.brokers[0].addr, mqadmin),
-            "apache": Servers("apache", namesrv.addr, broker.addr, mqadmin),
+            "apache": Servers("apache", apache.namesrv_addr, apache.brokers[0].addr, mqadmin),
         }
         for one in servers.values():
             consumers += populate(one, loop)
@@ -281,9 +278,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory, mqadmin: Mqadmin) -> Iter
                 pass
         loop.close()
         ours.close()
-        for proc in (broker, namesrv):
-            if proc is not None:
-                proc.close()
+        if apache is not None:
+            apache.close()
 
 
 @pytest.fixture(params=["rmq", "apache"])

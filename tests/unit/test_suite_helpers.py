@@ -1,12 +1,43 @@
-"""The suite's own helpers (tests/helpers.py): waits fail naming what they waited for."""
+"""The suite's own helpers: the cluster pool shares one cluster per setting; waits fail naming what they waited for."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from tests.helpers import eventually, run, wait_until
+from tests.integration.cluster import ClusterPool
+
+
+class FakeCluster:
+    def __init__(self, kind: str, home: Path, brokers: int, conf: dict[str, object], closed: list[Path]) -> None:
+        self.kind, self.home, self.brokers, self.conf, self._closed = kind, home, brokers, conf, closed
+
+    def close(self) -> None:
+        self._closed.append(self.home)
+
+
+def test_the_pool_shares_one_cluster_per_setting_and_stops_them_all(tmp_path: Path) -> None:
+    closed: list[Path] = []
+
+    def start(kind: str, home: Path, brokers: int, **conf: object) -> FakeCluster:
+        return FakeCluster(kind, home, brokers, conf, closed)
+
+    with ClusterPool(tmp_path, start) as pool:  # type: ignore[arg-type]
+        sql = pool.shared(enablePropertyFilter=True, brokerName="broker-a")
+        assert pool.shared(brokerName="broker-a", enablePropertyFilter=True) is sql  # keyword order does not count
+        assert pool.shared(enablePropertyFilter="true", brokerName="broker-a") is not sql  # the value's type does
+        two = pool.shared(brokers=2)
+        apache = pool.shared("apache")
+        assert (two.brokers, apache.kind, sql.conf) == (2, "apache", {"enablePropertyFilter": True,
+                                                                      "brokerName": "broker-a"})
+        assert len({sql.home, two.home, apache.home}) == 3
+        assert all(c.home.parent == tmp_path for c in (sql, two, apache))
+        assert closed == []
+    assert closed[:3] == [apache.home, two.home, pool.home / "rmq-1"]  # the last started first
+    assert closed[3] == sql.home and len(closed) == 4
 
 
 def test_waits_name_what_did_not_happen() -> None:
