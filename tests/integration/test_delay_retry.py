@@ -49,13 +49,12 @@ from broker.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
-from broker.store.config import MessageStoreConfig
 from tests.helpers import free_port, now_ms
 from tests.helpers import run as run_bounded
 from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.in_process import running_controller
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 # Every retry level 1 s, so a message reaches the DLQ in seconds (the levels a retry uses are 3 + reconsumeTimes).
@@ -144,25 +143,15 @@ class Broker:
         assert response.code == ResponseCode.SUCCESS, response.remark
 
 
-def configs(store_dir: Path, port: int, **broker_fields: object) -> tuple[BrokerConfig, MessageStoreConfig]:
-    broker_config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=port, broker_ip1="127.0.0.1",
-                                 broker_ip2="127.0.0.1", **broker_fields)
-    store_config = MessageStoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=64 * 1024,
-                                      mapped_file_size_consume_queue=100 * 20, max_hash_slot_num=64,
-                                      max_index_num=256)
-    return broker_config, store_config
-
-
 @contextlib.asynccontextmanager
 async def running_broker(store_dir: Path, port: int | None = None, **broker_fields: object) -> AsyncIterator[Broker]:
-    controller = BrokerController(*configs(store_dir, port or free_port(), **broker_fields), bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(controller, client)
-    finally:
-        await client.close()
-        await controller.shutdown()
+    """An in-process broker (tests/integration/in_process.py) on ``store_dir``; the same ``port`` for a restart."""
+    async with running_controller(store_dir, port, **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(controller, client)
+        finally:
+            await client.close()
 
 
 def scheduled_record(b: Broker, send_response: RemotingCommand) -> MessageRecord:

@@ -46,11 +46,10 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
-from broker.store.config import MessageStoreConfig
-from tests.helpers import client_config, eventually, free_port
+from tests.helpers import client_config, eventually
 from tests.helpers import run as run_bounded
 from tests.integration.cluster import ClusterPool
+from tests.integration.in_process import dispatched, running_controller
 
 TOO_BIG = ("java.lang.RuntimeException: message body size exceeded, "
            "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
@@ -107,28 +106,18 @@ class Broker:
         return await self.invoke(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
 
     async def dispatched(self) -> None:
-        for _ in range(500):
-            if self.controller.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.controller.store)
 
 
 @contextlib.asynccontextmanager
 async def running_broker(tmp_path: Path, **broker_fields: Any) -> AsyncIterator[Broker]:
-    config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=free_port(), broker_ip1="127.0.0.1",
-                          broker_ip2="127.0.0.1", **broker_fields)
-    store = MessageStoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=64 * 1024,
-                               mapped_file_size_consume_queue=100 * 20, max_hash_slot_num=64, max_index_num=256,
-                               max_message_size=8192)
-    controller = BrokerController(config, store, bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(client, controller)
-    finally:
-        await client.close()
-        await controller.shutdown()
+    """A fresh in-process broker (tests/integration/in_process.py) with 8 KiB messages at most, and a client."""
+    async with running_controller(tmp_path / "store", store={"max_message_size": 8192}, **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(client, controller)
+        finally:
+            await client.close()
 
 
 def _bodies(response: RemotingCommand) -> list[bytes]:

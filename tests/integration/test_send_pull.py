@@ -23,21 +23,21 @@ from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
 from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.processors import send
 from broker.server.processors.pull import pull_response_code
-from broker.store.config import MessageStoreConfig
 from broker.store.results import GetMessageStatus
-from tests.helpers import free_port, run
+from tests.helpers import run
 from tests.integration.cluster import start_servers
+from tests.integration.in_process import dispatched, running_controller
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
                   "8192B, msg properties length limit 32KB.")
+SMALL_MESSAGES = {"max_message_size": 8192}  # the limit ILLEGAL_REMARK names
 
 
 @dataclass
@@ -74,30 +74,19 @@ class Broker:
 
     async def dispatched(self) -> None:
         """Wait until the store's dispatch thread has put everything written into the ConsumeQueues."""
-        for _ in range(500):
-            if self.controller.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.controller.store)
 
 
 @contextlib.asynccontextmanager
 async def running_broker(tmp_path, store: dict | None = None, **broker_fields) -> AsyncIterator[Broker]:
-    port = free_port()
-    broker_config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=port, broker_ip1="127.0.0.1",
-                                 broker_ip2="127.0.0.1", **broker_fields)
-    store_config = MessageStoreConfig(store_path_root_dir=str(tmp_path / "store"),
-                                      mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=100 * 20,
-                                      max_hash_slot_num=64, max_index_num=256, max_message_size=8192)
-    store_config = dataclasses.replace(store_config, **(store or {}))
-    controller = BrokerController(broker_config, store_config, bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(client, controller.broker_addr, controller)
-    finally:
-        await client.close()
-        await controller.shutdown()
+    """A fresh in-process broker (tests/integration/in_process.py) with 8 KiB messages at most, and a client."""
+    async with running_controller(tmp_path / "store", store={**SMALL_MESSAGES, **(store or {})},
+                                  **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(client, controller.broker_addr, controller)
+        finally:
+            await client.close()
 
 
 def records(response: RemotingCommand) -> list[MessageRecord]:

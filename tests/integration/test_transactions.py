@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +46,12 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.metadata.paths import consumer_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
 from broker.server.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
-from broker.store.config import MessageStoreConfig
+from broker.store.layout import CQ_UNIT_SIZE
 from tests.helpers import eventually, free_port, now_ms, run
+from tests.integration.in_process import broker_configs, dispatched
 
 TOPIC = "TxTopic"
 GROUP = "tx_producer_group"
@@ -97,11 +96,7 @@ class Cluster:
         return TransactionProducer(GROUP, listener=listener, client_config=self.client_config(name))
 
     async def dispatched(self) -> None:
-        for _ in range(500):
-            if self.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.store)
 
     async def records(self, topic: str) -> list[MessageRecord]:
         """Every record in the ConsumeQueues of ``topic`` (what consumers can see), in queue order."""
@@ -123,13 +118,13 @@ class Cluster:
 
 
 def broker_controller(tmp: Path, port: int, namesrv_addr: str, **fields: object) -> BrokerController:
-    config = BrokerConfig(broker_name="broker-a", namesrv_addr=namesrv_addr, listen_port=port,
-                          broker_ip1="127.0.0.1", broker_ip2="127.0.0.1", default_topic_queue_nums=4,
-                          transaction_time_out=TIMEOUT_MS, transaction_check_interval=INTERVAL_MS)
-    config = dataclasses.replace(config, **fields)
-    store = MessageStoreConfig(store_path_root_dir=str(tmp / "store"), mapped_file_size_commit_log=256 * 1024,
-                               mapped_file_size_consume_queue=300 * 20, max_hash_slot_num=64, max_index_num=256)
-    return BrokerController(config, store, bind_host="127.0.0.1")
+    """The in-process broker of tests/integration/in_process.py with 256 KiB CommitLog files, 300-unit ConsumeQueue
+    files and short transaction check timings; ``fields`` override BrokerConfig fields."""
+    broker_fields = {"default_topic_queue_nums": 4, "transaction_time_out": TIMEOUT_MS,
+                     "transaction_check_interval": INTERVAL_MS, **fields}
+    store = {"mapped_file_size_commit_log": 256 * 1024, "mapped_file_size_consume_queue": 300 * CQ_UNIT_SIZE}
+    return BrokerController(*broker_configs(tmp / "store", port, namesrv_addr=namesrv_addr, store=store,
+                                            **broker_fields), bind_host="127.0.0.1")
 
 
 @contextlib.asynccontextmanager
