@@ -1,5 +1,6 @@
 """Small helpers the whole suite shares: a free port, the wall clock in ms, waiting for a condition, a bounded
-``asyncio.run``, our ``mqadmin`` in-process, a client config for 127.0.0.1 and topic names no two tests share.
+``asyncio.run`` and an event loop in a thread of its own, our ``mqadmin`` in-process, a client config for 127.0.0.1
+and topic names no two tests share.
 
 One of each, so a test module imports them instead of writing its own. ``free_port`` is the local cluster's (the
 ports our servers are started on come from the same place).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import time
 import zlib
 from collections.abc import Callable, Coroutine
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
 
     from broker.client import ClientConfig
 
-__all__ = ["MqadminRun", "client_config", "eventually", "free_port", "mqadmin", "mqadmin_ok", "now_ms", "run",
-           "unique_topic", "wait_until"]
+__all__ = ["LoopThread", "MqadminRun", "client_config", "eventually", "free_port", "mqadmin", "mqadmin_ok", "now_ms",
+           "run", "unique_topic", "wait_until"]
 
 T = TypeVar("T")
 RUN_TIMEOUT_S = 60.0
@@ -50,6 +52,31 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = RUN_TIMEOUT_S) -> T:
             return await coro
 
     return asyncio.run(bounded())
+
+
+class LoopThread:
+    """An event loop in a thread of its own: servers and clients on it keep running (heartbeats, long polls) while
+    the test's thread blocks, in a blocking client or a Java command. ``run`` hands it one coroutine."""
+
+    def __init__(self, timeout: float = WAIT_TIMEOUT_S, name: str = "test-loop") -> None:
+        self.timeout = timeout
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """The coroutine's result, run on the loop with a ceiling of ``timeout`` seconds."""
+
+        async def bounded() -> T:
+            async with asyncio.timeout(self.timeout):
+                return await coro
+
+        return asyncio.run_coroutine_threadsafe(bounded(), self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
 
 
 def _holds(condition: Callable[[], object], ignoring: tuple[type[BaseException], ...]) -> bool:

@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 from broker.client import (
-    ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     LitePullConfig,
@@ -51,7 +50,7 @@ from broker.remoting.headers import (
 from broker.server.broker_controller import BrokerController
 from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
-from tests.helpers import free_port, now_ms
+from tests.helpers import client_config, free_port, now_ms
 from tests.helpers import run as run_bounded
 from tests.integration.cluster import start_broker, start_namesrv
 from tests.integration.in_process import running_controller
@@ -418,16 +417,12 @@ def test_send_back_refusals(tmp_path):
 # -- processes: a crash, and our push consumer -------------------------------------------------------------------------
 
 
-def _client_config(namesrv_addr: str, name: str) -> ClientConfig:
-    return ClientConfig(namesrv_addr=namesrv_addr, client_ip="127.0.0.1", instance_name=name)
-
-
 async def _drain(namesrv_addr: str, topic: str, expected: int, timeout_s: float) -> list:
     """Everything in ``topic`` from the first offset, with a fresh lite pull consumer."""
     config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     got: list = []
     async with LitePullConsumer(f"drain_{os.getpid()}_{time.monotonic_ns()}", config=config,
-                                client_config=_client_config(namesrv_addr, "drain")) as consumer:
+                                client_config=client_config(namesrv_addr, "drain")) as consumer:
         consumer.assign(await consumer.fetch_message_queues(topic))
         deadline = time.monotonic() + timeout_s
         while len(got) < expected and time.monotonic() < deadline:
@@ -447,7 +442,7 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
         broker = start_broker(tmp_path / "b1", namesrv.addr, store_dir=store, **conf)
         try:
             async def before() -> None:
-                async with Producer("pg_crash", client_config=_client_config(namesrv.addr, "p1")) as producer:
+                async with Producer("pg_crash", client_config=client_config(namesrv.addr, "p1")) as producer:
                     for i in range(10):
                         msg = Message("TopicKill", b"m%d" % i, keys=f"k{i}")
                         msg.delay_time_level = 1 if i < 5 else 2
@@ -490,10 +485,10 @@ def test_python_push_consumer_reconsumes_until_the_dlq(tmp_path):
             config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                                         max_reconsume_times=2)
             consumer = PushConsumer("py_dlq_group", config=config,
-                                    client_config=_client_config(namesrv.addr, "push-dlq"))
+                                    client_config=client_config(namesrv.addr, "push-dlq"))
             consumer.subscribe("TopicPyRetry")
             consumer.register_message_listener(listener)
-            async with Producer("pg_py_retry", client_config=_client_config(namesrv.addr, "p")) as producer:
+            async with Producer("pg_py_retry", client_config=client_config(namesrv.addr, "p")) as producer:
                 sent = await producer.send(Message("TopicPyRetry", b"fail-me", keys="kpy"))
             await consumer.start()
             try:
@@ -526,10 +521,10 @@ def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
 
             config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
             consumer = PushConsumer("py_delay_group", config=config,
-                                    client_config=_client_config(namesrv.addr, "push-delay"))
+                                    client_config=client_config(namesrv.addr, "push-delay"))
             consumer.subscribe("TopicPyDelay")
             consumer.register_message_listener(listener)
-            async with Producer("pg_py_delay", client_config=_client_config(namesrv.addr, "p")) as producer:
+            async with Producer("pg_py_delay", client_config=client_config(namesrv.addr, "p")) as producer:
                 await producer.send(Message("TopicPyDelay", b"warm-up", keys="warm"))
                 await consumer.start()
                 try:

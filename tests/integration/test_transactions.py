@@ -50,7 +50,7 @@ from broker.server.metadata.paths import consumer_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
 from broker.server.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
 from broker.store.layout import CQ_UNIT_SIZE
-from tests.helpers import eventually, free_port, now_ms, run
+from tests.helpers import client_config, eventually, free_port, now_ms, run
 from tests.integration.in_process import broker_configs, dispatched
 
 TOPIC = "TxTopic"
@@ -89,8 +89,7 @@ class Cluster:
         return self.broker.store
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv.address, client_ip="127.0.0.1", instance_name=name,
-                            heartbeat_broker_interval=300, poll_name_server_interval=300)
+        return client_config(self.namesrv.address, name, heartbeat_broker_interval=300, poll_name_server_interval=300)
 
     def producer(self, listener: Listener, name: str = "tx") -> TransactionProducer:
         return TransactionProducer(GROUP, listener=listener, client_config=self.client_config(name))

@@ -17,13 +17,11 @@ Each command's output is cached per cluster, so the checks and the comparisons s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -52,7 +50,7 @@ from tests.apache import (
     DRIVER_JVM_ARGS,
     apache_artifact,
 )
-from tests.helpers import wait_until
+from tests.helpers import LoopThread, wait_until
 from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster, start_servers
 from tests.javatools import JavaToolError, cds_archive, compile_java, content_jar, resolve_classpath
 
@@ -117,28 +115,6 @@ def build_mqadmin(home: Path) -> Mqadmin:
     jar = content_jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # AppCDS takes jars, not class directories
     home.mkdir(parents=True, exist_ok=True)
     return Mqadmin(f"{jar}{os.pathsep}{tools}", home)
-
-
-class ClientLoop:
-    """An asyncio loop in a thread of its own: our Python consumers stay online (heartbeats, long polls) while the
-    test thread runs Java commands."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="client-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Awaitable[T], timeout: float = WAIT_TIMEOUT_S) -> T:
-        async def bounded() -> T:
-            async with asyncio.timeout(timeout):
-                return await coro
-
-        return asyncio.run_coroutine_threadsafe(bounded(), self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
 
 
 @dataclass
@@ -220,7 +196,7 @@ async def start_push_group(servers: Servers) -> PushConsumer:
     return consumer
 
 
-def populate(servers: Servers, loop: ClientLoop) -> list[LitePullConsumer | PushConsumer]:
+def populate(servers: Servers, loop: LoopThread) -> list[LitePullConsumer | PushConsumer]:
     """The story of the module docstring; returns the consumers to shut down."""
     out = servers.ok("updateTopic", "-c", DEFAULT_CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
     assert f"create topic to {servers.broker_addr} success." in out, out
@@ -256,7 +232,7 @@ def mqadmin(tmp_path_factory: pytest.TempPathFactory) -> Mqadmin:
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory, mqadmin: Mqadmin) -> Iterator[dict[str, Servers]]:
     """Both clusters, populated; the consumers stay online until the module is done."""
-    loop = ClientLoop()
+    loop = LoopThread(WAIT_TIMEOUT_S, "client-loop")  # our consumers stay online while Java commands run
     consumers: list[LitePullConsumer | PushConsumer] = []
     tmp = tmp_path_factory.mktemp("official-mqadmin")
     ours = start_cluster(tmp / "rmq")

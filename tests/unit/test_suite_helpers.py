@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import eventually, run, wait_until
+from tests.helpers import LoopThread, eventually, run, wait_until
 from tests.integration.cluster import ClusterPool
 
 
@@ -62,3 +62,13 @@ def test_waits_name_what_did_not_happen() -> None:
         run(scenario())
     with pytest.raises(TimeoutError):
         run(asyncio.sleep(1), 0.05)
+
+
+def test_a_loop_thread_runs_coroutines_beside_the_test() -> None:
+    loop = LoopThread(timeout=0.5)
+    try:
+        assert loop.run(asyncio.sleep(0, "done")) == "done"
+        with pytest.raises(TimeoutError):
+            loop.run(asyncio.sleep(5))
+    finally:
+        loop.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,23 +34,6 @@ TEST_TIMEOUT_S = 30.0
 
 # tests.helpers.run with the client tests' ceiling: a hang fails the test instead of the run.
 run = functools.partial(run_bounded, timeout=TEST_TIMEOUT_S)
-
-
-class LoopThread:
-    """An event loop in a thread of its own, for fakes that blocking clients talk to."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def call(self, coro):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
 
 @dataclass
