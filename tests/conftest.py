@@ -1,13 +1,20 @@
 """Fixtures shared by the whole suite. ``spark``: the one local Spark session of a test run (Delta Lake and the rmq
-source registered), created on first use so that tests without Spark never pay for it. ``resolver_dir``: where the
-sink's resolvers of one test keep their files; they are stopped when the test ends."""
+source registered), created on first use so that tests without Spark never pay for it. ``clusters``: the running
+NameServer + broker clusters (ours or Apache's) that test modules share, one per setting, started on first use
+(see tests/integration/cluster.py). ``resolver_dir``: where the sink's resolvers of one test keep their files; they
+are stopped when the test ends. Small helpers (free_port, now_ms, wait_until, eventually...) are in tests/helpers.py.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.integration.cluster import ClusterPool
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +24,17 @@ def spark() -> Iterator[object]:
     session = build_session("rmq-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPool]:
+    """``clusters.shared(kind="rmq", brokers=1, **broker_conf)``: the session's cluster with those settings. Shared
+    by every module that asks for the same, so a test names its own topics and groups and stops no server; a test
+    that needs servers of its own starts them (``start_cluster``)."""
+    from tests.integration.cluster import ClusterPool
+
+    with ClusterPool(tmp_path_factory.mktemp("clusters")) as pool:
+        yield pool
 
 
 @pytest.fixture

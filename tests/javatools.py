@@ -1,8 +1,10 @@
 """Run Apache RocketMQ's own Java code from the test suite: the oracle that proves our bytes are RocketMQ's.
 
 Maven resolves the runtime classpath of released artifacts from Maven Central, javac compiles the small programs
-under ``tests/java/<name>/`` against it, and the JVM runs them as subprocesses. Everything built is cached under
-``$RMQ_TEST_CACHE`` (default ``~/.cache/rmq-tests``), so only the first run pays for downloads and compilation.
+under ``tests/java/<name>/`` against it (with the sources of shared directories such as ``tests/java/common/`` when
+asked), and the JVM runs them as subprocesses. Everything built is cached under ``$RMQ_TEST_CACHE`` (default
+``~/.cache/rmq-tests``), so only the first run pays for downloads and compilation; content-named jars and AppCDS
+archives (``content_jar``, ``cds_archive``) take the JVM's start-up cost down for programs run many times.
 
 Examples:
     >>> jars = [rocketmq_artifact("rocketmq-common"), rocketmq_artifact("rocketmq-store")]
@@ -18,7 +20,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,17 +146,23 @@ def resolve_classpath(artifacts: Sequence[str]) -> str:
     return result.read_text().strip()
 
 
-def compile_java(name: str, classpath: str) -> Path:
-    """Compile ``tests/java/<name>/*.java`` against ``classpath``; returns the classes directory.
+def compile_java(name: str, classpath: str, *, shared: Sequence[str] = ()) -> Path:
+    """Compile ``tests/java/<name>/*.java``, plus those of each ``tests/java/<shared>/``, against ``classpath``;
+    returns the classes directory.
 
-    Recompiles only when a source is newer than the last successful compilation (or the classpath changed)."""
+    The directory is named by the classpath and the sources' content, so it is compiled once per version of them
+    (and two checkouts with different sources never share one)."""
     require_tools("javac")
     sources = sorted((JAVA_SOURCES / name).glob("*.java"))
     if not sources:
         raise JavaToolError(f"no Java sources in {JAVA_SOURCES / name}")
-    out = cache_dir() / "classes" / f"{name}-{_key(classpath)}"
+    for directory in shared:
+        sources += sorted((JAVA_SOURCES / directory).glob("*.java"))
+    content = [f"{src.relative_to(JAVA_SOURCES).as_posix()}:{hashlib.sha256(src.read_bytes()).hexdigest()}"
+               for src in sources]
+    out = cache_dir() / "classes" / f"{name}-{_key(classpath, *content)}"
     stamp = out / ".compiled"
-    if stamp.exists() and all(src.stat().st_mtime <= stamp.stat().st_mtime for src in sources):
+    if stamp.exists():
         return out
     out.mkdir(parents=True, exist_ok=True)
     _run_tool(
@@ -160,6 +172,63 @@ def compile_java(name: str, classpath: str) -> Path:
     )
     stamp.touch()
     return out
+
+
+def content_jar(name: str, classes: Path, members: list[Path]) -> Path:
+    """A jar of ``members`` (class files under ``classes``) named by their content, so an unchanged set keeps its
+    path. Jars rather than class directories because AppCDS refuses non-empty directories on the classpath."""
+    digest = hashlib.sha256()
+    for path in members:
+        digest.update(path.relative_to(classes).as_posix().encode() + b"\0" + path.read_bytes())
+    jar = cache_dir() / "jars" / f"{name}-{digest.hexdigest()[:16]}.jar"
+    if not jar.exists():
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        partial = jar.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w") as zf:
+            for path in members:
+                zf.write(path, path.relative_to(classes).as_posix())
+        partial.replace(jar)
+    return jar
+
+
+# -- AppCDS -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CdsArchive:
+    """Flags that use the archive if it exists, else dump one at exit into a private file renamed on success."""
+
+    jvm_args: tuple[str, ...]
+    pending: Path | None = None
+    final: Path | None = None
+    # Only a run that did the usual work is worth archiving: a driver that failed early loaded few classes.
+    good_exits: tuple[int, ...] = (0, 128 + signal.SIGTERM)
+
+    def commit(self, returncode: int | None) -> None:
+        """Publish a freshly dumped archive, only from a JVM that exited normally (not killed mid-dump, not failed)."""
+        if self.pending is None or self.final is None:
+            return
+        if returncode in self.good_exits and self.pending.exists():
+            self.pending.replace(self.final)
+        else:
+            self.pending.unlink(missing_ok=True)
+        self.pending = None
+
+
+def cds_archive(tag: str, classpath: str) -> CdsArchive:
+    """The AppCDS archive of ``classpath`` (and this JDK): used when it exists, else dumped by this run
+    (``RMQ_TEST_CDS=0`` turns archives off)."""
+    if os.environ.get("RMQ_TEST_CDS", "1") == "0":
+        return CdsArchive(())
+    java = Path(shutil.which("java") or "java").resolve()
+    identity = f"{java}:{java.stat().st_mtime_ns if java.exists() else 0}\n{classpath}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    final = cache_dir() / "cds" / f"{tag}-{digest}.jsa"
+    if final.exists():
+        return CdsArchive((f"-XX:SharedArchiveFile={final}",))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    pending = final.with_name(f"{final.name}.{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}.tmp")
+    return CdsArchive((f"-XX:ArchiveClassesAtExit={pending}",), pending, final)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,14 @@
 """Fixtures of the connector tests (source and sink): real NameServer + brokers as processes, helpers to make
-topics and messages. Generic on purpose: each test module gets its own cluster (module scope) and its own topics.
+topics and messages. The clusters are the suite's shared ones (tests/conftest.py ``clusters``): each test names its
+own topics (``topic_name``: module and test) and groups.
 
 Shared by the source and the sink tests; each part keeps its own fixtures in its own section below.
 """
 
 from __future__ import annotations
 
-import io
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,29 +17,18 @@ from broker.client import BlockingClient, Message
 from broker.client.blocking import get_route
 from broker.client.message import MessageQueue, SendResult
 from broker.common.errors import MQClientError, RemotingError
-from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, start_cluster
+from tests.helpers import mqadmin_ok, unique_topic, wait_until
+from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, ClusterPool
 
 ROUTE_TIMEOUT_S = 15.0
 
 # -- shared ------------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def rmq_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One NameServer and one broker (broker-a) for the whole test module; SQL92 filters enabled."""
-    with start_cluster(tmp_path_factory.mktemp("rmq"), brokers=1, enablePropertyFilter=True) as cluster:
-        yield cluster
-
-
-def mqadmin(*args: str) -> str:
-    """Our ``mqadmin`` in-process (standard admin requests, so it works on Apache's cluster too); returns stdout,
-    raises AssertionError with the output when the command fails."""
-    from broker.tools.mqadmin import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), out=out, err=err)
-    assert code == 0, f"mqadmin {' '.join(args)} exited {code}: {out.getvalue()}{err.getvalue()}"
-    return out.getvalue()
+@pytest.fixture(scope="session")
+def rmq_cluster(clusters: ClusterPool) -> Cluster:
+    """One NameServer and one broker (broker-a), SQL92 filters enabled: the suite's shared cluster of that setting."""
+    return clusters.shared(enablePropertyFilter=True)
 
 
 def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
@@ -52,20 +41,14 @@ def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
         return []
 
 
-def wait_until(what: str, condition: Callable[[], bool], timeout: float = ROUTE_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not true within {timeout}s: {what}"
-        time.sleep(0.05)
-
-
 def create_topic(namesrv_addr: str, topic: str, queues: int, *, brokers: int = 1,
                  cluster: str = DEFAULT_CLUSTER) -> list[MessageQueue]:
     """``mqadmin updateTopic -c <cluster>`` with ``queues`` read/write queues on every broker; waits until the
     NameServer routes all of them (``brokers`` brokers x ``queues``). Also grows an existing topic."""
-    mqadmin("updateTopic", "-n", namesrv_addr, "-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues))
+    # Our mqadmin sends standard admin requests, so this works on Apache's cluster too.
+    mqadmin_ok("updateTopic", "-n", namesrv_addr, "-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues))
     wait_until(f"{topic} routed with {queues} queues on {brokers} broker(s)",
-               lambda: len(routed_queues(namesrv_addr, topic)) == queues * brokers)
+               lambda: len(routed_queues(namesrv_addr, topic)) == queues * brokers, ROUTE_TIMEOUT_S)
     return routed_queues(namesrv_addr, topic)
 
 
@@ -100,9 +83,9 @@ def produce(namesrv_addr: str, queues: Sequence[MessageQueue], per_queue: int, *
 
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> str:
-    """A topic name unique to the test (its own name, cleaned)."""
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in request.node.name)
-    return f"T_{name}"[:100]
+    """A topic name unique to the test in the session (its module's and its own name, cleaned): the clusters are
+    shared between modules."""
+    return unique_topic(request.node)
 
 
 @pytest.fixture
@@ -123,11 +106,10 @@ SINK_IMMUNITY_S = 30  # checkImmunitySeconds of the sink tests: the driver commi
 SINK_CHECK_IMMUNITY_S = 4  # ... of the tests that want the check to finish (commit or roll back) soon
 
 
-@pytest.fixture(scope="module")
-def sink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One NameServer and one broker with short transaction check timings, for the sink tests of one module."""
-    with start_cluster(tmp_path_factory.mktemp("rmq-sink"), brokers=1, **SINK_BROKER_CONF) as cluster:
-        yield cluster
+@pytest.fixture(scope="session")
+def sink_cluster(clusters: ClusterPool) -> Cluster:
+    """One NameServer and one broker with short transaction check timings, shared by the sink tests."""
+    return clusters.shared(**SINK_BROKER_CONF)
 
 
 def read_topic(namesrv_addr: str, topic: str) -> list:

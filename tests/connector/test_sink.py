@@ -13,7 +13,8 @@ from chispa import assert_df_equality
 
 from broker.common.errors import ConnectorOptionError
 from connector.options import SinkOptions
-from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues, wait_until
+from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues
+from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 
 pytestmark = pytest.mark.slow

@@ -13,25 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.apache import ApacheProcess, apache_client, start_apache_broker, start_apache_namesrv
-from tests.connector.conftest import SINK_BROKER_CONF, SINK_CHECK_IMMUNITY_S, read_topic, routed_queues, wait_until
+from tests.apache import apache_client
+from tests.connector.conftest import SINK_BROKER_CONF, SINK_CHECK_IMMUNITY_S, read_topic, routed_queues
 from tests.connector.test_sink_recovery import resolver_answers
-from tests.javatools import JavaToolError
+from tests.helpers import wait_until
+from tests.integration.cluster import start_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.java]
 
 
 @pytest.fixture(scope="module")
 def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("apache-sink")
-    try:
-        namesrv = start_apache_namesrv(home)
-    except JavaToolError as err:
-        pytest.fail(f"cannot start Apache's NameServer: {err}", pytrace=False)
-    with namesrv:
-        broker: ApacheProcess = start_apache_broker(home, namesrv, **SINK_BROKER_CONF)
-        with broker:
-            yield namesrv.addr
+    with start_servers("apache", tmp_path_factory.mktemp("apache-sink"), **SINK_BROKER_CONF) as cluster:
+        yield cluster.namesrv_addr
 
 
 def java_bodies(namesrv: str, topic: str, log_dir: Path) -> Counter:

@@ -12,19 +12,20 @@ from broker.common.errors import ConnectorError
 from broker.remoting.codes import RequestCode
 from connector import sink_task
 from connector.options import SinkOptions
-from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
+from tests.helpers import LoopThread
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 
 
 @pytest.fixture
 def fakes(monkeypatch) -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
     monkeypatch.setattr(sink_task, "BUSY_PAUSE_S", 0.01)
     loop = LoopThread()
-    namesrv = loop.call(FakeNamesrv().start())
-    broker = loop.call(FakeBroker("broker-a").start())
+    namesrv = loop.run(FakeNamesrv().start())
+    broker = loop.run(FakeBroker("broker-a").start())
     namesrv.routes["T"] = [broker]
     yield namesrv, broker
     for server in (broker, namesrv):
-        loop.call(server.stop())
+        loop.run(server.stop())
     loop.close()
 
 

@@ -25,7 +25,8 @@ import pytest
 from broker.client import BlockingClient
 from connector.decisions import DecisionLog
 from tests.apache import apache_client
-from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, wait_until
+from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic
+from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 from tests.javatools import JavaToolError
 

@@ -26,7 +26,8 @@ from broker.common.errors import ConnectorError, ConnectorOptionError
 from connector.offsets import OffsetOracle, from_json, rate_limit, to_json
 from connector.options import SourceOptions
 from connector.source import QueueRange, RmqStreamReader, plan_partitions, read_partition
-from tests.connector.conftest import create_topic, produce, wait_until
+from tests.connector.conftest import create_topic, produce
+from tests.helpers import wait_until
 from tests.integration.cluster import Cluster, start_cluster
 
 pytestmark = pytest.mark.slow

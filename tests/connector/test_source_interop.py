@@ -1,4 +1,4 @@
-"""The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache.py), and the query's
+"""The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache), and the query's
 consumer group progress through the official ``mqadmin consumerProgress`` on both clusters.
 
 A representative subset of test_source.py: the source uses only standard requests (route, min/max/search offset,
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from tests.apache import ApacheProcess, start_apache_broker, start_apache_namesrv
-from tests.connector.conftest import create_topic, produce, wait_until
-from tests.integration.cluster import Cluster
+from tests.connector.conftest import create_topic, produce
+from tests.helpers import wait_until
+from tests.integration.cluster import Cluster, start_servers
 from tests.interop.test_official_mqadmin import Mqadmin, build_mqadmin
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
@@ -28,16 +28,8 @@ PROGRESS_ROW = re.compile(r"^(\S+)\s+(\S+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)
 @pytest.fixture(scope="module")
 def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Apache's NameServer and one broker (broker-a, SQL92 filters on); yields the NameServer address."""
-    tmp = tmp_path_factory.mktemp("apache-source")
-    namesrv: ApacheProcess = start_apache_namesrv(tmp / "namesrv")
-    try:
-        broker = start_apache_broker(tmp / "broker", namesrv, enablePropertyFilter=True)
-        try:
-            yield namesrv.addr
-        finally:
-            broker.close()
-    finally:
-        namesrv.close()
+    with start_servers("apache", tmp_path_factory.mktemp("apache-source"), enablePropertyFilter=True) as cluster:
+        yield cluster.namesrv_addr
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from broker.common.errors import DataLossError
 from connector.offsets import to_json
 from connector.options import SourceOptions
 from connector.source import QueueRange, read_partition
-from tests.connector.conftest import create_topic, produce, wait_until
+from tests.connector.conftest import create_topic, produce
+from tests.helpers import wait_until
 from tests.integration.cluster import Cluster, start_cluster
 
 pytestmark = pytest.mark.slow

@@ -5,10 +5,8 @@ the requests the broker passes on to a client. Bodies are checked against the fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -19,11 +17,9 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import REMOTING_VERSION, RemotingCommand, create_request, create_response
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ClientChannelInfo, ConsumerManager, SubscriptionData
-from broker.server.processors import registry
 from broker.store.commit_log import StoreMessage
-from broker.store.config import MessageStoreConfig
+from tests.integration.in_process import running_controller
 from tests.unit.remoting.remoting_helpers import run
 
 MY_PROCESSORS = ("client_manage", "consumer_manage", "admin")
@@ -35,35 +31,14 @@ NOTICE_TIMEOUT_S = 3.0
 # -- a broker and clients ----------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.asynccontextmanager
-async def running_broker(tmp_path: Path, **broker_settings: Any) -> AsyncIterator[BrokerController]:
-    """A broker on a free port with tiny store files, no NameServer, and only the client/consumer/admin processors
-    (the send and pull processors are tested on their own)."""
-    broker_config = BrokerConfig(broker_name="broker-a", broker_ip1="127.0.0.1", broker_ip2="127.0.0.1",
-                                 listen_port=free_port(), namesrv_addr="", **broker_settings)
-    store_config = MessageStoreConfig(store_path_root_dir=str(tmp_path / "store"),
-                                      mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 64,
-                                      max_hash_slot_num=64, max_index_num=256)
-    controller = BrokerController(broker_config, store_config, bind_host="127.0.0.1")
-    with mock.patch.object(registry, "MODULES", MY_PROCESSORS):
-        await controller.start()
-    try:
-        yield controller
-    finally:
-        await controller.shutdown()
-
-
 def on_broker(tmp_path: Path, scenario: Callable[[BrokerController], Awaitable[None]], **broker_settings: Any) -> None:
-    """Run ``scenario`` against a running broker (see ``running_broker``)."""
+    """Run ``scenario`` against a fresh in-process broker (tests/integration/in_process.py) with only the
+    client/consumer/admin processors (the send and pull processors are tested on their own), 64-unit ConsumeQueue
+    files and no NameServer."""
 
     async def main() -> None:
-        async with running_broker(tmp_path, **broker_settings) as broker:
+        async with running_controller(tmp_path / "store", store={"mapped_file_size_consume_queue": 20 * 64},
+                                      processors=MY_PROCESSORS, **broker_settings) as broker:
             await scenario(broker)
 
     run(main())

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 
 from broker.client import (
-    ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     LitePullConfig,
@@ -49,27 +48,19 @@ from broker.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
-from broker.store.config import MessageStoreConfig
+from tests.helpers import client_config, free_port, now_ms
+from tests.helpers import run as run_bounded
 from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.in_process import running_controller
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 # Every retry level 1 s, so a message reaches the DLQ in seconds (the levels a retry uses are 3 + reconsumeTimes).
 FAST_RETRY_LEVELS = " ".join(["1s"] * 18)
 DUE_SLACK_MS = 1500  # "delivered within 1 s", plus what a loaded test machine adds
 CLOCK_SLACK_MS = 5  # store and test clocks are the same clock, read a few ms apart
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+run = functools.partial(run_bounded, timeout=90.0)
 
 
 @dataclass
@@ -151,29 +142,15 @@ class Broker:
         assert response.code == ResponseCode.SUCCESS, response.remark
 
 
-def configs(store_dir: Path, port: int, **broker_fields: object) -> tuple[BrokerConfig, MessageStoreConfig]:
-    broker_config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=port, broker_ip1="127.0.0.1",
-                                 broker_ip2="127.0.0.1", **broker_fields)
-    store_config = MessageStoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=64 * 1024,
-                                      mapped_file_size_consume_queue=100 * 20, max_hash_slot_num=64,
-                                      max_index_num=256)
-    return broker_config, store_config
-
-
 @contextlib.asynccontextmanager
 async def running_broker(store_dir: Path, port: int | None = None, **broker_fields: object) -> AsyncIterator[Broker]:
-    controller = BrokerController(*configs(store_dir, port or free_port(), **broker_fields), bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(controller, client)
-    finally:
-        await client.close()
-        await controller.shutdown()
-
-
-def run(coro, timeout: float = 90) -> None:  # type: ignore[no-untyped-def]
-    asyncio.run(asyncio.wait_for(coro, timeout))
+    """An in-process broker (tests/integration/in_process.py) on ``store_dir``; the same ``port`` for a restart."""
+    async with running_controller(store_dir, port, **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(controller, client)
+        finally:
+            await client.close()
 
 
 def scheduled_record(b: Broker, send_response: RemotingCommand) -> MessageRecord:
@@ -440,16 +417,12 @@ def test_send_back_refusals(tmp_path):
 # -- processes: a crash, and our push consumer -------------------------------------------------------------------------
 
 
-def _client_config(namesrv_addr: str, name: str) -> ClientConfig:
-    return ClientConfig(namesrv_addr=namesrv_addr, client_ip="127.0.0.1", instance_name=name)
-
-
 async def _drain(namesrv_addr: str, topic: str, expected: int, timeout_s: float) -> list:
     """Everything in ``topic`` from the first offset, with a fresh lite pull consumer."""
     config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     got: list = []
     async with LitePullConsumer(f"drain_{os.getpid()}_{time.monotonic_ns()}", config=config,
-                                client_config=_client_config(namesrv_addr, "drain")) as consumer:
+                                client_config=client_config(namesrv_addr, "drain")) as consumer:
         consumer.assign(await consumer.fetch_message_queues(topic))
         deadline = time.monotonic() + timeout_s
         while len(got) < expected and time.monotonic() < deadline:
@@ -469,7 +442,7 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
         broker = start_broker(tmp_path / "b1", namesrv.addr, store_dir=store, **conf)
         try:
             async def before() -> None:
-                async with Producer("pg_crash", client_config=_client_config(namesrv.addr, "p1")) as producer:
+                async with Producer("pg_crash", client_config=client_config(namesrv.addr, "p1")) as producer:
                     for i in range(10):
                         msg = Message("TopicKill", b"m%d" % i, keys=f"k{i}")
                         msg.delay_time_level = 1 if i < 5 else 2
@@ -477,12 +450,12 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
                 early = await _drain(namesrv.addr, "TopicKill", 5, 15)
                 assert len(early) == 5
 
-            run(before(), 60)
+            run(before(), timeout=60)
         finally:
             broker.kill()
         assert not os.path.exists(delay_offset_path(str(store)))
         with start_broker(tmp_path / "b2", namesrv.addr, store_dir=store, **conf):
-            got = run_result(_drain(namesrv.addr, "TopicKill", 10, 20), 60)
+            got = run(_drain(namesrv.addr, "TopicKill", 10, 20), timeout=60)
     assert sorted(m.keys for m in got) == sorted(f"k{i}" for i in range(10))
 
 
@@ -494,10 +467,6 @@ def store_time(offset_msg_id: str) -> int:
                                                 ViewMessageRequestHeader(offset=offset).to_ext()))
     assert response.code == ResponseCode.SUCCESS, response.remark
     return decode_record(response.body, body=False).store_timestamp
-
-
-def run_result(coro, timeout: float):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 @pytest.mark.slow
@@ -516,10 +485,10 @@ def test_python_push_consumer_reconsumes_until_the_dlq(tmp_path):
             config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                                         max_reconsume_times=2)
             consumer = PushConsumer("py_dlq_group", config=config,
-                                    client_config=_client_config(namesrv.addr, "push-dlq"))
+                                    client_config=client_config(namesrv.addr, "push-dlq"))
             consumer.subscribe("TopicPyRetry")
             consumer.register_message_listener(listener)
-            async with Producer("pg_py_retry", client_config=_client_config(namesrv.addr, "p")) as producer:
+            async with Producer("pg_py_retry", client_config=client_config(namesrv.addr, "p")) as producer:
                 sent = await producer.send(Message("TopicPyRetry", b"fail-me", keys="kpy"))
             await consumer.start()
             try:
@@ -537,7 +506,7 @@ def test_python_push_consumer_reconsumes_until_the_dlq(tmp_path):
             assert (dead.properties["RETRY_TOPIC"], dead.msg_id) == ("TopicPyRetry", sent.msg_id)
             return deliveries
 
-        run_result(scenario(), 90)
+        run(scenario())
 
 
 @pytest.mark.slow
@@ -552,10 +521,10 @@ def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
 
             config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
             consumer = PushConsumer("py_delay_group", config=config,
-                                    client_config=_client_config(namesrv.addr, "push-delay"))
+                                    client_config=client_config(namesrv.addr, "push-delay"))
             consumer.subscribe("TopicPyDelay")
             consumer.register_message_listener(listener)
-            async with Producer("pg_py_delay", client_config=_client_config(namesrv.addr, "p")) as producer:
+            async with Producer("pg_py_delay", client_config=client_config(namesrv.addr, "p")) as producer:
                 await producer.send(Message("TopicPyDelay", b"warm-up", keys="warm"))
                 await consumer.start()
                 try:
@@ -577,4 +546,4 @@ def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
                 lag = received[key] - (stored_at[key] + delay_ms)
                 assert -CLOCK_SLACK_MS <= lag <= DUE_SLACK_MS, (key, lag)
 
-        run_result(scenario(), 90)
+        run(scenario())

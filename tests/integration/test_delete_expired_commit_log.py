@@ -11,7 +11,6 @@ what ours prints.
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from collections.abc import Iterator
@@ -22,8 +21,8 @@ import pytest
 
 from broker.client import BlockingClient, Message, MessageQueue, PullStatus
 from broker.client.blocking import BlockingRemotingClient, create_topic
-from broker.tools.mqadmin import main
-from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, free_port, start_cluster
+from tests.helpers import free_port, mqadmin
+from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, start_cluster
 
 FILE_SIZE = 64 * 1024
 TOPIC = "RetentionByRequest"
@@ -31,12 +30,6 @@ BODY = b"x" * 1000  # about 60 records per file
 MESSAGES = 360  # about 6 files
 ROUNDS_S = 0.2  # cleanResourceInterval
 DELETE_TIMEOUT_S = 15.0
-
-
-def mqadmin(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

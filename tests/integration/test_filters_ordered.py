@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
-import socket
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -47,33 +47,23 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
-from broker.store.config import MessageStoreConfig
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.helpers import client_config, eventually
+from tests.helpers import run as run_bounded
+from tests.integration.cluster import ClusterPool
+from tests.integration.in_process import dispatched, running_controller
 
-T = TypeVar("T")
 TOO_BIG = ("java.lang.RuntimeException: message body size exceeded, "
            "org.apache.rocketmq.store.MessageExtEncoder.encode(MessageExtEncoder.java:290)")
 ILLEGAL = ("the message is illegal, maybe msg body or properties length not matched. msg body length limit 8192B, msg "
            "properties length limit 32KB.")
 NOT_COMPARABLE = "java.lang.RuntimeException: Value ''x'' cannot be compared."
+WAIT_S = 45.0  # for push consumers to rebalance and consume
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = 180.0) -> T:
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+run = functools.partial(run_bounded, timeout=180.0)
 
 
 # -- an in-process broker, raw requests ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -117,28 +107,18 @@ class Broker:
         return await self.invoke(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(body).encode())
 
     async def dispatched(self) -> None:
-        for _ in range(500):
-            if self.controller.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.controller.store)
 
 
 @contextlib.asynccontextmanager
 async def running_broker(tmp_path: Path, **broker_fields: Any) -> AsyncIterator[Broker]:
-    config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=free_port(), broker_ip1="127.0.0.1",
-                          broker_ip2="127.0.0.1", **broker_fields)
-    store = MessageStoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=64 * 1024,
-                               mapped_file_size_consume_queue=100 * 20, max_hash_slot_num=64, max_index_num=256,
-                               max_message_size=8192)
-    controller = BrokerController(config, store, bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(client, controller)
-    finally:
-        await client.close()
-        await controller.shutdown()
+    """A fresh in-process broker (tests/integration/in_process.py) with 8 KiB messages at most, and a client."""
+    async with running_controller(tmp_path / "store", store={"max_message_size": 8192}, **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(client, controller)
+        finally:
+            await client.close()
 
 
 def _bodies(response: RemotingCommand) -> list[bytes]:
@@ -275,30 +255,16 @@ def test_orderly_process_queue_hands_out_in_offset_order() -> None:
 
 @dataclass
 class Servers:
-    namesrv: Any
-    broker: Any
+    namesrv_addr: str
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv.addr, client_ip="127.0.0.1", instance_name=name)
+        return client_config(self.namesrv_addr, name)
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    tmp = tmp_path_factory.mktemp("filters-ordered")
-    namesrv = start_namesrv(tmp / "namesrv")
-    try:
-        with start_broker(tmp / "broker-a", namesrv.addr, enablePropertyFilter=True) as broker_process:
-            yield Servers(namesrv, broker_process)
-    finally:
-        namesrv.close()
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 45.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await asyncio.sleep(0.05)
+def servers(clusters: ClusterPool) -> Servers:
+    """The suite's shared cluster with SQL92 filters on (one broker, broker-a); topics here carry a random suffix."""
+    return Servers(clusters.shared(enablePropertyFilter=True).namesrv_addr)
 
 
 def test_python_push_consumers_select_by_sql92_and_by_tag(servers: Servers) -> None:
@@ -331,8 +297,8 @@ def test_python_push_consumers_select_by_sql92_and_by_tag(servers: Servers) -> N
                     await producer.send(Message(topic, f"m{i}".encode(), tags=tags, properties=props))
                 want_sql = [f"m{i}" for i in range(10, 20) if i % 5 == 0 or i % 3]
                 want_tag = [f"m{i}" for i in range(30) if i % 3 != 1]
-                await until(lambda: sorted(got["sql"]) == sorted(want_sql), what=f"sql {got['sql']}")
-                await until(lambda: sorted(got["tag"]) == sorted(want_tag), what=f"tag {got['tag']}")
+                await eventually(f"sql {got['sql']}", lambda: sorted(got["sql"]) == sorted(want_sql), WAIT_S)
+                await eventually(f"tag {got['tag']}", lambda: sorted(got["tag"]) == sorted(want_tag), WAIT_S)
                 await asyncio.sleep(1.0)  # nothing else arrives
                 assert sorted(got["sql"]) == sorted(want_sql) and sorted(got["tag"]) == sorted(want_tag)
             finally:
@@ -433,18 +399,19 @@ def test_python_orderly_consumers_keep_order_across_a_rebalance_and_a_restart(se
             second = orderly("b", "ord-b")
             restarted: PushConsumer | None = None
             try:
-                await until(lambda: len(log.deliveries) >= 20, what="the first deliveries")
+                await eventually("the first deliveries", lambda: len(log.deliveries) >= 20, WAIT_S)
                 producing = asyncio.ensure_future(produce(160))
                 await second.start()  # joins midway: two of the four queues move to it
-                await until(lambda: len(second.assigned_queues()) >= 2 and len(first.assigned_queues()) == 3,
-                            what="the rebalance")  # 2 of the topic's queues plus the retry topic's one
+                await eventually("the rebalance",  # 2 of the topic's queues plus the retry topic's one
+                                 lambda: len(second.assigned_queues()) >= 2 and len(first.assigned_queues()) == 3,
+                                 WAIT_S)
                 await producing
-                await until(lambda: len(log.deliveries) >= 120, what="more deliveries")
+                await eventually("more deliveries", lambda: len(log.deliveries) >= 120, WAIT_S)
                 await first.shutdown()  # a consumer restart: its queues go to "b", then come back
                 restarted = orderly("a2", "ord-a2")
                 await restarted.start()
                 await produce(40)
-                await until(lambda: len(log.deliveries) >= 240, timeout=90.0, what="240 deliveries")
+                await eventually("240 deliveries", lambda: len(log.deliveries) >= 240, 90.0)
                 await asyncio.sleep(1.0)
                 assert len(log.deliveries) == 240
                 log.assert_strictly_in_order(dict(sent))
@@ -476,8 +443,9 @@ def test_orderly_queue_locks_at_the_broker(servers: Servers) -> None:
         try:
             a, b = (c._orderly for c in consumers)  # noqa: SLF001 - the services under test
             assert a is not None and b is not None
-            await until(lambda: len(consumers[0].assigned_queues()) + len(consumers[1].assigned_queues()) >= 5,
-                        what="both consumers own queues")
+            await eventually("both consumers own queues",
+                             lambda: len(consumers[0].assigned_queues()) + len(consumers[1].assigned_queues()) >= 5,
+                             WAIT_S)
             owned_by_a = [q for q in queues if q in consumers[0].assigned_queues()]
             assert owned_by_a and not await b.lock(owned_by_a[0])
             await consumers[0].shutdown()  # unlocks everything it held

@@ -6,7 +6,7 @@ offsets after sends, a consumer group's offsets after commits and after resetOff
 by offsetMsgId, by UNIQ_KEY and by queue offset. Failures (unknown command, bad option, unreachable NameServer)
 must be one line and exit code 1, never a traceback, also when run as ``python -m broker.tools``.
 
-The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache.py's version) beside ours on the same
+The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache's version) beside ours on the same
 servers and compares what both print, line by line, after masking what changes between two runs (uptime, disk
 usage, the age of the oldest message).
 """
@@ -14,7 +14,6 @@ usage, the age of the oldest message).
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import re
 import subprocess
@@ -22,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,9 +35,11 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.tools import commands, messages
 from broker.tools.admin import decode_message_id, route_topic
-from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command, main
+from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command
 from broker.tools.results import version_desc
-from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, free_port, start_cluster
+from tests.helpers import free_port, mqadmin, wait_until
+from tests.helpers import mqadmin_ok as ok
+from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, start_cluster
 
 BROKER_NAME = "broker-a"
 TOPIC = "MqadminTopic"
@@ -50,36 +50,14 @@ REQUIRED_COMMANDS = ("updateTopic", "deleteTopic", "topicList", "topicRoute", "t
                      "queryMsgByOffset", "updateSubGroup", "resetOffsetByTime")
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def mqadmin(*args: str) -> Run:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), out=out, err=err)
-    return Run(code, out.getvalue(), err.getvalue())
-
-
-def ok(*args: str) -> str:
-    run = mqadmin(*args)
-    assert run.code == 0, f"mqadmin {' '.join(args)} exited {run.code}:\n{run.err}{run.out}"
-    assert "Traceback" not in run.err
-    return run.out
-
-
 def rows(text: str, first: str) -> list[list[str]]:
     """The whitespace-split lines of a table that start with ``first``."""
     return [line.split() for line in text.splitlines() if line.split()[:1] == [first]]
 
 
 def await_route(namesrv: str, topic: str) -> None:
-    deadline = time.monotonic() + ROUTE_TIMEOUT_S
-    while mqadmin("topicRoute", "-n", namesrv, "-t", topic).code != 0:
-        assert time.monotonic() < deadline, f"no route for {topic} within {ROUTE_TIMEOUT_S}s"
-        time.sleep(0.1)
+    wait_until(f"a route for {topic}", lambda: mqadmin("topicRoute", "-n", namesrv, "-t", topic).code == 0,
+               ROUTE_TIMEOUT_S, interval=0.1)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 The first tests start our NameServer with a namesrv.conf (free port), register a fake broker over our
 RemotingClient and ask what clients ask; SIGTERM must end it with exit code 0. The ``java`` test plays the whole
-namesrv_scenario session over sockets against Apache's NameServer (tests/apache.py) and ours at once and compares
+namesrv_scenario session over sockets against Apache's NameServer (tests/apache) and ours at once and compares
 every answer byte for byte, waiting where Apache unregisters asynchronously (BatchUnregistrationService).
 """
 
@@ -26,7 +26,8 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.route import decode_cluster_info, decode_topic_list, decode_topic_route_data
-from tests.apache import ApacheProcess, free_port, start_apache_namesrv
+from tests.apache import ApacheProcess, start_apache_namesrv
+from tests.helpers import free_port, run
 from tests.javatools import JavaToolError
 from tests.unit.namesrv.namesrv_scenario import (
     CONFIG,
@@ -125,14 +126,6 @@ def namesrv(tmp_path: Path) -> Iterator[NamesrvProcess]:
         yield proc
     finally:
         proc.close()
-
-
-def run(coro, timeout: float = 60.0):
-    async def bounded():
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
 
 
 def register_request(broker_id: int = 0, addr: str = ADDR, topics=("TopicTest", "TBW102")) -> RemotingCommand:

@@ -1,6 +1,6 @@
 """The Python client (broker.client) end to end against real servers: ours (``python -m broker.namesrv`` and
 ``python -m broker``, started by tests/integration/cluster.py) and, as the reference, Apache RocketMQ's own NameServer
-and brokers (tests/apache.py; marked ``java``). Every test runs against both: a failure on ``rmq`` alone is a broker or
+and brokers (tests/apache; marked ``java``). Every test runs against both: a failure on ``rmq`` alone is a broker or
 NameServer difference, a failure on both a client bug.
 
 Two brokers (broker-a, broker-b) share one NameServer. The module's topic is auto-created by the first sends (the
@@ -11,14 +11,15 @@ push consumer and the blocking facade, each with its own groups, tags and keys.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import re
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -46,75 +47,50 @@ from broker.remoting.admin_bodies import mq_key
 from broker.remoting.codes import ResponseCode
 from broker.tools.admin import MQAdminExt
 from broker.tools.mqadmin import main as mqadmin_main
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.apache import ApacheCluster
+from tests.helpers import client_config, eventually
+from tests.helpers import run as run_bounded
+from tests.integration.cluster import Cluster, start_servers
 
-T = TypeVar("T")
 ROUTE_TIMEOUT_S = 40.0  # a broker registers a new topic at once in Java; ours waits for its next period (10 s here)
 CONSUME_TIMEOUT_S = 45.0
 QUEUES_PER_BROKER = 4
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+run = functools.partial(run_bounded, timeout=120.0)
 
 
 @dataclass
 class Servers:
+    """broker-a and broker-b under one NameServer: ours (``rmq``) or Apache's."""
+
     kind: str
-    namesrv: Any
-    brokers: list[Any] = field(default_factory=list)
+    cluster: Cluster | ApacheCluster
 
     @property
     def namesrv_addr(self) -> str:
-        return self.namesrv.addr
+        return self.cluster.namesrv_addr
+
+    @property
+    def brokers(self) -> list[Any]:
+        return self.cluster.brokers
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv_addr, client_ip="127.0.0.1", instance_name=name)
+        return client_config(self.namesrv_addr, name)
 
     def close(self) -> None:
-        for broker in self.brokers:
-            broker.close()
-        self.namesrv.close()
+        self.cluster.close()
 
 
-def _start_rmq(tmp: Path) -> Servers:
-    servers = Servers("rmq", start_namesrv(tmp / "namesrv"))
-    try:
-        for name in ("broker-a", "broker-b"):
-            servers.brokers.append(start_broker(tmp / name, servers.namesrv_addr, brokerName=name,
-                                                registerNameServerPeriod=10_000))
-    except BaseException:
-        servers.close()
-        raise
-    return servers
-
-
-def _start_apache(tmp: Path) -> Servers:
-    from tests.apache import start_apache_broker, start_apache_namesrv
-    from tests.javatools import JavaToolError
-
-    try:
-        servers = Servers("apache", start_apache_namesrv(tmp / "namesrv"))
-    except JavaToolError as err:
-        pytest.fail(f"cannot start Apache's NameServer: {err}", pytrace=False)
-    try:
-        for name in ("broker-a", "broker-b"):
-            servers.brokers.append(start_apache_broker(tmp / name, servers.namesrv, tmp / name / "store",
-                                                       brokerName=name))
-    except BaseException:
-        servers.close()
-        raise
-    return servers
+def start(kind: str, tmp: Path) -> Servers:
+    # Ours registers a new topic with the NameServer at its next period (see ROUTE_TIMEOUT_S): 10 s here.
+    conf: dict[str, object] = {"registerNameServerPeriod": 10_000} if kind == "rmq" else {}
+    return Servers(kind, start_servers(kind, tmp, brokers=2, **conf))
 
 
 @pytest.fixture(scope="module", params=["rmq", pytest.param("apache", marks=[pytest.mark.java, pytest.mark.slow])])
 def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    tmp = tmp_path_factory.mktemp(f"client-{request.param}")
-    started = _start_rmq(tmp) if request.param == "rmq" else _start_apache(tmp)
+    started = start(request.param, tmp_path_factory.mktemp(f"client-{request.param}"))
     yield started
     started.close()
 
@@ -308,15 +284,18 @@ def test_push_consumers_share_the_topic_and_rebalance(servers: Servers, topic: s
             await consumer.start()
             consumers.append(consumer)
         try:
-            await _until(lambda: sorted(q for c in consumers for q in c.assigned_queues() if q.topic == topic)
-                         == [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b")
-                             for q in range(QUEUES_PER_BROKER)])
+            every = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
+            await eventually("the queues split between both", lambda: sorted(
+                q for c in consumers for q in c.assigned_queues() if q.topic == topic) == every, CONSUME_TIMEOUT_S)
             async with Producer("py_pg_push", client_config=servers.client_config("p4")) as producer:
                 ids = [(await producer.send(Message(topic, b"push-%d" % i, tags=tag))).msg_id for i in range(16)]
-            await _until(lambda: sorted(seen["a"] + seen["b"]) == sorted(ids))
+            await eventually("every message consumed", lambda: sorted(seen["a"] + seen["b"]) == sorted(ids),
+                             CONSUME_TIMEOUT_S)
             assert seen["a"] and seen["b"]
             await consumers[1].shutdown()
-            await _until(lambda: len([q for q in consumers[0].assigned_queues() if q.topic == topic]) == 8)
+            await eventually("every queue to the survivor",
+                             lambda: len([q for q in consumers[0].assigned_queues() if q.topic == topic]) == 8,
+                             CONSUME_TIMEOUT_S)
         finally:
             for consumer in consumers:
                 await consumer.shutdown()
@@ -340,10 +319,12 @@ def test_reconsume_later_redelivers(servers: Servers, topic: str) -> None:
         consumer.register_message_listener(consume)
         await consumer.start()
         try:
-            await _until(lambda: len([q for q in consumer.assigned_queues() if q.topic == topic]) == 8)
+            await eventually("every queue assigned",
+                             lambda: len([q for q in consumer.assigned_queues() if q.topic == topic]) == 8,
+                             CONSUME_TIMEOUT_S)
             async with Producer("py_pg_retry", client_config=servers.client_config("p5")) as producer:
                 await producer.send(Message(topic, b"retry-me", tags=tag))
-            await _until(lambda: len(deliveries) >= 2, CONSUME_TIMEOUT_S + 30)
+            await eventually("the redelivery", lambda: len(deliveries) >= 2, CONSUME_TIMEOUT_S + 30)
             assert deliveries[:2] == [0, 1]
         finally:
             await consumer.shutdown()
@@ -369,10 +350,12 @@ def test_push_consumer_answers_its_running_info(servers: Servers, topic: str) ->
         await consumer.start()
         try:
             queues = [MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(QUEUES_PER_BROKER)]
-            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            await eventually("the queues assigned",
+                             lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues,
+                             CONSUME_TIMEOUT_S)
             async with Producer("py_pg_info", client_config=servers.client_config("p6")) as producer:
                 ids = [(await producer.send(Message(topic, b"info-%d" % i, tags=tag))).msg_id for i in range(8)]
-            await _until(lambda: sorted(consumed) == sorted(ids))
+            await eventually("every message consumed", lambda: sorted(consumed) == sorted(ids), CONSUME_TIMEOUT_S)
             with BlockingClient(servers.namesrv_addr) as client:
                 ends = _max_offsets(client, queues)
             async with MQAdminExt(servers.namesrv_addr) as admin:
@@ -425,7 +408,9 @@ def test_apache_mqadmin_consumer_status_reads_a_python_consumer(servers: Servers
         await consumer.start()
         client_id = consumer.instance.client_id
         try:
-            await _until(lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues)
+            await eventually("the queues assigned",
+                             lambda: [q for q in consumer.assigned_queues() if q.topic == topic] == queues,
+                             CONSUME_TIMEOUT_S)
             async with MQAdminExt(ns) as admin:
                 await _running_info(admin, group, client_id, {})  # once the route of the retry topic is known
             done = await asyncio.to_thread(tool.run, "consumerStatus", "-n", ns, "-g", group, "-i", client_id, "-s",
@@ -462,19 +447,11 @@ async def _running_info(admin: MQAdminExt, group: str, client_id: str, ends: dic
         await asyncio.sleep(0.2)
 
 
-async def _until(predicate, timeout: float = CONSUME_TIMEOUT_S) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.1)
-
-
 # -- failover (its own servers: it kills a broker) ---------------------------------------------------------------------
 
 
 def test_producer_fails_over_when_a_broker_dies(tmp_path: Path) -> None:
-    servers = _start_rmq(tmp_path)
+    servers = start("rmq", tmp_path)
     try:
         # The topic on both brokers before the producer starts: this test is about failover, not about auto-creation
         # racing the producer's first route update.

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import dataclasses
 import re
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -25,25 +24,21 @@ from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
 from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.processors import send
 from broker.server.processors.pull import pull_response_code
-from broker.store.config import MessageStoreConfig
 from broker.store.results import GetMessageStatus
+from tests.helpers import run
+from tests.integration.cluster import start_servers
+from tests.integration.in_process import dispatched, running_controller
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 ILLEGAL_REMARK = ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
                   "8192B, msg properties length limit 32KB.")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+SMALL_MESSAGES = {"max_message_size": 8192}  # the limit ILLEGAL_REMARK names
 
 
 @dataclass
@@ -80,34 +75,19 @@ class Broker:
 
     async def dispatched(self) -> None:
         """Wait until the store's dispatch thread has put everything written into the ConsumeQueues."""
-        for _ in range(500):
-            if self.controller.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.controller.store)
 
 
 @contextlib.asynccontextmanager
 async def running_broker(tmp_path, store: dict | None = None, **broker_fields) -> AsyncIterator[Broker]:
-    port = free_port()
-    broker_config = BrokerConfig(broker_name="broker-a", namesrv_addr="", listen_port=port, broker_ip1="127.0.0.1",
-                                 broker_ip2="127.0.0.1", **broker_fields)
-    store_config = MessageStoreConfig(store_path_root_dir=str(tmp_path / "store"),
-                                      mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=100 * 20,
-                                      max_hash_slot_num=64, max_index_num=256, max_message_size=8192)
-    store_config = dataclasses.replace(store_config, **(store or {}))
-    controller = BrokerController(broker_config, store_config, bind_host="127.0.0.1")
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield Broker(client, controller.broker_addr, controller)
-    finally:
-        await client.close()
-        await controller.shutdown()
-
-
-def run(coro) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
+    """A fresh in-process broker (tests/integration/in_process.py) with 8 KiB messages at most, and a client."""
+    async with running_controller(tmp_path / "store", store={**SMALL_MESSAGES, **(store or {})},
+                                  **broker_fields) as controller:
+        client = RemotingClient()
+        try:
+            yield Broker(client, controller.broker_addr, controller)
+        finally:
+            await client.close()
 
 
 def records(response: RemotingCommand) -> list[MessageRecord]:
@@ -658,8 +638,6 @@ async def observable_answers(b: Broker) -> dict[str, object]:
 @pytest.mark.java
 @pytest.mark.slow
 def test_answers_are_apaches(tmp_path):
-    from tests.apache import start_apache_broker, start_apache_namesrv
-
     async def ours() -> dict[str, object]:
         async with running_broker(tmp_path / "rmq") as b:
             return await observable_answers(b)
@@ -669,9 +647,7 @@ def test_answers_are_apaches(tmp_path):
             return await observable_answers(Broker(client, addr))
 
     expected: dict[str, object] = {}
-    with start_apache_namesrv(tmp_path / "apache") as namesrv, \
-            start_apache_broker(tmp_path / "apache", namesrv, tmp_path / "apache" / "store",
-                                maxMessageSize=8192) as apache:
-        expected = asyncio.run(asyncio.wait_for(apaches(apache.addr), 60))
-    got = asyncio.run(asyncio.wait_for(ours(), 60))
+    with start_servers("apache", tmp_path / "apache", maxMessageSize=8192) as apache:
+        expected = run(apaches(apache.brokers[0].addr))
+    got = run(ours())
     assert got == expected

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import socket
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,26 +46,17 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from broker.server.broker_controller import BrokerController
-from broker.server.config import BrokerConfig
 from broker.server.metadata.paths import consumer_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
 from broker.server.transaction.bridge import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
-from broker.store.config import MessageStoreConfig
+from broker.store.layout import CQ_UNIT_SIZE
+from tests.helpers import client_config, eventually, free_port, now_ms, run
+from tests.integration.in_process import broker_configs, dispatched
 
 TOPIC = "TxTopic"
 GROUP = "tx_producer_group"
 TIMEOUT_MS = 400  # transactionTimeOut
 INTERVAL_MS = 100  # transactionCheckInterval
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -101,18 +89,13 @@ class Cluster:
         return self.broker.store
 
     def client_config(self, name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.namesrv.address, client_ip="127.0.0.1", instance_name=name,
-                            heartbeat_broker_interval=300, poll_name_server_interval=300)
+        return client_config(self.namesrv.address, name, heartbeat_broker_interval=300, poll_name_server_interval=300)
 
     def producer(self, listener: Listener, name: str = "tx") -> TransactionProducer:
         return TransactionProducer(GROUP, listener=listener, client_config=self.client_config(name))
 
     async def dispatched(self) -> None:
-        for _ in range(500):
-            if self.store.dispatch_behind_bytes == 0:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("dispatch did not catch up")
+        await dispatched(self.store)
 
     async def records(self, topic: str) -> list[MessageRecord]:
         """Every record in the ConsumeQueues of ``topic`` (what consumers can see), in queue order."""
@@ -134,13 +117,13 @@ class Cluster:
 
 
 def broker_controller(tmp: Path, port: int, namesrv_addr: str, **fields: object) -> BrokerController:
-    config = BrokerConfig(broker_name="broker-a", namesrv_addr=namesrv_addr, listen_port=port,
-                          broker_ip1="127.0.0.1", broker_ip2="127.0.0.1", default_topic_queue_nums=4,
-                          transaction_time_out=TIMEOUT_MS, transaction_check_interval=INTERVAL_MS)
-    config = dataclasses.replace(config, **fields)
-    store = MessageStoreConfig(store_path_root_dir=str(tmp / "store"), mapped_file_size_commit_log=256 * 1024,
-                               mapped_file_size_consume_queue=300 * 20, max_hash_slot_num=64, max_index_num=256)
-    return BrokerController(config, store, bind_host="127.0.0.1")
+    """The in-process broker of tests/integration/in_process.py with 256 KiB CommitLog files, 300-unit ConsumeQueue
+    files and short transaction check timings; ``fields`` override BrokerConfig fields."""
+    broker_fields = {"default_topic_queue_nums": 4, "transaction_time_out": TIMEOUT_MS,
+                     "transaction_check_interval": INTERVAL_MS, **fields}
+    store = {"mapped_file_size_commit_log": 256 * 1024, "mapped_file_size_consume_queue": 300 * CQ_UNIT_SIZE}
+    return BrokerController(*broker_configs(tmp / "store", port, namesrv_addr=namesrv_addr, store=store,
+                                            **broker_fields), bind_host="127.0.0.1")
 
 
 @contextlib.asynccontextmanager
@@ -157,18 +140,6 @@ async def cluster(tmp: Path, **broker_fields: object) -> AsyncIterator[Cluster]:
     finally:
         await c.broker.shutdown()
         await namesrv.stop()
-
-
-def run(coro) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
-
-
-async def eventually(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 def body_of(record: MessageRecord) -> bytes:
@@ -191,7 +162,7 @@ def test_commit_writes_the_message_to_its_real_topic_and_an_op_record(tmp_path):
                 result = await producer.send_message_in_transaction(msg, arg="order-1")
                 assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
                 assert result.transaction_id == result.msg_id
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit")
+                await eventually("commit", lambda: c.broker.transactional_message_service.open == {})
             [half] = await c.records(HALF_TOPIC)
             [op] = await c.records(OP_TOPIC)
             [committed] = await c.records(TOPIC)
@@ -234,7 +205,7 @@ def test_rollback_leaves_nothing_visible_but_writes_the_op_record(tmp_path):
             async with c.producer(Listener(LocalTransactionState.ROLLBACK_MESSAGE)) as producer:
                 result = await producer.send_message_in_transaction(Message(TOPIC, b"cancelled"))
                 assert result.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="rollback")
+                await eventually("rollback", lambda: c.broker.transactional_message_service.open == {})
             assert await c.records(TOPIC) == []
             [op] = await c.records(OP_TOPIC)
             assert body_of(op) == f"{result.queue_offset},".encode()
@@ -253,8 +224,8 @@ def test_unknown_stays_invisible_until_the_check_commits_it(tmp_path):
                 await asyncio.sleep(TIMEOUT_MS / 2000)
                 # Only the check commits it: whatever the timing on a busy machine, visible means checked already.
                 assert await c.records(TOPIC) == [] or listener.checked, "visible before anyone committed it"
-                await eventually(lambda: listener.checked, what="a check")
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit on check")
+                await eventually("a check", lambda: listener.checked)
+                await eventually("commit on check", lambda: c.broker.transactional_message_service.open == {})
             checked_at, checked = listener.checked[0]
             assert len(listener.checked) == 1
             assert checked_at - sent_at >= TIMEOUT_MS, "checked before transactionTimeOut"
@@ -281,7 +252,7 @@ def test_the_check_can_roll_back_and_an_unanswered_transaction_is_discarded_afte
             async with c.producer(listener) as producer:
                 sent = {body: await producer.send_message_in_transaction(Message(TOPIC, body.encode()))
                         for body in answers}
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="all ended")
+                await eventually("all ended", lambda: c.broker.transactional_message_service.open == {})
                 await asyncio.sleep(5 * INTERVAL_MS / 1000)
             asked = [m.body for _, m in listener.checked]
             assert asked.count(b"rollback") == 1
@@ -314,12 +285,12 @@ def test_check_immunity_time_delays_the_check_and_a_late_end_is_refused(tmp_path
                 assert early.code == ResponseCode.SUCCESS
                 late_msg = Message(TOPIC, b"late", properties={PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: "1"})
                 late = await producer.send_message_in_transaction(late_msg)
-                await eventually(lambda: listener.checked, what="a check")
+                await eventually("a check", lambda: listener.checked)
                 assert listener.checked[0][0] - sent_at >= 1000, "checked within CHECK_IMMUNITY_TIME_IN_SECONDS"
                 # ...after it, only an answer to a check may end it.
                 response = await end_transaction(c, late, TRANSACTION_COMMIT_TYPE, oneway=False)
                 assert response.code == ResponseCode.ILLEGAL_OPERATION
-            await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit on check")
+            await eventually("commit on check", lambda: c.broker.transactional_message_service.open == {})
             assert sorted(body_of(r) for r in await c.records(TOPIC)) == [b"immune", b"late"]
 
     run(scenario())
@@ -381,7 +352,7 @@ def test_concurrent_ends_of_one_transaction_commit_it_once(tmp_path):
             async with c.producer(Listener(LocalTransactionState.UNKNOW)) as producer:
                 result = await producer.send_message_in_transaction(Message(TOPIC, b"once"))
             await asyncio.gather(*(end_transaction(c, result, TRANSACTION_COMMIT_TYPE) for _ in range(5)))
-            await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit")
+            await eventually("commit", lambda: c.broker.transactional_message_service.open == {})
             await asyncio.sleep(0.2)
             assert [body_of(r) for r in await c.records(TOPIC)] == [b"once"]
 
@@ -468,7 +439,7 @@ def test_a_committed_message_with_a_delay_level_is_delivered_after_its_delay(tmp
             assert parked.properties[PROPERTY_REAL_TOPIC] == TOPIC
             assert transaction_type(parked.sys_flag) == TRANSACTION_COMMIT_TYPE
             assert await c.records(TOPIC) == [], "delivered before its delay"
-            await eventually(lambda: c.store.max_offset_in_queue(TOPIC, 0) > 0, what="delayed delivery")
+            await eventually("delayed delivery", lambda: c.store.max_offset_in_queue(TOPIC, 0) > 0)
             [delivered] = await c.records(TOPIC)
             assert body_of(delivered) == b"later"
             assert delivered.store_timestamp - committed_at >= 900  # level 1 is 1 s
@@ -519,7 +490,7 @@ def test_a_restart_loses_no_half_message_and_commits_none_twice(tmp_path, offset
                     await producer.send_message_in_transaction(Message(TOPIC, body))
                 listener.execute = LocalTransactionState.UNKNOW
                 await producer.send_message_in_transaction(Message(TOPIC, b"open-checked"))
-                await eventually(lambda: listener.checked, what="a first check")
+                await eventually("a first check", lambda: listener.checked)
                 await producer.send_message_in_transaction(Message(TOPIC, b"open-new"))
                 assert len(c.broker.transactional_message_service.open) == 2
             assert [body_of(r) for r in await c.records(TOPIC)] == [b"committed"]
@@ -533,7 +504,7 @@ def test_a_restart_loses_no_half_message_and_commits_none_twice(tmp_path, offset
             # After it, a producer that commits whatever it is asked about: only the open ones may be asked.
             after = Listener(LocalTransactionState.COMMIT_MESSAGE)
             async with c.producer(after, "after"):
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commits on check")
+                await eventually("commits on check", lambda: c.broker.transactional_message_service.open == {})
                 await asyncio.sleep(5 * INTERVAL_MS / 1000)
             assert sorted(m.body for _, m in after.checked) == [b"open-checked", b"open-new"]
             assert sorted(body_of(r) for r in await c.records(TOPIC)) == [b"committed", b"open-checked", b"open-new"]
@@ -555,7 +526,7 @@ def test_transaction_offsets_follow_javas_meaning(tmp_path):
                 listener.execute = LocalTransactionState.COMMIT_MESSAGE
                 for i in range(3):
                     await producer.send_message_in_transaction(Message(TOPIC, b"c%d" % i))
-                await eventually(lambda: len(c.broker.transactional_message_service.open) == 1, what="commits")
+                await eventually("commits", lambda: len(c.broker.transactional_message_service.open) == 1)
                 offsets = c.broker.consumer_offset_manager
                 service = c.broker.transactional_message_service
                 assert (service.half.offset, service.op.offset) == (first.queue_offset, 0) == (0, 0)
@@ -563,7 +534,7 @@ def test_transaction_offsets_follow_javas_meaning(tmp_path):
                 assert offsets.query_offset(TRANS_GROUP, HALF_TOPIC, 0) == -1
                 assert offsets.query_offset(TRANS_GROUP, OP_TOPIC, 0) == -1
                 await end_transaction(c, first, TRANSACTION_ROLLBACK_TYPE)
-                await eventually(lambda: not c.broker.transactional_message_service.open, what="rollback")
+                await eventually("rollback", lambda: not c.broker.transactional_message_service.open)
                 await c.dispatched()
                 assert offsets.query_offset(TRANS_GROUP, HALF_TOPIC, 0) == c.store.max_offset_in_queue(HALF_TOPIC, 0)
                 assert offsets.query_offset(TRANS_GROUP, OP_TOPIC, 0) == c.store.max_offset_in_queue(OP_TOPIC, 0)
@@ -576,7 +547,7 @@ def test_consumer_offsets_file_names_the_transaction_group(tmp_path):
         async with cluster(tmp_path) as c:
             async with c.producer(Listener(LocalTransactionState.COMMIT_MESSAGE)) as producer:
                 await producer.send_message_in_transaction(Message(TOPIC, b"x"))
-                await eventually(lambda: c.broker.transactional_message_service.open == {}, what="commit")
+                await eventually("commit", lambda: c.broker.transactional_message_service.open == {})
         table = decode_json(Path(consumer_offset_path(str(tmp_path / "store"))).read_text())["offsetTable"]
         assert table[f"{HALF_TOPIC}@{TRANS_GROUP}"] == {"0": 1}
         assert table[f"{OP_TOPIC}@{TRANS_GROUP}"] == {"0": 1}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.apache import DRIVER_JVM_ARGS, ApacheClient, driver_args
+from tests.apache import DRIVER_JVM_ARGS, SHARED_JAVA, ApacheClient, driver_args
 from tests.javatools import (
     JavaProgram,
     JavaToolError,
@@ -40,7 +40,7 @@ def codec_oracle() -> JavaProgram:
     pytest.fail(f"cannot build the Java codec oracle: {reason}", pytrace=False)
 
 
-# -- the official 4.9.x client (tests/java/client49/ClientDriver49.java) ---------------------------------------------
+# -- the official 4.9.x client (tests/java/client49/ClientDriver49.java, with tests/java/common) -----------------------
 
 CLIENT49_VERSION = "4.9.8"  # the newest 4.9.x on Maven Central
 CLIENT49_MAIN = "ClientDriver49"
@@ -54,7 +54,7 @@ class Client49Driver(ApacheClient):
 
     classpath: str = ""
 
-    def _command(self, cds: object, argv: list[str]) -> list[str]:
+    def java_command(self, cds: object, argv: list[str]) -> list[str]:
         flags = driver_args("", serialize=self.serialize, smart_msg=self.smart_msg, log_root=self.log_dir)[1:]
         return ["java", *DRIVER_JVM_ARGS, "-cp", self.classpath, CLIENT49_MAIN, *argv, *flags]
 
@@ -62,7 +62,7 @@ class Client49Driver(ApacheClient):
 @functools.cache
 def client49_classpath() -> str:
     classpath = resolve_classpath([rocketmq_artifact("rocketmq-client", CLIENT49_VERSION)])
-    return f"{compile_java('client49', classpath)}{os.pathsep}{classpath}"
+    return f"{compile_java('client49', classpath, shared=SHARED_JAVA)}{os.pathsep}{classpath}"
 
 
 def client49_driver(log_dir: Path, *, serialize: str | None = None) -> Client49Driver:

@@ -1,7 +1,7 @@
 """The official Java client through our NameServer and broker, and the same scenarios through Apache's (issue 3).
 
 Every scenario runs on two targets, ``rmq`` (``python -m broker.namesrv`` + ``python -m broker``) and ``apache``
-(Apache RocketMQ's own NamesrvStartup + BrokerStartup, tests/apache.py), with both header serializations
+(Apache RocketMQ's own NamesrvStartup + BrokerStartup, tests/apache), with both header serializations
 (``rocketmq.serialize.type`` JSON and ROCKETMQ). A scenario test checks what must hold on any RocketMQ broker and
 records a normalized observation: what a client sees with the values that legitimately differ taken out (msgIds,
 timestamps, addresses and ports, commit log offsets, the random queue a producer starts at). The
@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from broker.remoting.codes import ResponseCode
-from tests.apache import DriverSession, apache_client, driver_body, start_apache_broker, start_apache_namesrv
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.apache import DriverSession, apache_client, driver_body
+from tests.integration.cluster import start_servers
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -90,17 +90,9 @@ class Lab:
         return self.targets[name]
 
     def _start(self, name: str) -> Target:
-        home = self.tmp / name
-        if name == "rmq":
-            namesrv = self.stack.enter_context(start_namesrv(home / "namesrv"))
-            broker = self.stack.enter_context(start_broker(home / "broker", namesrv.addr, **BROKER_CONF))
-            return Target(name, namesrv.addr, broker.addr)
-        apache_ns = self.stack.enter_context(start_apache_namesrv(home / "namesrv"))
-        apache_broker = self.stack.enter_context(
-            start_apache_broker(home / "broker", apache_ns, home / "store", brokerName=BROKER_NAME, **BROKER_CONF,
-                                **APACHE_ONLY_CONF)
-        )
-        return Target(name, apache_ns.addr, apache_broker.addr)
+        conf = BROKER_CONF if name == "rmq" else {**BROKER_CONF, **APACHE_ONLY_CONF}
+        cluster = self.stack.enter_context(start_servers(name, self.tmp / name, **conf))  # one broker, broker-a
+        return Target(name, cluster.namesrv_addr, cluster.brokers[0].addr)
 
     def session(self, target: str, serialize: str, client: str = "5") -> DriverSession:
         key = (target, serialize, client)

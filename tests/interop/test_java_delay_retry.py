@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.cluster import start_broker, start_namesrv, start_servers
 from tests.javatools import JavaToolError
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
@@ -53,7 +53,6 @@ CLOCK_SLACK_MS = 5
 class Servers:
     kind: str
     namesrv_addr: str
-    close: Callable[[], None]
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +66,8 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> ApacheClient:
 @pytest.fixture(scope="module", params=["rmq", "apache"])
 def servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     tmp = tmp_path_factory.mktemp(f"delay-{request.param}")
-    with contextlib.ExitStack() as stack:
-        if request.param == "rmq":
-            namesrv = stack.enter_context(start_namesrv(tmp / "namesrv"))
-            stack.enter_context(start_broker(tmp / "broker", namesrv.addr, messageDelayLevel=DELAY_LEVELS))
-        else:
-            try:
-                namesrv = stack.enter_context(start_apache_namesrv(tmp / "namesrv"))
-            except JavaToolError as err:
-                pytest.fail(f"cannot start Apache's NameServer: {err}", pytrace=False)
-            stack.enter_context(start_apache_broker(tmp / "broker", namesrv, tmp / "store",
-                                                    messageDelayLevel=DELAY_LEVELS))
-        yield Servers(request.param, namesrv.addr, stack.close)
+    with start_servers(request.param, tmp, messageDelayLevel=DELAY_LEVELS) as cluster:
+        yield Servers(request.param, cluster.namesrv_addr)
 
 
 @pytest.fixture

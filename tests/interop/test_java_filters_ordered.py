@@ -26,7 +26,7 @@ from broker.remoting.codes import ResponseCode
 from broker.server.filter.sql92 import compile_selector
 from broker.server.filter.sql92_expressions import JavaThrow
 from tests.apache import DriverError, DriverSession, apache_client
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.cluster import ClusterPool
 from tests.javatools import JavaProgram, JavaToolError, build_program, rocketmq_artifact
 from tests.unit.test_sql92 import EVALUATIONS, PARSE_ERRORS, SYNTAX_ERRORS, TEXTS
 
@@ -140,14 +140,9 @@ def test_random_selectors_agree_with_java(sql92_oracle: JavaProgram) -> None:
 
 
 @pytest.fixture(scope="module")
-def rmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    tmp = tmp_path_factory.mktemp("java-filters-ordered")
-    namesrv = start_namesrv(tmp / "namesrv")
-    try:
-        with start_broker(tmp / "broker-a", namesrv.addr, enablePropertyFilter=True):
-            yield namesrv.addr, tmp
-    finally:
-        namesrv.close()
+def rmq(clusters: ClusterPool, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The suite's shared cluster with SQL92 filters on, and a directory for the client's logs."""
+    return clusters.shared(enablePropertyFilter=True).namesrv_addr, tmp_path_factory.mktemp("java-filters-ordered")
 
 
 @pytest.fixture(scope="module")

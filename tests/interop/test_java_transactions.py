@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 
-from broker.client import ClientConfig, Message, MessageExt
+from broker.client import Message, MessageExt
 from broker.client.transaction import LocalTransactionState, TransactionProducer
 from broker.common.record import MessageRecord, RecordKind, check_record, decode_record
 from broker.server.transaction.bridge import HALF_TOPIC, OP_TOPIC, op_offsets
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv
+from tests.helpers import client_config
 from tests.integration.cluster import start_broker, start_cluster
 from tests.javatools import JavaToolError
 
@@ -72,7 +73,7 @@ async def python_producer(namesrv: str) -> list[tuple[str, str]]:
             checked.append((msg.body.decode(), msg.properties.get("TRANSACTION_CHECK_TIMES", "")))
             return LocalTransactionState.COMMIT_MESSAGE
 
-    config = ClientConfig(namesrv_addr=namesrv, client_ip="127.0.0.1", instance_name=f"py-tx-{time.monotonic_ns()}")
+    config = client_config(namesrv, f"py-tx-{time.monotonic_ns()}")
     async with TransactionProducer("py_tx_group", listener=Listener(), client_config=config) as producer:
         for i in range(COUNT):
             result = await producer.send_message_in_transaction(Message(PYTHON_TOPIC, f"python-{i}|".encode()))

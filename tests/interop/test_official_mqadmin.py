@@ -1,4 +1,4 @@
-"""Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup, tests/apache.py's version) against our NameServer and
+"""Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup, tests/apache's version) against our NameServer and
 broker as processes (tests/integration/cluster.py), with Apache's NameServer and broker beside them as the reference.
 
 Both clusters get the same story: ``mqadmin updateTopic`` creates a 4-queue topic, our Python client sends 1, 2, 3
@@ -17,13 +17,11 @@ Each command's output is cached per cluster, so the checks and the comparisons s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -50,14 +48,11 @@ from broker.common.fastjson import decode_json
 from broker.remoting.codes import ResponseCode
 from tests.apache import (
     DRIVER_JVM_ARGS,
-    _cds,
-    _jar,
     apache_artifact,
-    start_apache_broker,
-    start_apache_namesrv,
 )
-from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster
-from tests.javatools import JavaToolError, compile_java, resolve_classpath
+from tests.helpers import LoopThread, wait_until
+from tests.integration.cluster import DEFAULT_CLUSTER, start_cluster, start_servers
+from tests.javatools import JavaToolError, cds_archive, compile_java, content_jar, resolve_classpath
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -99,7 +94,7 @@ class Mqadmin:
     home: Path
 
     def run(self, *args: str) -> Run:
-        cds = _cds("mqadmin", self.classpath)
+        cds = cds_archive("mqadmin", self.classpath)
         start = time.monotonic()
         props = (f"-Duser.home={self.home}", f"-Drocketmq.home.dir={self.home}")
         cmd = ["java", *DRIVER_JVM_ARGS, *cds.jvm_args, *props, "-cp", self.classpath, LAUNCHER_MAIN, *args]
@@ -117,31 +112,9 @@ class Mqadmin:
 def build_mqadmin(home: Path) -> Mqadmin:
     tools = resolve_classpath([apache_artifact("rocketmq-tools")])
     classes = compile_java("mqadmin", tools)
-    jar = _jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # AppCDS takes jars, not class directories
+    jar = content_jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # AppCDS takes jars, not class directories
     home.mkdir(parents=True, exist_ok=True)
     return Mqadmin(f"{jar}{os.pathsep}{tools}", home)
-
-
-class ClientLoop:
-    """An asyncio loop in a thread of its own: our Python consumers stay online (heartbeats, long polls) while the
-    test thread runs Java commands."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="client-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Awaitable[T], timeout: float = WAIT_TIMEOUT_S) -> T:
-        async def bounded() -> T:
-            async with asyncio.timeout(timeout):
-                return await coro
-
-        return asyncio.run_coroutine_threadsafe(bounded(), self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
 
 
 @dataclass
@@ -176,15 +149,8 @@ class Servers:
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except (MQClientError, RemotingError):
-            pass
-        assert time.monotonic() < deadline, f"{what} within {timeout}s"
-        time.sleep(0.05)
+    """``wait_until``, where a server that cannot answer yet (no route, no offset) means "not yet"."""
+    wait_until(what, condition, timeout, ignoring=(MQClientError, RemotingError))
 
 
 def routed_queues(namesrv_addr: str, topic: str) -> int:
@@ -230,7 +196,7 @@ async def start_push_group(servers: Servers) -> PushConsumer:
     return consumer
 
 
-def populate(servers: Servers, loop: ClientLoop) -> list[LitePullConsumer | PushConsumer]:
+def populate(servers: Servers, loop: LoopThread) -> list[LitePullConsumer | PushConsumer]:
     """The story of the module docstring; returns the consumers to shut down."""
     out = servers.ok("updateTopic", "-c", DEFAULT_CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
     assert f"create topic to {servers.broker_addr} success." in out, out
@@ -266,17 +232,16 @@ def mqadmin(tmp_path_factory: pytest.TempPathFactory) -> Mqadmin:
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory, mqadmin: Mqadmin) -> Iterator[dict[str, Servers]]:
     """Both clusters, populated; the consumers stay online until the module is done."""
-    loop = ClientLoop()
+    loop = LoopThread(WAIT_TIMEOUT_S, "client-loop")  # our consumers stay online while Java commands run
     consumers: list[LitePullConsumer | PushConsumer] = []
     tmp = tmp_path_factory.mktemp("official-mqadmin")
     ours = start_cluster(tmp / "rmq")
-    namesrv = broker = None
+    apache = None
     try:
-        namesrv = start_apache_namesrv(tmp / "apache")
-        broker = start_apache_broker(tmp / "apache", namesrv, tmp / "apache" / "store")
+        apache = start_servers("apache", tmp / "apache")
         servers = {
             "rmq": Servers("rmq", ours.namesrv_addr, ours.brokers[0].addr, mqadmin),
-            "apache": Servers("apache", namesrv.addr, broker.addr, mqadmin),
+            "apache": Servers("apache", apache.namesrv_addr, apache.brokers[0].addr, mqadmin),
         }
         for one in servers.values():
             consumers += populate(one, loop)
@@ -289,9 +254,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory, mqadmin: Mqadmin) -> Iter
                 pass
         loop.close()
         ours.close()
-        for proc in (broker, namesrv):
-            if proc is not None:
-                proc.close()
+        if apache is not None:
+            apache.close()
 
 
 @pytest.fixture(params=["rmq", "apache"])

@@ -1,25 +1,25 @@
-"""Fixtures of the job tests: one real NameServer + broker for the package (jobs only read and write topics they
-create, named per test), and a producer of demo orders."""
+"""Fixtures of the job tests: a real NameServer + broker, the suite's shared default cluster (jobs only read and
+write topics they create, named per test), and a producer of demo orders."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from broker.tools.local_cluster import Cluster, start_cluster
+from broker.tools.local_cluster import Cluster
 from jobs.common import create_topic
 from jobs.main import produce_orders
+from tests.integration.cluster import ClusterPool
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def jobs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("jobs-cluster")) as cluster:
-        yield cluster
+def jobs_cluster(clusters: ClusterPool) -> Cluster:
+    return clusters.shared()
 
 
 @pytest.fixture

@@ -71,17 +71,13 @@
  * MQBrokerException), and "causeCode" likewise for its cause.
  *
  * Body of message i: UTF-8 of "<body-prefix>-<i>|" padded with 'x' up to --size bytes (cut to --size when longer);
- * tests/apache.py's driver_body() is the Python twin.
+ * tests/apache/client.py's driver_body() is the Python twin. What is word for word the same in this driver and
+ * ClientDriver49 (the command line, script mode, error records, bodies, client shutdown) lives in tests/java/common.
  */
 
 import com.alibaba.fastjson2.JSON;
 import com.alibaba.fastjson2.JSONObject;
 import com.alibaba.fastjson2.JSONWriter;
-import java.io.BufferedReader;
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -141,108 +137,27 @@ import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public final class ClientDriver {
-    private static final AtomicInteger INSTANCE_SEQ = new AtomicInteger();
     private static final long SHUTDOWN_AWAIT_MS = 3_000;
-    private static PrintStream out;
-
     private ClientDriver() {
     }
 
+    /** The shared main (tests/java/common/DriverMain.java) with fastjson2 and this driver's commands. */
     public static void main(String[] argv) {
-        // The real stdout carries only our JSON; anything a library prints goes to stderr.
-        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
-        System.setOut(System.err);
-        Args global;
-        try {
-            global = Args.parse(argv);
-            applySystemProperties(global);
-        } catch (RuntimeException e) {
-            emit(error(e));
-            System.exit(2);
-            return;
-        }
-        int rc = "script".equals(global.command) ? runScript() : runOne(global);
-        out.flush();
-        System.exit(rc);
-    }
-
-    /** Must run before any RocketMQ class initializes: they read these properties into static fields. */
-    private static void applySystemProperties(Args args) {
-        String serialize = args.get("serialize", null);
-        if (serialize != null) {
-            System.setProperty("rocketmq.serialize.type", serialize.toUpperCase());
-        }
-        String smart = args.get("smart-msg", null);
-        if (smart != null) {
-            System.setProperty("org.apache.rocketmq.client.sendSmartMsg", smart);
-        }
-        String logRoot = args.get("log-root", null);
-        if (logRoot != null) {
-            System.setProperty("rocketmq.log.root", logRoot);
-            System.setProperty("user.home", logRoot);
-        }
-    }
-
-    private static int runOne(Args args) {
-        try {
-            dispatch(args);
-            return 0;
-        } catch (Throwable e) {
-            emit(error(e));
-            return 1;
-        }
-    }
-
-    private static int runScript() {
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        int failures = 0;
-        try {
-            String line;
-            while ((line = in.readLine()) != null) {
-                line = line.trim();
-                if (line.isEmpty() || line.startsWith("#")) {
-                    continue;
-                }
-                long start = System.nanoTime();
-                String command = "?";
-                boolean ok;
-                try {
-                    Args args = Args.parse(tokens(line));
-                    command = args.command;
-                    if ("quit".equals(command) || "exit".equals(command)) {
-                        break;
-                    }
-                    dispatch(args);
-                    ok = true;
-                } catch (Throwable e) {
-                    emit(error(e));
-                    ok = false;
-                    failures++;
-                }
-                JSONObject done = new JSONObject();
-                done.put("done", command);
-                done.put("ok", ok);
-                done.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
-                emit(done);
+        DriverMain.run(argv, new DriverMain.Json() {
+            @Override
+            public String write(Map<String, ?> record) {
+                return JSON.toJSONString(record, JSONWriter.Feature.WriteNulls,
+                    JSONWriter.Feature.WriteNonStringKeyAsString);
             }
-        } catch (Exception e) {
-            emit(error(e));
-            return 1;
-        }
-        return failures == 0 ? 0 : 1;
-    }
 
-    private static String[] tokens(String line) {
-        if (line.startsWith("[")) {
-            return JSON.parseArray(line).toArray(new String[0]);
-        }
-        return line.split("\\s+");
+            @Override
+            public String[] strings(String array) {
+                return JSON.parseArray(array).toArray(new String[0]);
+            }
+        }, global -> { }, ClientDriver::dispatch);
     }
 
     private static void dispatch(Args args) throws Exception {
-        if (args.command == null) {
-            throw new IllegalArgumentException("no command given");
-        }
         switch (args.command) {
             case "produce":
                 Produce.run(args);
@@ -299,35 +214,14 @@ public final class ClientDriver {
 
     // ---------------------------------------------------------------- output
 
-    static synchronized void emit(Map<String, ?> record) {
-        out.println(JSON.toJSONString(record, JSONWriter.Feature.WriteNulls, JSONWriter.Feature.WriteNonStringKeyAsString));
+    static void emit(Map<String, ?> record) {
+        DriverMain.emit(record);
     }
 
     static JSONObject summary(String command) {
         JSONObject s = new JSONObject();
         s.put("summary", command);
         return s;
-    }
-
-    private static JSONObject error(Throwable e) {
-        JSONObject err = new JSONObject();
-        err.put("error", e.getClass().getName() + ": " + e.getMessage());
-        putCode(err, "code", e);
-        Throwable cause = e.getCause();
-        if (cause != null) {
-            err.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
-            putCode(err, "causeCode", cause);
-        }
-        e.printStackTrace(System.err);
-        return err;
-    }
-
-    private static void putCode(JSONObject err, String key, Throwable e) {
-        if (e instanceof MQClientException) {
-            err.put(key, ((MQClientException) e).getResponseCode());
-        } else if (e instanceof MQBrokerException) {
-            err.put(key, ((MQBrokerException) e).getResponseCode());
-        }
     }
 
     static JSONObject message(MessageExt m, String bodyFormat) {
@@ -367,29 +261,8 @@ public final class ClientDriver {
         return addr instanceof java.net.InetSocketAddress ? ((java.net.InetSocketAddress) addr).getPort() : -1;
     }
 
-    /**
-     * Shut a client down without its up-to-3 s stall: the remoting client's NettyEventExecutor polls its queue with
-     * a 3 s timeout and ServiceThread.shutdown() joins it without interrupting (see ServerLauncher), so while the
-     * shutdown runs we interrupt the executors it has already stopped.
-     */
     static void close(Runnable shutdown) {
-        Thread kicker = new Thread(() -> {
-            while (!Thread.currentThread().isInterrupted()) {
-                ServerLauncher.interruptStoppedEventExecutors();
-                try {
-                    Thread.sleep(5);
-                } catch (InterruptedException e) {
-                    return;
-                }
-            }
-        }, "driver-shutdown-kicker");
-        kicker.setDaemon(true);
-        kicker.start();
-        try {
-            shutdown.run();
-        } finally {
-            kicker.interrupt();
-        }
+        DriverMain.close(shutdown);
     }
 
     /**
@@ -407,16 +280,7 @@ public final class ClientDriver {
     }
 
     static String instanceName(Args args, String kind) {
-        return args.get("instance-name", "driver-" + kind + "-" + ProcessHandle.current().pid() + "-"
-            + INSTANCE_SEQ.incrementAndGet());
-    }
-
-    static byte[] body(String prefix, int index, int size) {
-        byte[] head = (prefix + "-" + index + "|").getBytes(StandardCharsets.UTF_8);
-        byte[] body = new byte[size];
-        Arrays.fill(body, (byte) 'x');
-        System.arraycopy(head, 0, body, 0, Math.min(head.length, size));
-        return body;
+        return args.get("instance-name", DriverMain.uniqueName("driver-" + kind));
     }
 
     // ---------------------------------------------------------------- produce
@@ -444,7 +308,7 @@ public final class ClientDriver {
                     case "sync":
                         for (int i = 0; i < messages.size(); i++) {
                             Message m = messages.get(i);
-                            emitSent(i, m, queue == null ? producer.send(m, timeout) : producer.send(m, target(producer, topic, queue), timeout));
+                            emitSent(i, m, queue == null ? producer.send(m, timeout) : producer.send(m, Queues.target(producer, topic, queue), timeout));
                         }
                         break;
                     case "async":
@@ -455,7 +319,7 @@ public final class ClientDriver {
                             if (queue == null) {
                                 producer.sendOneway(m);
                             } else {
-                                producer.sendOneway(m, target(producer, topic, queue));
+                                producer.sendOneway(m, Queues.target(producer, topic, queue));
                             }
                         }
                         break;
@@ -498,7 +362,7 @@ public final class ClientDriver {
             }
             List<Message> messages = new ArrayList<>(count);
             for (int i = 0; i < count; i++) {
-                Message m = new Message(topic, body(prefix, i, size));
+                Message m = new Message(topic, DriverMain.body(prefix, i, size));
                 if (tag != null) {
                     m.setTags(tag);
                 }
@@ -533,15 +397,6 @@ public final class ClientDriver {
             }
         }
 
-        private static MessageQueue target(DefaultMQProducer producer, String topic, int queueId) throws Exception {
-            for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
-                if (mq.getQueueId() == queueId) {
-                    return mq;
-                }
-            }
-            throw new IllegalArgumentException("topic " + topic + " has no writable queue " + queueId);
-        }
-
         private static void emitSent(int index, Message m, SendResult r) {
             emitSent(index, m, r.getSendStatus().name(), r.getMsgId(), r.getOffsetMsgId(), r.getMessageQueue(),
                 r.getQueueOffset(), r);
@@ -573,7 +428,7 @@ public final class ClientDriver {
             SendResult[] results = new SendResult[n];
             Throwable[] failures = new Throwable[n];
             CountDownLatch latch = new CountDownLatch(n);
-            MessageQueue mq = queue == null ? null : target(producer, topic, queue);
+            MessageQueue mq = queue == null ? null : Queues.target(producer, topic, queue);
             for (int i = 0; i < n; i++) {
                 final int index = i;
                 SendCallback callback = new SendCallback() {
@@ -608,7 +463,7 @@ public final class ClientDriver {
 
         private static void sendBatches(DefaultMQProducer producer, List<Message> messages, String topic,
             Integer queue, int batchSize, long timeout) throws Exception {
-            MessageQueue mq = queue == null ? null : target(producer, topic, queue);
+            MessageQueue mq = queue == null ? null : Queues.target(producer, topic, queue);
             for (int from = 0; from < messages.size(); from += batchSize) {
                 List<Message> batch = messages.subList(from, Math.min(messages.size(), from + batchSize));
                 SendResult r = mq == null ? producer.send(batch, timeout) : producer.send(batch, mq, timeout);
@@ -771,10 +626,10 @@ public final class ClientDriver {
                 List<MessageQueue> queues;
                 if ("committed".equals(from)) {
                     consumer.start();
-                    queues = selected(consumer.fetchMessageQueues(topic), args);
+                    queues = Queues.selected(consumer.fetchMessageQueues(topic), args);
                     consumer.assign(queues);
                 } else {
-                    queues = selected(states.queues, args);
+                    queues = Queues.selected(states.queues, args);
                     next = seekPaused(consumer, queues, targets(args, from, queues, states));
                 }
                 Map<MessageQueue, Long> ends = max < 0 ? states.max : null;
@@ -813,17 +668,6 @@ public final class ClientDriver {
             s.put("timedOut", timedOut);
             s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
             emit(s);
-        }
-
-        private static List<MessageQueue> selected(Collection<MessageQueue> all, Args args) {
-            List<MessageQueue> queues = new ArrayList<>();
-            for (MessageQueue mq : all) {
-                if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
-                    queues.add(mq);
-                }
-            }
-            queues.sort(null);
-            return queues;
         }
 
         /** Where to seek each queue: its min offset (earliest), or --offsets q:o,... (the rest at their min). */
@@ -937,8 +781,7 @@ public final class ClientDriver {
         private static DefaultMQAdminExt start(String namesrv, String kind) throws Exception {
             DefaultMQAdminExt admin = new DefaultMQAdminExt();
             admin.setNamesrvAddr(namesrv);
-            admin.setInstanceName("driver-admin-" + kind + "-" + ProcessHandle.current().pid() + "-"
-                + INSTANCE_SEQ.incrementAndGet());
+            admin.setInstanceName(DriverMain.uniqueName("driver-admin-" + kind));
             admin.setClientIP("127.0.0.1");
             admin.start();
             return admin;
@@ -1203,7 +1046,7 @@ public final class ClientDriver {
                 var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
                 BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
                 String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
-                Message msg = new Message(topic, body(args.get("body-prefix", "raw"), 0, args.getInt("size", 16)));
+                Message msg = new Message(topic, DriverMain.body(args.get("body-prefix", "raw"), 0, args.getInt("size", 16)));
                 MessageClientIDSetter.setUniqID(msg);
                 SendMessageRequestHeader h = new SendMessageRequestHeader();
                 h.setProducerGroup(group);
@@ -1475,69 +1318,6 @@ public final class ClientDriver {
             consumer.subscribe(topic, MessageSelector.byTag(args.get("tag", null)));
         } else {
             consumer.subscribe(topic, args.get("tag-expr", "*"));
-        }
-    }
-
-    // ---------------------------------------------------------------- arguments
-
-    static final class Args {
-        final String command;
-        private final Map<String, List<String>> flags;
-
-        private Args(String command, Map<String, List<String>> flags) {
-            this.command = command;
-            this.flags = flags;
-        }
-
-        /** "--name value" pairs and one bare word, the command; global flags are accepted and kept. */
-        static Args parse(String[] argv) {
-            String command = null;
-            Map<String, List<String>> flags = new HashMap<>();
-            for (int i = 0; i < argv.length; i++) {
-                String a = argv[i];
-                if (a.startsWith("--")) {
-                    if (i + 1 >= argv.length) {
-                        throw new IllegalArgumentException("flag " + a + " needs a value");
-                    }
-                    flags.computeIfAbsent(a.substring(2), k -> new ArrayList<>()).add(argv[++i]);
-                } else if (command == null) {
-                    command = a;
-                } else {
-                    throw new IllegalArgumentException("unexpected argument " + a);
-                }
-            }
-            return new Args(command, flags);
-        }
-
-        boolean has(String name) {
-            return flags.containsKey(name);
-        }
-
-        String get(String name, String fallback) {
-            List<String> values = flags.get(name);
-            return values == null ? fallback : values.get(values.size() - 1);
-        }
-
-        List<String> all(String name) {
-            return flags.getOrDefault(name, List.of());
-        }
-
-        String require(String name) {
-            String value = get(name, null);
-            if (value == null) {
-                throw new IllegalArgumentException((command == null ? "" : command + ": ") + "--" + name + " is required");
-            }
-            return value;
-        }
-
-        int getInt(String name, int fallback) {
-            String value = get(name, null);
-            return value == null ? fallback : Integer.parseInt(value);
-        }
-
-        long getLong(String name, long fallback) {
-            String value = get(name, null);
-            return value == null ? fallback : Long.parseLong(value);
         }
     }
 }

@@ -13,21 +13,15 @@
  *   script       one command per stdin line; each command's output ends with {"done": "<command>", "ok": ...}
  *
  * Global flags as in ClientDriver: --serialize JSON|ROCKETMQ, --smart-msg true|false, --log-root DIR. Message bodies
- * are ClientDriver's (tests/apache.py driver_body()).
+ * are ClientDriver's (tests/apache/client.py driver_body()). What is word for word the same in both drivers (the
+ * command line, script mode, error records, bodies, client shutdown) lives in tests/java/common, compiled into both.
  */
 
 import com.alibaba.fastjson.JSON;
 import com.alibaba.fastjson.JSONObject;
 import com.alibaba.fastjson.serializer.SerializerFeature;
-import java.io.BufferedReader;
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.InputStreamReader;
-import java.io.PrintStream;
-import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collection;
 import java.util.HashMap;
@@ -41,8 +35,6 @@ import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
-import org.apache.rocketmq.client.exception.MQBrokerException;
-import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -54,107 +46,33 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 public final class ClientDriver49 {
-    private static final AtomicInteger INSTANCE_SEQ = new AtomicInteger();
-    private static final String EXECUTOR_THREAD = "NettyEventExecutor";
-    private static PrintStream out;
-
     private ClientDriver49() {
     }
 
+    /** The shared main (tests/java/common/DriverMain.java) with fastjson and this driver's commands. */
     public static void main(String[] argv) {
-        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
-        System.setOut(System.err);
-        Args global;
-        try {
-            global = Args.parse(argv);
-            applySystemProperties(global);
-        } catch (RuntimeException e) {
-            emit(error(e));
-            System.exit(2);
-            return;
-        }
-        int rc = "script".equals(global.command) ? runScript() : runOne(global);
-        out.flush();
-        System.exit(rc);
+        DriverMain.run(argv, new DriverMain.Json() {
+            @Override
+            public String write(Map<String, ?> record) {
+                return JSON.toJSONString(record, SerializerFeature.WriteMapNullValue);
+            }
+
+            @Override
+            public String[] strings(String array) {
+                return JSON.parseArray(array, String.class).toArray(new String[0]);
+            }
+        }, ClientDriver49::applyClientLogRoot, ClientDriver49::dispatch);
     }
 
-    private static void applySystemProperties(Args args) {
-        String serialize = args.get("serialize", null);
-        if (serialize != null) {
-            System.setProperty("rocketmq.serialize.type", serialize.toUpperCase());
-        }
-        String smart = args.get("smart-msg", null);
-        if (smart != null) {
-            System.setProperty("org.apache.rocketmq.client.sendSmartMsg", smart);
-        }
+    /** The 4.x client's own logger reads rocketmq.client.logRoot (5.x: rocketmq.log.root, set by DriverMain). */
+    private static void applyClientLogRoot(Args args) {
         String logRoot = args.get("log-root", null);
         if (logRoot != null) {
-            System.setProperty("rocketmq.log.root", logRoot);
-            System.setProperty("user.home", logRoot);
             System.setProperty("rocketmq.client.logRoot", logRoot);
         }
     }
 
-    private static int runOne(Args args) {
-        try {
-            dispatch(args);
-            return 0;
-        } catch (Throwable e) {
-            emit(error(e));
-            return 1;
-        }
-    }
-
-    private static int runScript() {
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        int failures = 0;
-        try {
-            String line;
-            while ((line = in.readLine()) != null) {
-                line = line.trim();
-                if (line.isEmpty() || line.startsWith("#")) {
-                    continue;
-                }
-                long start = System.nanoTime();
-                String command = "?";
-                boolean ok;
-                try {
-                    Args args = Args.parse(tokens(line));
-                    command = args.command;
-                    if ("quit".equals(command) || "exit".equals(command)) {
-                        break;
-                    }
-                    dispatch(args);
-                    ok = true;
-                } catch (Throwable e) {
-                    emit(error(e));
-                    ok = false;
-                    failures++;
-                }
-                JSONObject done = new JSONObject(true);
-                done.put("done", command);
-                done.put("ok", ok);
-                done.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
-                emit(done);
-            }
-        } catch (Exception e) {
-            emit(error(e));
-            return 1;
-        }
-        return failures == 0 ? 0 : 1;
-    }
-
-    private static String[] tokens(String line) {
-        if (line.startsWith("[")) {
-            return JSON.parseArray(line, String.class).toArray(new String[0]);
-        }
-        return line.split("\\s+");
-    }
-
     private static void dispatch(Args args) throws Exception {
-        if (args.command == null) {
-            throw new IllegalArgumentException("no command given");
-        }
         switch (args.command) {
             case "produce":
                 Produce.run(args);
@@ -172,35 +90,14 @@ public final class ClientDriver49 {
 
     // ---------------------------------------------------------------- output
 
-    static synchronized void emit(Map<String, ?> record) {
-        out.println(JSON.toJSONString(record, SerializerFeature.WriteMapNullValue));
+    static void emit(Map<String, ?> record) {
+        DriverMain.emit(record);
     }
 
     static JSONObject summary(String command) {
         JSONObject s = new JSONObject(true);
         s.put("summary", command);
         return s;
-    }
-
-    private static JSONObject error(Throwable e) {
-        JSONObject err = new JSONObject(true);
-        err.put("error", e.getClass().getName() + ": " + e.getMessage());
-        putCode(err, "code", e);
-        Throwable cause = e.getCause();
-        if (cause != null) {
-            err.put("cause", cause.getClass().getName() + ": " + cause.getMessage());
-            putCode(err, "causeCode", cause);
-        }
-        e.printStackTrace(System.err);
-        return err;
-    }
-
-    private static void putCode(JSONObject err, String key, Throwable e) {
-        if (e instanceof MQClientException) {
-            err.put(key, ((MQClientException) e).getResponseCode());
-        } else if (e instanceof MQBrokerException) {
-            err.put(key, ((MQBrokerException) e).getResponseCode());
-        }
     }
 
     static JSONObject message(MessageExt m, String bodyFormat) {
@@ -234,60 +131,13 @@ public final class ClientDriver49 {
         return j;
     }
 
-    /** A shutdown without the remoting client's 3 s event-executor stall (see ServerLauncher.java). */
+    /** A shutdown without the remoting client's 3 s event-executor stall (see DriverMain.close). */
     static void close(Runnable shutdown) {
-        Thread kicker = new Thread(() -> {
-            while (!Thread.currentThread().isInterrupted()) {
-                interruptStoppedEventExecutors();
-                try {
-                    Thread.sleep(5);
-                } catch (InterruptedException e) {
-                    return;
-                }
-            }
-        }, "driver-shutdown-kicker");
-        kicker.setDaemon(true);
-        kicker.start();
-        try {
-            shutdown.run();
-        } finally {
-            kicker.interrupt();
-        }
-    }
-
-    private static void interruptStoppedEventExecutors() {
-        Thread[] threads = new Thread[Thread.activeCount() + 32];
-        int n = Thread.enumerate(threads);
-        for (int i = 0; i < n; i++) {
-            Thread t = threads[i];
-            if (EXECUTOR_THREAD.equals(t.getName()) && t.isAlive() && isStopped(t)) {
-                t.interrupt();
-            }
-        }
-    }
-
-    private static boolean isStopped(Thread t) {
-        try {
-            Field target = Thread.class.getDeclaredField("target");
-            target.setAccessible(true);
-            Object service = target.get(t);
-            return service != null && Boolean.TRUE.equals(service.getClass().getMethod("isStopped").invoke(service));
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            return false;
-        }
+        DriverMain.close(shutdown);
     }
 
     static String instanceName(Args args, String kind) {
-        return args.get("instance-name", "driver49-" + kind + "-" + ProcessHandle.current().pid() + "-"
-            + INSTANCE_SEQ.incrementAndGet());
-    }
-
-    static byte[] body(String prefix, int index, int size) {
-        byte[] head = (prefix + "-" + index + "|").getBytes(StandardCharsets.UTF_8);
-        byte[] body = new byte[size];
-        Arrays.fill(body, (byte) 'x');
-        System.arraycopy(head, 0, body, 0, Math.min(head.length, size));
-        return body;
+        return args.get("instance-name", DriverMain.uniqueName("driver49-" + kind));
     }
 
     // ---------------------------------------------------------------- produce
@@ -307,7 +157,7 @@ public final class ClientDriver49 {
             producer.start();
             long start = System.nanoTime();
             try {
-                MessageQueue mq = args.has("queue") ? target(producer, topic, args.getInt("queue", 0)) : null;
+                MessageQueue mq = args.has("queue") ? Queues.target(producer, topic, args.getInt("queue", 0)) : null;
                 switch (mode) {
                     case "sync":
                         for (int i = 0; i < messages.size(); i++) {
@@ -358,7 +208,7 @@ public final class ClientDriver49 {
             }
             List<Message> messages = new ArrayList<>(count);
             for (int i = 0; i < count; i++) {
-                Message m = new Message(topic, body(prefix, i, size));
+                Message m = new Message(topic, DriverMain.body(prefix, i, size));
                 if (tag != null) {
                     m.setTags(tag);
                 }
@@ -371,15 +221,6 @@ public final class ClientDriver49 {
                 messages.add(m);
             }
             return messages;
-        }
-
-        private static MessageQueue target(DefaultMQProducer producer, String topic, int queueId) throws Exception {
-            for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
-                if (mq.getQueueId() == queueId) {
-                    return mq;
-                }
-            }
-            throw new IllegalArgumentException("topic " + topic + " has no writable queue " + queueId);
         }
 
         private static void emitSent(int index, Message m, SendResult r) {
@@ -480,9 +321,9 @@ public final class ClientDriver49 {
                 Map<MessageQueue, Long> next = new HashMap<>();
                 if ("committed".equals(from)) {
                     consumer.start();
-                    consumer.assign(selected(consumer.fetchMessageQueues(topic), args));
+                    consumer.assign(Queues.selected(consumer.fetchMessageQueues(topic), args));
                 } else {
-                    next = seekPaused(consumer, selected(queuesOf(args, topic), args), args, from);
+                    next = seekPaused(consumer, Queues.selected(queuesOf(args, topic), args), args, from);
                 }
                 long deadline = System.currentTimeMillis() + timeout;
                 while (got < max) {
@@ -537,17 +378,6 @@ public final class ClientDriver49 {
             } finally {
                 close(probe::shutdown);
             }
-        }
-
-        private static List<MessageQueue> selected(Collection<MessageQueue> all, Args args) {
-            List<MessageQueue> queues = new ArrayList<>();
-            for (MessageQueue mq : all) {
-                if (!args.has("queue") || mq.getQueueId() == args.getInt("queue", 0)) {
-                    queues.add(mq);
-                }
-            }
-            queues.sort(null);
-            return queues;
         }
 
         /**
@@ -623,68 +453,6 @@ public final class ClientDriver49 {
             s.put("timedOut", !done);
             s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
             emit(s);
-        }
-    }
-
-    // ---------------------------------------------------------------- arguments
-
-    static final class Args {
-        final String command;
-        private final Map<String, List<String>> flags;
-
-        private Args(String command, Map<String, List<String>> flags) {
-            this.command = command;
-            this.flags = flags;
-        }
-
-        static Args parse(String[] argv) {
-            String command = null;
-            Map<String, List<String>> flags = new HashMap<>();
-            for (int i = 0; i < argv.length; i++) {
-                String a = argv[i];
-                if (a.startsWith("--")) {
-                    if (i + 1 >= argv.length) {
-                        throw new IllegalArgumentException("flag " + a + " needs a value");
-                    }
-                    flags.computeIfAbsent(a.substring(2), k -> new ArrayList<>()).add(argv[++i]);
-                } else if (command == null) {
-                    command = a;
-                } else {
-                    throw new IllegalArgumentException("unexpected argument " + a);
-                }
-            }
-            return new Args(command, flags);
-        }
-
-        boolean has(String name) {
-            return flags.containsKey(name);
-        }
-
-        String get(String name, String fallback) {
-            List<String> values = flags.get(name);
-            return values == null ? fallback : values.get(values.size() - 1);
-        }
-
-        List<String> all(String name) {
-            return flags.getOrDefault(name, List.of());
-        }
-
-        String require(String name) {
-            String value = get(name, null);
-            if (value == null) {
-                throw new IllegalArgumentException((command == null ? "" : command + ": ") + "--" + name + " is required");
-            }
-            return value;
-        }
-
-        int getInt(String name, int fallback) {
-            String value = get(name, null);
-            return value == null ? fallback : Integer.parseInt(value);
-        }
-
-        long getLong(String name, long fallback) {
-            String value = get(name, null);
-            return value == null ? fallback : Long.parseLong(value);
         }
     }
 }

@@ -11,10 +11,9 @@ avoidance, rebalance) is tested on its own.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine
+import functools
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import encode_properties, java_hash, offset_msg_id, pack_host
@@ -29,36 +28,13 @@ from broker.remoting.headers import (
     SendMessageRequestHeader,
 )
 from broker.remoting.server import RemotingServer
+from tests.helpers import run as run_bounded
 
-T = TypeVar("T")
 TEST_TIMEOUT_S = 30.0
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = TEST_TIMEOUT_S) -> T:
-    """``asyncio.run`` with a ceiling, so a hang fails the test instead of the run."""
-
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
-
-
-class LoopThread:
-    """An event loop in a thread of its own, for fakes that blocking clients talk to."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def call(self, coro):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+# tests.helpers.run with the client tests' ceiling: a hang fails the test instead of the run.
+run = functools.partial(run_bounded, timeout=TEST_TIMEOUT_S)
 
 
 @dataclass

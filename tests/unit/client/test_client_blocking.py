@@ -18,7 +18,8 @@ from broker.remoting import command
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.frame import FrameDecoder
-from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
+from tests.helpers import LoopThread
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 
 # -- a scripted raw server ---------------------------------------------------------------------------------------------
 
@@ -207,13 +208,13 @@ def test_oneway_and_connect_failure() -> None:
 @pytest.fixture
 def fakes() -> Iterator[tuple[FakeNamesrv, FakeBroker, FakeBroker]]:
     loop = LoopThread()
-    namesrv = loop.call(FakeNamesrv().start())
-    a, b = loop.call(FakeBroker("broker-a").start()), loop.call(FakeBroker("broker-b").start())
+    namesrv = loop.run(FakeNamesrv().start())
+    a, b = loop.run(FakeBroker("broker-a").start()), loop.run(FakeBroker("broker-b").start())
     namesrv.routes["T"] = [a, b]
     namesrv.routes["TBW102"] = [a]
     yield namesrv, a, b
     for server in (a, b, namesrv):
-        loop.call(server.stop())
+        loop.run(server.stop())
     loop.close()
 
 

@@ -3,7 +3,6 @@ stores on their own."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from broker.client.push_consumer import (
 )
 from broker.common.errors import MQClientError
 from broker.remoting.codes import RequestCode, ResponseCode
+from tests.helpers import eventually
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, run
 
 TOPIC = "T"
@@ -48,14 +48,6 @@ async def _fill(broker: FakeBroker, namesrv: FakeNamesrv, per_queue: dict[int, l
         for queue_id, msgs in per_queue.items():
             for msg in msgs:
                 await producer.send(msg, MessageQueue(TOPIC, broker.name, queue_id))
-
-
-async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 # -- ProcessQueue and offset stores ------------------------------------------------------------------------------------
@@ -219,16 +211,17 @@ def test_push_consumers_split_the_queues_and_consume_everything() -> None:
                 consumer.register_message_listener(listener_for(name))
                 await consumer.start()
                 consumers.append(consumer)
-            await _until(lambda: sum(len(c.assigned_queues()) for c in consumers) == 4
-                         and all(len(c.assigned_queues()) == 2 for c in consumers))
+            await eventually("two queues each", lambda: sum(len(c.assigned_queues()) for c in consumers) == 4
+                             and all(len(c.assigned_queues()) == 2 for c in consumers))
             assert not set(consumers[0].assigned_queues()) & set(consumers[1].assigned_queues())
             await _fill(broker, namesrv, {q: [Message(TOPIC, b"%d-%d" % (q, i)) for i in range(3)] for q in range(4)})
-            await _until(lambda: len(seen["c1"]) + len(seen["c2"]) == 12)
+            await eventually("every message consumed", lambda: len(seen["c1"]) + len(seen["c2"]) == 12)
             assert seen["c1"] and seen["c2"]
             await consumers[1].shutdown()  # the survivor takes over every queue
-            await _until(lambda: len(consumers[0].assigned_queues()) == 4)
+            await eventually("every queue to the survivor", lambda: len(consumers[0].assigned_queues()) == 4)
             await consumers[0].persist_consumer_offset()
-            await _until(lambda: all(broker.consumer_offsets.get(("cg", TOPIC, q)) == 3 for q in range(4)))
+            await eventually("the offsets persisted",
+                             lambda: all(broker.consumer_offsets.get(("cg", TOPIC, q)) == 3 for q in range(4)))
         finally:
             for consumer in consumers:
                 await consumer.shutdown()
@@ -262,15 +255,16 @@ def test_reconsume_later_sends_back_or_redelivers_locally(send_back_code: int, m
             await _fill(broker, namesrv, {0: [Message(TOPIC, b"once")]})
             await consumer.start()
             if send_back_code == ResponseCode.SUCCESS:
-                await _until(lambda: broker.sent_back)
+                await eventually("a send back", lambda: broker.sent_back)
                 header = broker.sent_back[0]
                 assert (header.group, header.origin_topic, header.max_reconsume_times) == ("cg", TOPIC, 16)
                 assert calls == [(b"once", 0)]
             else:
-                await _until(lambda: len(calls) == 2)
+                await eventually("two deliveries", lambda: len(calls) == 2)
                 assert calls == [(b"once", 0), (b"once", 1)]
                 assert broker.requests_of(RequestCode.CONSUMER_SEND_MSG_BACK)
-            await _until(lambda: consumer.offset_store.offset_table.get(MessageQueue(TOPIC, "broker-a", 0)) == 1)
+            await eventually("the offset moved",
+                             lambda: consumer.offset_store.offset_table.get(MessageQueue(TOPIC, "broker-a", 0)) == 1)
         finally:
             await consumer.shutdown()
             await broker.stop()

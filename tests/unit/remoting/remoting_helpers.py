@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from broker.remoting.connection import Handler, RemotingConnection
+from tests.helpers import run as run_bounded
 
-T = TypeVar("T")
 TEST_TIMEOUT_S = 20.0
 
 
-def run(coro: Coroutine[Any, Any, T], timeout: float = TEST_TIMEOUT_S) -> T:
-    """``asyncio.run`` with a ceiling, so a hang fails the test instead of the whole run."""
-
-    async def bounded() -> T:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+# tests.helpers.run with this package's ceiling: a hang fails the test instead of the whole run.
+run = functools.partial(run_bounded, timeout=TEST_TIMEOUT_S)
 
 
 async def connection_pair(

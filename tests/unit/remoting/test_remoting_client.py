@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -13,6 +12,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request, create_response
 from broker.remoting.connection import CloseReason
 from broker.remoting.server import RemotingServer
+from tests.helpers import free_port
 from tests.unit.remoting.remoting_helpers import run
 
 
@@ -25,12 +25,6 @@ async def echo(conn, request):
 
 def echo_server() -> RemotingServer:
     return RemotingServer("127.0.0.1", 0, default_processor=echo)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_default_timeout_is_3000_ms() -> None:
