@@ -12,7 +12,8 @@ from broker.remoting.codes import RequestCode
 from broker.remoting.headers import SendMessageRequestHeader
 from connector import sink_task
 from connector.options import SinkOptions
-from tests.unit.client.fakes import FakeBroker, FakeNamesrv, LoopThread
+from tests.helpers import LoopThread
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 
 
 @pytest.fixture
