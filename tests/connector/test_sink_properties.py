@@ -19,12 +19,12 @@ from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 @pytest.fixture
 def fakes() -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
     loop = LoopThread()
-    namesrv = loop.call(FakeNamesrv().start())
-    broker = loop.call(FakeBroker("broker-a").start())
+    namesrv = loop.run(FakeNamesrv().start())
+    broker = loop.run(FakeBroker("broker-a").start())
     namesrv.routes["T"] = [broker]
     yield namesrv, broker
     for server in (broker, namesrv):
-        loop.call(server.stop())
+        loop.run(server.stop())
     loop.close()
 
 
