@@ -71,7 +71,7 @@ COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024  # both brokers' default
 REFERENCE = "apache"
 TARGETS = ("ours", "ours-asyncio", "apache")
 CLIENT_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Dorg.apache.rocketmq.client.sendSmartMsg=true")
-# tests/apache.py starts servers for fast boots (C1 only, SerialGC, 256 MB): undo that for a throughput run,
+# tests/apache/ starts servers for fast boots (C1 only, SerialGC, 256 MB): undo that for a throughput run,
 # closer to runbroker.sh (G1, C2). Later -XX flags win over earlier ones.
 APACHE_BROKER_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-Xms2g", "-Xmx2g")
 OUR_BROKER = ("-m", "broker")

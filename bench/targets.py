@@ -1,5 +1,5 @@
 """The clusters a benchmark compares, one at a time so they do not compete for the cores: ours (``python -m
-broker``) and Apache RocketMQ 5.5.0's (tests/apache.py). Imported by the bench scripts (run from any directory:
+broker``) and Apache RocketMQ 5.5.0's (tests/apache/). Imported by the bench scripts (run from any directory:
 each puts the repository on sys.path first)."""
 
 from __future__ import annotations

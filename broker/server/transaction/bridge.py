@@ -5,7 +5,7 @@ re-put half message of a check, the discarded message and the CHECK_TRANSACTION_
 Rule 1: the one statement of how transactional records are derived from each other. Pure functions over
 StoreMessage / MessageRecord; the state machine lives in ``broker.server.transaction.service``.
 
-The reference is Apache RocketMQ 5.5.0 (the version tests/apache.py runs; the mirror's HEAD differs in places).
+The reference is Apache RocketMQ 5.5.0 (the version tests/apache/ runs; the mirror's HEAD differs in places).
 Properties are written in the iteration order of the Java HashMap each record's properties string is built from
 (``broker.server.message_properties``), so the records are Apache's byte for byte. Java quirks kept on purpose:
 
