@@ -88,6 +88,11 @@ class BrokerController:
     def broker_addr(self) -> str:
         return f"{self.broker_config.broker_ip1}:{self.broker_config.listen_port}"
 
+    @property
+    def ha_server_addr(self) -> str:
+        """Where slaves connect for replication: brokerIP2:haListenPort (registered with the NameServer)."""
+        return f"{self.broker_config.broker_ip2}:{self.store_config.ha_listen_port}"
+
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:

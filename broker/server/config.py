@@ -84,6 +84,7 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000  # ms between consumerOffset.json writes
     reject_transaction_message: bool = False
     long_polling_enable: bool = True
+    slave_read_enable: bool = False  # pulls may go to (and be answered by) a slave
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True
     register_broker_timeout_mills: int = 24000
@@ -192,7 +193,18 @@ def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, Mes
     broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
     broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
-    return _checked(broker), store
+    broker = _checked(broker)
+    return broker, _store_for(broker, store)
+
+
+def _store_for(broker: BrokerConfig, store: MessageStoreConfig) -> MessageStoreConfig:
+    """What BrokerStartup derives for the store: haListenPort from listenPort, a slave's lower in-memory ratio."""
+    changes: dict[str, int] = {}
+    if store.ha_listen_port <= 0:
+        changes["ha_listen_port"] = broker.listen_port + 1
+    if broker.broker_role is BrokerRole.SLAVE:
+        changes["access_message_in_memory_max_ratio"] = store.access_message_in_memory_max_ratio - 10
+    return dataclasses.replace(store, **changes) if changes else store
 
 
 def _checked(config: BrokerConfig) -> BrokerConfig:

@@ -38,7 +38,7 @@ async def register_broker_all(controller: BrokerController) -> None:
                         "filterServerList": []}).encode()
     header = RegisterBrokerRequestHeader(
         broker_name=config.broker_name, broker_addr=controller.broker_addr, cluster_name=config.broker_cluster_name,
-        ha_server_addr=f"{config.broker_ip1}:{config.listen_port + 1}", broker_id=config.broker_id,
+        ha_server_addr=controller.ha_server_addr, broker_id=config.broker_id,
         enable_acting_master=False, compressed=False, body_crc32=zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
     )
     await _call_all(controller, RequestCode.REGISTER_BROKER, header.to_ext(), body)

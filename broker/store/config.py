@@ -55,6 +55,21 @@ class MessageStoreConfig:
     check_crc_on_recover: bool = True
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
+    # A pull whose backlog exceeds this percentage of physical memory is sent to a slave (slaveReadEnable); the
+    # broker lowers it by 10 on a slave, as BrokerStartup does.
+    access_message_in_memory_max_ratio: int = 40
+    # -- replication (RocketMQ's DefaultHAService); the broker's role is BrokerConfig.brokerRole
+    ha_listen_port: int = 0  # 0 (Java's BrokerStartup default): listenPort + 1
+    ha_send_heartbeat_interval: int = 5000  # ms: a slave reports, a master heartbeats, at least this often
+    ha_housekeeping_interval: int = 20_000  # ms of silence after which either side drops the connection
+    ha_transfer_batch_size: int = 32 * 1024  # bytes a master sends in one frame
+    ha_master_address: str = ""  # a slave's master HA address; "" = learn it from the NameServer
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes a slave may lag and still count as in sync
+    slave_timeout: int = 3000  # ms a SYNC_MASTER put waits for its slaves
+    total_replicas: int = 1
+    in_sync_replicas: int = 1  # copies (the master's included) a SYNC_MASTER put waits for; rmq waits for 2 at least
+    min_in_sync_replicas: int = 1
+    enable_auto_in_sync_replicas: bool = False
     dispatch_mode: DispatchMode = DispatchMode.PROCESS  # not a RocketMQ key: Java needs no second process
 
     @property
