@@ -350,7 +350,8 @@ PyDoc_STRVAR(scan_records_doc,
 "scan_records(buf, pos, limit, max_records) -> (records, pos, blank)\n\n"
 "The records from ``pos`` up to ``limit`` (at most ``max_records``), each as (TOTALSIZE, QUEUEID, QUEUEOFFSET,\n"
 "PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties dict); ``pos`` where the scan stopped, ``blank`` when\n"
-"it stopped at a BLANK filler. ValueError(pos, reason) when the bytes at ``pos`` are not a record.");
+"it stopped at a BLANK filler. A record that runs past ``limit`` (a slave holds its first bytes only) ends the\n"
+"scan before it. ValueError(pos, reason) when the bytes at ``pos`` are not a record.");
 
 static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer buf;
@@ -370,6 +371,8 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             corrupt(pos, "not a record: too few bytes");
             goto done;
         }
+        if (limit - pos < 8)  /* a record's first bytes, the rest still to come (a slave) */
+            break;
         uint32_t size = get32(r + TOTALSIZE_POS), magic = get32(r + MAGICCODE_POS);
         if (magic == BLANK_MAGIC) {
             blank = 1;
@@ -383,6 +386,8 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
             corrupt(pos, "TOTALSIZE runs past the data");
             goto done;
         }
+        if ((Py_ssize_t)size > limit - pos)  /* replicated up to here: the master has not sent the rest yet */
+            break;
         const uint8_t *rec_end = r + size;
         uint32_t sys_flag = get32(r + SYSFLAG_POS);
         Py_ssize_t born = sys_flag & BORNHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH;

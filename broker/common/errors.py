@@ -94,6 +94,11 @@ class MalformedCommand(RemoteProtocolError):
         self.is_response = is_response
 
 
+class HAProtocolError(RemoteProtocolError):
+    """A replication peer broke the HA protocol (an offset this side cannot follow, a frame that does not fit): the
+    HA connection closes, and the slave connects again and reports where it is."""
+
+
 class RemotingError(RmqError):
     """A remoting call failed for a transport reason (not a response code: those are values)."""
 

@@ -9,13 +9,15 @@ parts it uses: the processors never see this object.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from broker.common.message import pack_host
+from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
 from broker.remoting.client import RemotingClient
 from broker.remoting.server import RemotingServer
+from broker.replication.ha_service import HAService
 from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ConsumerManager
 from broker.server.filter.message_filter import ConsumerFilterManager
@@ -40,9 +42,9 @@ from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessa
 from broker.server.stats import BrokerStats
 from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
 from broker.store.commit_log import StoreMessage
-from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
-from broker.store.results import PutMessageResult
+from broker.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ class BrokerController:
         self.store_config = store_config
         root = store_config.store_path_root_dir
         self.store = MessageStore(store_config, pack_host(broker_config.broker_ip1, broker_config.listen_port))
+        # -- replication (broker/replication): slaves connect to haListenPort; a SLAVE follows its master
+        self.ha_service = HAService(self.store, store_config, broker_config.broker_role, bind_host)
+        self._sync_master = broker_config.broker_role is BrokerRole.SYNC_MASTER
         self.topic_config_manager = TopicConfigManager(broker_config, root, on_topic_created=self._topic_created)
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
         self.consumer_offset_manager = ConsumerOffsetManager(broker_config, root)
@@ -98,6 +103,7 @@ class BrokerController:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, self.store.start)
+        self.ha_service.start(self._loop)
         self.stats = BrokerStats(self.store)
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
@@ -133,7 +139,9 @@ class BrokerController:
         self.subscription_group_manager.persist()
         if self._put_executor is not None:
             self._put_executor.shutdown()
-        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.ha_service.shutdown)
+        await loop.run_in_executor(None, self.store.shutdown)
 
     def every(self, seconds: float, action: Callable[[], object]) -> None:
         """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
@@ -238,6 +246,17 @@ class BrokerController:
     # -- store access for processors ------------------------------------------------------------------------------
 
     async def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+        """Store ``msgs``; on a SYNC_MASTER the answer waits until a slave holds them too (unless the producer
+        said not to wait: the WAIT property, as Java's needHandleHA)."""
         if self._put_executor is None:
-            return self.store.put_messages(msgs)
-        return await asyncio.get_running_loop().run_in_executor(self._put_executor, self.store.put_messages, msgs)
+            result = self.store.put_messages(msgs)
+        else:
+            result = await asyncio.get_running_loop().run_in_executor(self._put_executor, self.store.put_messages,
+                                                                      msgs)
+        self.ha_service.notify_appended()
+        if (self._sync_master and result.append is not None and result.status.ok
+                and msgs[0].properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"):
+            replicated = await self.ha_service.wait_for_slaves(result.append.wrote_offset + result.append.wrote_bytes)
+            if replicated is not PutMessageStatus.PUT_OK:
+                result = dataclasses.replace(result, status=replicated)
+        return result

@@ -21,24 +21,18 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 
 from broker.common.errors import ConfigError
 from broker.common.message import local_address
 from broker.common.properties import parse_fields, read_properties, to_camel
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.common.validation import RMQ_SYS_TRACE_TOPIC
-from broker.store.config import MessageStoreConfig
+from broker.store.config import BrokerRole, MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-
-
-class BrokerRole(StrEnum):
-    ASYNC_MASTER = "ASYNC_MASTER"
-    SYNC_MASTER = "SYNC_MASTER"
-    SLAVE = "SLAVE"
 
 
 def _default_broker_name() -> str:

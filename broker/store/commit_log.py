@@ -243,6 +243,35 @@ class CommitLog:
             status, reason = err.args
             raise EncodeError(PutMessageStatus[status], reason) from None
 
+    def append_data(self, start_offset: int, data) -> bool:
+        """A slave's append of its master's CommitLog bytes at ``start_offset`` (RocketMQ's appendData): they may end
+        mid-record and never cross a file, since the master sends from one file at a time. False, with nothing
+        written, when ``start_offset`` is not this log's end or the bytes overrun the file."""
+        with self._lock:
+            if self.queue.files and start_offset != self.max_offset:
+                return False
+            mf = self.queue.last_file_for_write(start_offset)
+            if mf.end_offset != start_offset or len(data) > mf.free_space:
+                return False
+            mf.append(data)
+        self.prefaulter.poke(mf)
+        return True
+
+    def data_from(self, offset: int, max_size: int) -> memoryview | None:
+        """Up to ``max_size`` written bytes from ``offset``, within its file (RocketMQ's getData, for a master
+        feeding its slaves): a view of the map, None when nothing is written there yet or the file is gone."""
+        mf = self.queue.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        end = min(mf.wrote_position, pos + max_size)
+        if end <= pos:
+            return None
+        try:
+            return mf.buffer[pos:end]
+        except ValueError:  # closed by retention between find and here
+            return None
+
     def stored_record(self, msg: StoreMessage, append: AppendMessageResult, index: int = 0) -> MessageRecord:
         """What ``read_record`` returns for ``msgs[index]`` of the put that ``append`` describes, made from the message
         instead of read back and decoded: for callers that keep what they just wrote (the open half messages, which

@@ -20,6 +20,14 @@ class FlushDiskType(StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+class BrokerRole(StrEnum):
+    """A broker's place in its replication group (RocketMQ's store BrokerRole; the key is read into BrokerConfig)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"  # acknowledges puts at once, slaves follow behind
+    SYNC_MASTER = "SYNC_MASTER"  # acknowledges a put once a slave holds it
+    SLAVE = "SLAVE"  # follows a master; refuses writes
+
+
 class DispatchMode(StrEnum):
     """Where dispatch (CommitLog -> ConsumeQueue + IndexFile) runs once the store is open. PROCESS (the default, the
     broker's): a child process, so that it does not share the broker's GIL with appends and requests. THREAD: a

@@ -8,6 +8,7 @@ records below its end.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -24,7 +25,7 @@ from broker.common.message import (
     split_keys,
     tags_code,
 )
-from broker.common.record import dispatch_fields
+from broker.common.record import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, dispatch_fields
 from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import MappedFileQueue
@@ -78,12 +79,23 @@ def enters_consume_queue(sys_flag: int) -> bool:
 ScannedRecord = tuple[int, int, int, int, int, int, str, dict[str, str]]
 
 
+_SIZE_AND_MAGIC = struct.Struct(">ii")
+_MESSAGE_MAGICS = (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2)
+
+
 def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[ScannedRecord], int, bool]:
     """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them; where
-    the scan stopped; and whether it stopped at a BLANK filler. ValueError(pos, reason) when the bytes at ``pos``
-    are not a record. ``_speedups.scan_records`` does the same in C."""
+    the scan stopped; and whether it stopped at a BLANK filler. A record that runs past ``limit`` (a slave has
+    its first bytes only: the master sends the CommitLog in slices) ends the scan before it. ValueError(pos,
+    reason) when the bytes at ``pos`` are not a record. ``_speedups.scan_records`` does the same in C."""
     records: list[ScannedRecord] = []
     while pos < limit and len(records) < max_records:
+        if len(buf) - pos >= _SIZE_AND_MAGIC.size:
+            if limit - pos < _SIZE_AND_MAGIC.size:  # a record's first bytes, the rest still to come (a slave)
+                break
+            size, magic = _SIZE_AND_MAGIC.unpack_from(buf, pos)
+            if magic in _MESSAGE_MAGICS and len(buf) - pos >= size > limit - pos:
+                break  # replicated up to here: the record ends in bytes the master has not sent yet
         try:
             fields = dispatch_fields(buf, pos)
         except CorruptRecord as err:

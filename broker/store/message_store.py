@@ -204,6 +204,18 @@ class MessageStore:
             status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return PutMessageResult(status, appended)
 
+    def append_to_commit_log(self, start_offset: int, data) -> bool:
+        """Replicated CommitLog bytes from a master (a slave's only writes): appended, then dispatched like a put's
+        records. False when ``start_offset`` is not this CommitLog's end (the caller drops the connection)."""
+        if not self.running or not self.commit_log.append_data(start_offset, data):
+            return False
+        self.dispatch.wakeup()
+        return True
+
+    def commit_log_data(self, offset: int, max_size: int) -> memoryview | None:
+        """CommitLog bytes from ``offset``, at most ``max_size`` and within one file: what a master sends a slave."""
+        return self.commit_log.data_from(offset, max_size)
+
     def _check_writable(self) -> PutMessageResult | None:
         if not self.running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="the message store is not running")

@@ -28,11 +28,14 @@ class PutMessageStatus(Enum):
 
     @property
     def ok(self) -> bool:
-        """Stored: PUT_OK, or stored but not yet confirmed on disk (the client sees a flush timeout)."""
-        return self is _PUT_OK or self is _FLUSH_DISK_TIMEOUT  # asked several times a request: no class lookups
+        """Stored: PUT_OK, or stored but not yet confirmed on disk or on a slave (the client sees which, and the
+        message is kept either way: Java's sendOK)."""
+        # asked several times a request: no class lookups, PUT_OK first
+        return self is _PUT_OK or self is _FLUSH_DISK_TIMEOUT or self is _FLUSH_SLAVE_TIMEOUT or self is _NO_SLAVE
 
 
 _PUT_OK, _FLUSH_DISK_TIMEOUT = PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT
+_FLUSH_SLAVE_TIMEOUT, _NO_SLAVE = PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE
 
 
 @dataclass(slots=True)

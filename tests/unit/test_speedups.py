@@ -185,6 +185,20 @@ def test_scan_records_c_and_python_read_the_same(msgs, producer_bytes, max_recor
                           decoded.sys_flag, decoded.store_timestamp, decoded.topic, decoded.properties)
 
 
+@settings(max_examples=200, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=6), cut=st.integers(0, 10_000))
+def test_scan_records_stop_before_a_record_not_whole_yet(msgs, cut):
+    """A slave's CommitLog may end inside a record (the master sends slices): the scan stops before it, unhurt."""
+    buf, total = packed(msgs)
+    limit = cut % (total + 1)
+    c = _speedups.scan_records(buf, 0, limit, 10)
+    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, 10)
+    records, pos, _ = c
+    assert pos <= limit and pos == sum(r[0] for r in records)
+    whole = list(iter_records(memoryview(buf)[:total], body=False))
+    assert len(records) == sum(1 for r in whole if r.commit_log_offset + r.store_size - (1 << 30) <= limit)
+
+
 @pytest.mark.parametrize("damage", ["magic", "size", "topic_utf8", "short"])
 def test_scan_records_both_refuse_what_is_not_a_record(damage):
     msgs = [StoreMessage("TopicTest", 0, b"first"), StoreMessage("TopicTest", 1, b"second")]

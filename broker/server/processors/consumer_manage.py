@@ -40,7 +40,6 @@ from broker.remoting.headers import (
     TopicHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from broker.server.config import BrokerRole
 from broker.server.consumer_manager import ClientChannelInfo
 from broker.server.processors.common import (
     V3_0_7_SNAPSHOT,
@@ -51,6 +50,7 @@ from broker.server.processors.common import (
     queue_value,
     success,
 )
+from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig

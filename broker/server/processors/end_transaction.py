@@ -28,10 +28,10 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
-from broker.server.config import BrokerRole
 from broker.server.processors.common import Handler, bad_header_response
 from broker.server.transaction import bridge
 from broker.server.transaction.service import EndStatus
+from broker.store.config import BrokerRole
 from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
