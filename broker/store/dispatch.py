@@ -252,8 +252,9 @@ class ReputMessageService(ServiceThread):
             self.reput_from_offset = self.commit_log.min_offset
         end = self.commit_log.max_offset
         while self.reput_from_offset < end:
+            before = self.reput_from_offset
             dispatched = self.dispatch_batch(end)
-            if dispatched is None:
+            if dispatched is None or self.reput_from_offset == before:  # no file, or a record not whole yet
                 break
             count += dispatched
         return count

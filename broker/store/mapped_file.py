@@ -304,11 +304,23 @@ class MappedFileQueue:
             try:
                 files.append(MappedFile(os.path.join(self.directory, offset_file_name(offset)), size, mode))
             except FileNotFoundError:
-                break
+                later = None if files else self._first_file_after(offset, end)
+                if later is None:
+                    break
+                offset = later  # the writer's log starts later (a slave that began at its master's last file)
+                continue
             offset += size
         for mf in files:
             mf.wrote_position = min(max(end - mf.file_from_offset, 0), size)
         self.files = files
+
+    def _first_file_after(self, offset: int, end: int) -> int | None:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return None
+        later = [int(n) for n in names if n.isdigit() and offset < int(n) < end]
+        return min(later, default=None)
 
     def flush(self) -> int:
         """Flush every file with unflushed data; returns the flushed offset."""

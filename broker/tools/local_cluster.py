@@ -239,14 +239,15 @@ def broker_conf(port: int, namesrv_addr: str, store_dir: Path, **conf: object) -
 
 
 def start_broker(home: Path, namesrv_addr: str, *, store_dir: Path | None = None, timeout: float = BOOT_TIMEOUT_S,
-                 env: Mapping[str, str] | None = None, **conf: object) -> ServerProcess:
-    """``python -m broker`` on a free port, registered with ``namesrv_addr`` ("a;b": every one of them); ready when
-    each NameServer's cluster info lists it. ``conf`` adds or overrides broker.conf keys (``brokerName=...``);
-    ``env`` adds environment variables (``RMQ_EVENT_LOOP``)."""
+                 env: Mapping[str, str] | None = None, port: int | None = None, **conf: object) -> ServerProcess:
+    """``python -m broker`` on a free port (or on ``port``: a restart where it was), registered with
+    ``namesrv_addr`` ("a;b": every one of them); ready when each NameServer's cluster info lists it. ``conf`` adds
+    or overrides broker.conf keys (``brokerName=...``); ``env`` adds environment variables (``RMQ_EVENT_LOOP``)."""
     namesrvs = [a for a in namesrv_addr.split(";") if a]
+    fixed_port = port
 
     def start_once() -> ServerProcess:
-        port = free_broker_port()
+        port = fixed_port or free_broker_port()
         store = Path(store_dir) if store_dir is not None else Path(home) / "store"
         proc = _spawn("broker", "broker", Path(home), port, broker_conf(port, namesrv_addr, store, **conf), env)
         try:
