@@ -1,4 +1,4 @@
-"""A slave's store: its master's CommitLog bytes appended in arbitrary slices, dispatched into the same ConsumeQueues."""
+"""A slave's store: its master's CommitLog bytes appended in any slices, dispatched into the same ConsumeQueues."""
 
 from __future__ import annotations
 
