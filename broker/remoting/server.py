@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from broker.remoting.command import RemotingCommand
@@ -60,11 +60,15 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         on_connection_closed: Callable[[RemotingConnection], None] | None = None,
+        also_on: Sequence[int] = (),
     ) -> None:
         """``on_connection_closed`` is Java's ``ChannelEventListener.onChannelClose``: called once per connection,
-        synchronously, as it closes for any reason (the broker drops that client's registrations there)."""
+        synchronously, as it closes for any reason (the broker drops that client's registrations there).
+        ``also_on``: more ports served alike (a broker's VIP channel, listenPort - 2)."""
         self.host = host
         self._requested_port = port
+        self._also_on = tuple(also_on)
+        self._extra_servers: list[asyncio.Server] = []
         self._processors: dict[int, Processor] = {int(code): p for code, p in (processors or {}).items()}
         self._default_processor = default_processor
         self.max_frame_length = max_frame_length
@@ -108,7 +112,14 @@ class RemotingServer:
             raise RuntimeError("RemotingServer already started")
         self._stopping = False
         self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
-        log.info("remoting server listening on %s", self.address)
+        try:
+            for port in self._also_on:
+                self._extra_servers.append(await asyncio.start_server(self._accept, self.host, port))
+        except OSError:
+            await self.stop()
+            raise
+        log.info("remoting server listening on %s%s", self.address,
+                 "".join(f" and port {p}" for p in self._also_on))
         return self
 
     async def stop(self) -> None:
@@ -116,8 +127,10 @@ class RemotingServer:
         if self._server is None:
             return
         self._stopping = True
-        self._server.close()
-        await self._server.wait_closed()
+        for server in (self._server, *self._extra_servers):
+            server.close()
+            await server.wait_closed()
+        self._extra_servers = []
         connections = list(self._connections)
         await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in connections))
         await asyncio.gather(*(conn.wait_closed() for conn in connections))

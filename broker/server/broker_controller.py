@@ -54,6 +54,8 @@ CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection clos
 class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig, *,
                  bind_host: str = "0.0.0.0") -> None:
+        if store_config.ha_listen_port <= 0:  # as BrokerStartup: the HA port follows the listen port
+            store_config = dataclasses.replace(store_config, ha_listen_port=broker_config.listen_port + 1)
         self.broker_config = broker_config
         self.store_config = store_config
         root = store_config.store_path_root_dir
@@ -67,7 +69,10 @@ class BrokerController:
         self.consumer_manager = ConsumerManager()
         self.consumer_filter_manager = ConsumerFilterManager()  # SQL92 subscriptions: heartbeat writes, pull reads
         self.producer_manager = ProducerManager()
-        self.server = RemotingServer(bind_host, broker_config.listen_port)
+        # Java's brokers also serve the "VIP channel" on listenPort - 2: slaves sync metadata through it, and clients
+        # with sendMessageWithVIPChannel send there.
+        vip_port = broker_config.listen_port - 2
+        self.server = RemotingServer(bind_host, broker_config.listen_port, also_on=(vip_port,) if vip_port > 0 else ())
         # -- transactions (broker/transaction): open half messages, END_TRANSACTION, the check
         self.transactional_message_service = TransactionalMessageService(self)
         self.transactional_message_check_service = TransactionalMessageCheckService(self)

@@ -62,12 +62,12 @@ def _port_free(port: int) -> bool:
 
 
 def free_broker_port() -> int:
-    """A listenPort with listenPort + 1 free too (the HA port a registration announces)."""
+    """A listenPort with listenPort + 1 (the HA port) and listenPort - 2 (the VIP channel) free too."""
     for _ in range(100):
         port = free_port()
-        if port < 65535 and _port_free(port + 1):
+        if 2 < port < 65535 and _port_free(port + 1) and _port_free(port - 2):
             return port
-    raise ServerError("no free port p with p+1 free after 100 tries")
+    raise ServerError("no free port p with p+1 and p-2 free after 100 tries")
 
 
 def port_accepts(port: int) -> bool:

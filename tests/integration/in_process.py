@@ -26,7 +26,7 @@ from broker.server.processors import registry
 from broker.store.config import MessageStoreConfig
 from broker.store.layout import CQ_UNIT_SIZE
 from broker.store.message_store import MessageStore
-from tests.helpers import free_port
+from broker.tools.local_cluster import free_broker_port
 
 HOST = "127.0.0.1"
 BROKER_NAME = "broker-a"
@@ -44,8 +44,9 @@ def broker_configs(store_dir: Path, port: int | None = None, *, namesrv_addr: st
                    **broker_fields: object) -> tuple[BrokerConfig, MessageStoreConfig]:
     """broker-a on 127.0.0.1:``port`` (a free one if None) with its store in ``store_dir``. ``store`` overrides
     TINY_STORE's MessageStoreConfig fields; ``broker_fields`` are BrokerConfig fields."""
-    broker_config = BrokerConfig(broker_name=BROKER_NAME, namesrv_addr=namesrv_addr, listen_port=port or free_port(),
-                                 broker_ip1=HOST, broker_ip2=HOST, **broker_fields)
+    broker_config = BrokerConfig(broker_name=BROKER_NAME, namesrv_addr=namesrv_addr,
+                                 listen_port=port or free_broker_port(), broker_ip1=HOST, broker_ip2=HOST,
+                                 **broker_fields)
     store_config = MessageStoreConfig(store_path_root_dir=str(store_dir), **{**TINY_STORE, **(store or {})})
     return broker_config, store_config
 

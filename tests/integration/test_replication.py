@@ -7,7 +7,6 @@ files roll: the slave must dispatch only whole records and follow the master acr
 
 from __future__ import annotations
 
-import filecmp
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from broker.replication.protocol import REPORT
 from broker.tools.admin import MQAdminExt
 from tests.helpers import run, wait_until
 from tests.integration.cluster import ServerProcess, start_broker, start_namesrv
+from tests.integration.replication import assert_same_files, ha_address, max_offset, store_files, wait_caught_up
 
 TOPIC = "ReplicatedTopic"
 FILE_SIZE = 64 * 1024
@@ -34,43 +34,9 @@ PAIR_CONF: dict[str, object] = {"mappedFileSizeCommitLog": FILE_SIZE, "haTransfe
                                 "slaveTimeout": 1000}
 
 
-def ha_address(master: ServerProcess) -> str:
-    return f"127.0.0.1:{master.port + 1}"
-
-
 def start_slave(home: Path, namesrv: ServerProcess, master: ServerProcess, **conf: object) -> ServerProcess:
     slave_conf = PAIR_CONF | {"brokerId": 1, "brokerRole": "SLAVE", "haMasterAddress": ha_address(master)}
     return start_broker(home, namesrv.addr, **(slave_conf | conf))
-
-
-def runtime(addr: str) -> dict[str, str]:
-    async def fetch() -> dict[str, str]:
-        async with MQAdminExt() as admin:
-            return await admin.fetch_broker_runtime_stats(addr)
-
-    return run(fetch())
-
-
-def max_offset(broker: ServerProcess) -> int:
-    return int(runtime(broker.addr)["commitLogMaxOffset"])
-
-
-def wait_caught_up(slave: ServerProcess, master: ServerProcess) -> None:
-    wait_until("the slave holds the master's whole CommitLog, dispatched",
-               lambda: max_offset(slave) == max_offset(master)
-               and runtime(slave.addr)["dispatchBehindBytes"] == "0")
-
-
-def store_files(broker: ServerProcess, *parts: str) -> Path:
-    return broker.home / "store" / Path(*parts)
-
-
-def assert_same_files(slave: ServerProcess, master: ServerProcess, *parts: str) -> list[str]:
-    names = sorted(os.listdir(store_files(slave, *parts)))
-    assert names, f"the slave has no {'/'.join(parts)} files"
-    for name in names:
-        assert filecmp.cmp(store_files(slave, *parts, name), store_files(master, *parts, name), shallow=False), name
-    return names
 
 
 def send_many(client: BlockingClient, count: int, tag: str = "a") -> list[SendResult]:
