@@ -36,7 +36,7 @@ from broker.server.processors.send import SendMessageProcessor
 from broker.server.processors.send_back import SendMessageBackProcessor
 from broker.server.processors.topic_admin import TopicAdminProcessor
 from broker.server.producer_manager import ProducerManager
-from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
+from broker.server.schedule import ScheduleMessageService
 from broker.server.stats import BrokerStats
 from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
 from broker.store.commit_log import StoreMessage
@@ -70,8 +70,7 @@ class BrokerController:
         # dispatcher must know it before the store starts (recovery dispatches too).
         self.schedule_message_service = ScheduleMessageService(
             self.store, self.put_messages, broker_config.delay_level_table(), root,
-            flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
-                                                                       FLUSH_DELAY_OFFSET_INTERVAL_MS)))
+            flush_delay_offset_interval_ms=store_config.flush_delay_offset_interval)
         self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
         self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event

@@ -74,7 +74,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID, BrokerConfig.regionId's default
 CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
@@ -145,9 +144,8 @@ class SendMessageProcessor:
         self.schedule_message_service = schedule_message_service
         self.transactional_message_service = transactional_message_service
         self.put_messages = put_messages
-        extra = broker_config.extra
-        self.region_id = extra.get("regionId", DEFAULT_REGION_ID)
-        self.trace_on = "false" if extra.get("traceOn", "true").strip().lower() == "false" else "true"
+        self.region_id = broker_config.region_id
+        self.trace_on = "true" if broker_config.trace_on else "false"
         self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
         self.max_bytes_in_flight = MAX_BYTES_IN_FLIGHT if max_bytes_in_flight is None else max_bytes_in_flight
         self.puts_in_flight = 0
