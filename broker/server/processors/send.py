@@ -56,6 +56,7 @@ from broker.server.processors.common import (
     V3_4_9,
     Handler,
     bad_header_response,
+    sends_rejected,
     suggest_todo,
 )
 from broker.server.transaction.bridge import half_message  # transactions
@@ -153,6 +154,11 @@ class SendMessageProcessor:
 
     def handlers(self) -> dict[int, Handler]:
         return {code: self.process for code in SEND_CODES}
+
+    def reject_request(self) -> bool:
+        """A slave turns every send away before it is parsed ([REJECTREQUEST] SYSTEM_BUSY): nothing is stored and no
+        topic is created."""
+        return sends_rejected(self.broker_config)
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:
