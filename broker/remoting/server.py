@@ -1,9 +1,11 @@
 """RemotingServer: accepts remoting connections and dispatches each request to the processor for its code.
 
-The role of Java's ``NettyRemotingServer``: a processor table keyed by request code, a default processor, and the
-REQUEST_CODE_NOT_SUPPORTED answer when neither applies. Each request runs in its own task (``connection.py``), the
-asyncio stand-in for Java's per-processor executors. The server keeps every live connection, so the broker can send
-requests to clients (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED) and so ``stop()`` closes them all.
+The role of Java's ``NettyRemotingServer``: a processor table keyed by request code, a default processor, the
+REQUEST_CODE_NOT_SUPPORTED answer when neither applies, and the SYSTEM_BUSY answer when the processor rejects requests
+for now (``NettyRequestProcessor.rejectRequest``: a slave's send processor always does). Each request runs in its own
+task (``connection.py``), the asyncio stand-in for Java's per-processor executors. The server keeps every live
+connection, so the broker can send requests to clients (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED) and so
+``stop()`` closes them all.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from broker.remoting.command import RemotingCommand
+from broker.remoting.codes import ResponseCode
+from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     CloseReason,
@@ -27,6 +30,11 @@ log = logging.getLogger(__name__)
 
 Processor = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``NettyRequestProcessor.processRequest``: the response, or None when there is none to write (yet)."""
+
+RejectRequest = Callable[[], bool]
+"""``NettyRequestProcessor.rejectRequest``: True turns the processor's requests away before it sees them."""
+
+REJECT_REQUEST_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"  # NettyRemotingAbstract's
 
 
 def run_server(main: Coroutine[Any, Any, Any]) -> Any:
@@ -70,7 +78,9 @@ class RemotingServer:
         self._also_on = tuple(also_on)
         self._extra_servers: list[asyncio.Server] = []
         self._processors: dict[int, Processor] = {int(code): p for code, p in (processors or {}).items()}
+        self._rejects: dict[int, RejectRequest] = {}
         self._default_processor = default_processor
+        self._default_reject: RejectRequest | None = None
         self.max_frame_length = max_frame_length
         self.max_concurrent_requests = max_concurrent_requests
         self._on_connection_closed = on_connection_closed
@@ -78,13 +88,20 @@ class RemotingServer:
         self._connections: set[RemotingConnection] = set()
         self._stopping = False
 
-    def register_processor(self, code: int, processor: Processor) -> None:
-        """Route requests with ``code`` to ``processor``, replacing any earlier one (Java's registerProcessor)."""
+    def register_processor(self, code: int, processor: Processor, reject_request: RejectRequest | None = None) -> None:
+        """Route requests with ``code`` to ``processor``, replacing any earlier one (Java's registerProcessor).
+        While ``reject_request()`` is true they are answered SYSTEM_BUSY instead, unseen by the processor."""
         self._processors[int(code)] = processor
+        if reject_request is None:
+            self._rejects.pop(int(code), None)
+        else:
+            self._rejects[int(code)] = reject_request
 
-    def register_default_processor(self, processor: Processor | None) -> None:
+    def register_default_processor(self, processor: Processor | None,
+                                   reject_request: RejectRequest | None = None) -> None:
         """Answer every code without its own processor; None restores REQUEST_CODE_NOT_SUPPORTED."""
         self._default_processor = processor
+        self._default_reject = reject_request
 
     def set_connection_closed_listener(self, listener: Callable[[RemotingConnection], None] | None) -> None:
         """Set (or, with None, clear) ``on_connection_closed`` after construction: the broker's client processor
@@ -172,8 +189,14 @@ class RemotingServer:
             log.exception("on_connection_closed failed for %s", conn.remote_address)
 
     async def _dispatch(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
-        processor = self._processors.get(request.code, self._default_processor)
+        """NettyRemotingAbstract.processRequestCommand: not supported, rejected, or the processor's answer."""
+        processor = self._processors.get(request.code)
+        reject = self._rejects.get(request.code)
         if processor is None:
-            log.warning("%s: request type %s not supported", conn.remote_address, request.code)
-            return not_supported_response(request)
+            processor, reject = self._default_processor, self._default_reject
+            if processor is None:
+                log.warning("%s: request type %s not supported", conn.remote_address, request.code)
+                return not_supported_response(request)
+        if reject is not None and reject():
+            return create_response(request, ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
         return await processor(conn, request)

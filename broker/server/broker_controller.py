@@ -1,6 +1,7 @@
 """BrokerController: one broker process. It owns the store, the metadata managers, the client managers and the
 remoting server, registers with every NameServer, and runs the periodic duties (registration every 30 s, consumer
-offsets persisted every 5 s, silent clients dropped).
+offsets persisted every 5 s, silent clients dropped). A master also delivers delayed messages and checks
+transactions; a slave stores no message of its own and copies its master's metadata (SlaveSynchronize).
 
 It builds the request processors (``broker/server/processors``, a class per request family), giving each the
 parts it uses: the processors never see this object.
@@ -28,7 +29,7 @@ from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
 from broker.server.processors.admin import AdminBrokerProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
-from broker.server.processors.common import ProcessorFamily, RequestProcessor
+from broker.server.processors.common import MASTER_ID, ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
 from broker.server.processors.end_transaction import EndTransactionProcessor
 from broker.server.processors.group_admin import GroupAdminProcessor
@@ -38,7 +39,8 @@ from broker.server.processors.send import SendMessageProcessor
 from broker.server.processors.send_back import SendMessageBackProcessor
 from broker.server.processors.topic_admin import TopicAdminProcessor
 from broker.server.producer_manager import ProducerManager
-from broker.server.schedule import FLUSH_DELAY_OFFSET_INTERVAL_MS, ScheduleMessageService
+from broker.server.schedule import ScheduleMessageService
+from broker.server.slave_synchronize import SlaveSynchronize
 from broker.server.stats import BrokerStats
 from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
 from broker.store.commit_log import StoreMessage
@@ -80,10 +82,17 @@ class BrokerController:
         # dispatcher must know it before the store starts (recovery dispatches too).
         self.schedule_message_service = ScheduleMessageService(
             self.store, self.put_messages, broker_config.delay_level_table(), root,
-            flush_delay_offset_interval_ms=int(broker_config.extra.get("flushDelayOffsetInterval",
-                                                                       FLUSH_DELAY_OFFSET_INTERVAL_MS)))
+            flush_delay_offset_interval_ms=store_config.flush_delay_offset_interval)
         self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
-        self.outer_client = RemotingClient()  # to NameServers (and, later, other brokers)
+        self.outer_client = RemotingClient()  # to NameServers and, from a slave, its master
+        # -- master and slave: a slave copies its master's metadata (broker/server/slave_synchronize.py)
+        self.slave_synchronize = SlaveSynchronize(
+            broker_addr=self.broker_addr, client=self.outer_client,
+            interval_ms=broker_config.slave_synchronize_interval, topic_config_manager=self.topic_config_manager,
+            consumer_offset_manager=self.consumer_offset_manager,
+            subscription_group_manager=self.subscription_group_manager,
+            schedule_message_service=self.schedule_message_service)
+        self._slave_puts_refused = 0
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
         # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
         self._put_executor = (ThreadPoolExecutor(16, thread_name_prefix="put")
@@ -118,10 +127,9 @@ class BrokerController:
         self.processors = registry.register_all(self.server, self._processor_builders())
         await self.server.start()
         self.started = True
-        await self.schedule_message_service.start()
+        await self._start_role_services()
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
-        self.transactional_message_check_service.start()  # transactions: a check round every transactionCheckInterval
         self.every(1.0, self.stats.sample)
         await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
@@ -179,6 +187,31 @@ class BrokerController:
     def _scan_clients(self) -> None:
         self.consumer_manager.scan_expired()
         self.producer_manager.scan_expired()
+
+    # -- master and slave -------------------------------------------------------------------------------------------
+
+    async def _start_role_services(self) -> None:
+        """Java's changeSpecialServiceStatus(brokerId == MASTER_ID) and the slave's sync schedule: a master delivers
+        delayed messages and checks transactions; a slave does neither (its master does) and copies its master's
+        metadata instead."""
+        if self.broker_config.broker_id == MASTER_ID:
+            await self.schedule_message_service.start()  # delayed delivery
+            self.transactional_message_check_service.start()  # a check round every transactionCheckInterval
+        elif self.broker_config.broker_role is BrokerRole.SLAVE:
+            self.slave_synchronize.start(self.every)
+
+    def on_registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
+        """handleRegisterBrokerResult: what a NameServer answered REGISTER_BROKER about this broker's master."""
+        if ha_server_addr:  # a slave follows it (unless haMasterAddress is configured)
+            self.ha_service.update_master_address(ha_server_addr)
+        self.slave_synchronize.set_master_addr(master_addr)
+
+    def _slave_put_refused(self) -> PutMessageResult:
+        """HookUtils.checkBeforePutMessage on a slave: nothing is stored (logged once every 50000 refusals)."""
+        if self._slave_puts_refused % 50_000 == 0:
+            log.warning("message store is in slave mode, so putMessage is forbidden ")
+        self._slave_puts_refused += 1
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="the broker is a slave")
 
     # -- the request processors -------------------------------------------------------------------------------------
 
@@ -252,7 +285,9 @@ class BrokerController:
 
     async def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
         """Store ``msgs``; on a SYNC_MASTER the answer waits until a slave holds them too (unless the producer
-        said not to wait: the WAIT property, as Java's needHandleHA)."""
+        said not to wait: the WAIT property, as Java's needHandleHA). A slave stores no message."""
+        if self.broker_config.broker_role is BrokerRole.SLAVE:
+            return self._slave_put_refused()
         if self._put_executor is None:
             result = self.store.put_messages(msgs)
         else:

@@ -1,9 +1,10 @@
 """BrokerConfig, and reading a RocketMQ broker .properties file (``mqbroker -c``) into it and MessageStoreConfig.
 
 The file is parsed once (Java ``Properties.load`` syntax), then each key goes to every config that knows it, as
-BrokerStartup's ``MixAll.properties2Object`` calls do; keys neither knows are kept in ``BrokerConfig.extra`` and
-logged at debug, since Apache's broker ignores them too (Netty, ACL and metrics keys land there). Unlike Java, a
-value that does not parse is an error naming the key, not a silently kept default.
+BrokerStartup's ``MixAll.properties2Object`` calls do; keys neither knows are kept in ``BrokerConfig.extra``. No key
+is ignored silently: ``config_keys.py`` refuses those that would turn on what rmq does not have (``aclEnable=true``)
+and the others (Netty, thread pool and metrics keys...) are named in one WARNING line. Unlike Java, a value that
+does not parse is an error naming the key, not a silently kept default.
 
 Keys are RocketMQ's camelCase names, fields are snake_case; the conversion helpers are broker/store/config.py's.
 Examples:
@@ -28,11 +29,13 @@ from broker.common.message import local_address
 from broker.common.properties import parse_fields, read_properties, to_camel
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.common.validation import RMQ_SYS_TRACE_TOPIC
+from broker.server.config_keys import check_keys, warning_line
 from broker.store.config import BrokerRole, MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID
 
 
 def _default_broker_name() -> str:
@@ -51,7 +54,8 @@ class BrokerConfig:
 
     Left out on purpose (read the Java class for them): thread-pool sizes and queue capacities, pop/revive tuning
     (except reviveQueueNum, which sizes a system topic), ACL, metrics, controller/DLedger/container mode, cold-data
-    control, lite topics, tiered storage, split registration and the name-server address lookup services.
+    control, lite topics, tiered storage, split registration and the name-server address lookup services (a file
+    that sets them is refused or warned about: ``config_keys.py``).
 
     Two deliberate differences: ``listenPort`` defaults to 10911, the port BrokerStartup gives NettyServerConfig
     (Java's BrokerConfig.listenPort, 6888, is only used in broker-container mode), and ``brokerRole`` and
@@ -78,9 +82,11 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000  # ms between consumerOffset.json writes
     reject_transaction_message: bool = False
     long_polling_enable: bool = True
-    slave_read_enable: bool = False  # pulls may go to (and be answered by) a slave
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True
+    region_id: str = DEFAULT_REGION_ID  # MSG_REGION of every stored message and send answer
+    slave_read_enable: bool = False  # pulls may go to (and be answered by) a slave
+    trace_on: bool = True  # TRACE_ON of every stored message and send answer
     register_broker_timeout_mills: int = 24000
     filter_support_retry: bool = False
     enable_property_filter: bool = False
@@ -95,6 +101,10 @@ class BrokerConfig:
     use_server_side_reset_offset: bool = True
     channel_expired_timeout: int = 120_000  # ms without heartbeat before a client channel is dropped
     enable_create_sys_group: bool = True
+    # rmq only (Apache's broker has no such key): ms between a slave's full metadata syncs from its master; the
+    # checks run every min(3 s, interval / 4), the first after min(10 s, interval), as Apache's fixed schedule does
+    # with the default.
+    slave_synchronize_interval: int = 60_000
     # MessageStoreConfig keys in Java
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
@@ -142,6 +152,12 @@ def _store_keys() -> frozenset[str]:
     return frozenset(MessageStoreConfig().to_properties())
 
 
+@functools.cache
+def _declared_defaults() -> dict[str, str]:
+    """Every key a config has a field for, with its default as -p prints it (machine-dependent ones included)."""
+    return {**MessageStoreConfig().to_properties(), **BrokerConfig().to_properties()}
+
+
 def _format_value(value: object) -> str:
     """As Java prints a field: booleans lower case, enums by name."""
     if isinstance(value, bool):
@@ -179,11 +195,13 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
 
 
 def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, MessageStoreConfig]:
-    """Give each key to every config that knows it (as Java does), keep the rest in ``BrokerConfig.extra``."""
+    """Give each key to every config that knows it (as Java does), keep the rest in ``BrokerConfig.extra``; refuse
+    or warn about the keys rmq does not act on (``config_keys.py``)."""
     broker_keys, store_keys = _broker_keys(), _store_keys()
+    warned = check_keys(props, _declared_defaults())
+    if warned:
+        log.warning("%s", warning_line(warned))
     extra = {k: v for k, v in props.items() if k not in broker_keys and k not in store_keys}
-    for key in extra:
-        log.debug("broker config key %s is not used by rmq; ignored", key)
     broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
     broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})

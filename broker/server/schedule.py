@@ -374,6 +374,13 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
         self.skip_delivered()
         return True
 
+    def sync_delay_offset(self, text: str) -> None:
+        """A slave's copy of its master's delayOffset.json (SlaveSynchronize.syncDelayOffset): the master's text
+        written as the file, then read back as loadWhenSyncDelayOffset does (its offsets over ours, its
+        DataVersion; no correction against the queues, which a slave's service never delivers from)."""
+        write_atomic(self.path, text)
+        ConfigManager.load(self)
+
     def correct_delay_offset(self) -> None:
         for level, offset in list(self.offset_table.items()):
             cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))

@@ -66,6 +66,7 @@ class MessageStoreConfig:
     # A pull whose backlog exceeds this percentage of physical memory is sent to a slave (slaveReadEnable); the
     # broker lowers it by 10 on a slave, as BrokerStartup does.
     access_message_in_memory_max_ratio: int = 40
+    flush_delay_offset_interval: int = 10_000  # ms between delayOffset.json writes (the schedule service)
     # -- replication (RocketMQ's DefaultHAService); the broker's role is BrokerConfig.brokerRole
     ha_listen_port: int = 0  # 0 (Java's BrokerStartup default): listenPort + 1
     ha_send_heartbeat_interval: int = 5000  # ms: a slave reports, a master heartbeats, at least this often

@@ -63,6 +63,26 @@ MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 MAX_FILTER_UNITS = 16000 // CQ_UNIT_SIZE
 
 
+def total_physical_memory_size() -> int:
+    """StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE: the machine's memory in bytes (24 GiB when the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 24 * 1024 ** 3
+
+
+def suggest_pulling_from_slave(max_offset_py: int, max_phy_offset_pulling: int, ratio_percent: int,
+                               total_memory: int) -> bool:
+    """getMessage's suggestPullingFromSlave: what is left behind the last record a pull looked at is more than
+    ``ratio_percent`` (accessMessageInMemoryMaxRatio) of memory, so the reader is reading from disk.
+
+    Examples:
+        >>> suggest_pulling_from_slave(10_000, 5_000, 40, 10_000), suggest_pulling_from_slave(10_000, 5_000, 60, 10_000)
+        (True, False)
+    """
+    return max_offset_py - max_phy_offset_pulling > int(total_memory * (ratio_percent / 100.0))
+
+
 class MessageFilter(Protocol):
     """Decides which messages a pull returns: first on the ConsumeQueue tagsCode, then on the whole record."""
 
@@ -95,6 +115,7 @@ class MessageStore:
             else DispatchProcess(config, self.commit_log.queue, self.consume_queues, self.index, self.reput,
                                  self._index_checkpoint))
         self._disk_usage = disk_usage
+        self._total_memory = total_physical_memory_size()
         self._services: list = []
         self.group_commit: GroupCommitService | None = None
         self.cleaner: CleanCommitLogService | None = None
@@ -243,21 +264,28 @@ class MessageStore:
         if offset > max_offset:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        self._collect(cq, offset, max_msg_nums, min(max(max_total_size, 100), MAX_PULL_MSG_SIZE), message_filter,
-                      result)
+        max_offset_py = self.commit_log.max_offset
+        pulling = self._collect(cq, offset, max_msg_nums, min(max(max_total_size, 100), MAX_PULL_MSG_SIZE),
+                                message_filter, result)
+        result.suggest_pulling_from_slave = suggest_pulling_from_slave(
+            max_offset_py, pulling, self.config.access_message_in_memory_max_ratio, self._total_memory)
         return result
 
     def _collect(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
-                 message_filter: MessageFilter | None, result: GetMessageResult) -> None:
-        if (message_filter is None or message_filter.match_all) and self._collect_spans(cq, offset, max_msg_nums,
-                                                                                          max_size, result):
-            return
+                 message_filter: MessageFilter | None, result: GetMessageResult) -> int:
+        """Fill ``result``; returns the CommitLog offset of the last unit looked at (Java's maxPhyOffsetPulling)."""
+        if message_filter is None or message_filter.match_all:
+            pulling = self._collect_spans(cq, offset, max_msg_nums, max_size, result)
+            if pulling is not None:
+                return pulling
         scan = max(MAX_FILTER_UNITS, max_msg_nums)
         total = 0
+        pulling = 0
         skip_below = -1  # after a removed record: skip units until the next CommitLog file
         for index, unit in enumerate(cq.iter_units(offset, scan), start=offset):
             if result.buffers and self._batch_full(unit.size, max_msg_nums, max_size, total, len(result.buffers)):
                 break
+            pulling = unit.commit_log_offset
             result.next_begin_offset = index + 1
             if unit.commit_log_offset < skip_below or is_blank(unit):
                 continue
@@ -276,23 +304,24 @@ class MessageStore:
             result.queue_offsets.append(index)
             result.status = GetMessageStatus.FOUND
             total += len(data)
+        return pulling
 
     def _collect_spans(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
-                       result: GetMessageResult) -> bool:
+                       result: GetMessageResult) -> int | None:
         """The unfiltered pull in bulk: the units read as one array, and each run of records that lie back to back
         in one CommitLog file taken as one view of the mapped file, not copied (a producer's batch is such a run).
-        False, with ``result`` untouched, when a unit is blank or a record is gone: the unit-by-unit path knows what
-        to do then."""
+        Returns the last record's CommitLog offset; None, with ``result`` untouched, when a unit is blank or a record
+        is gone: the unit-by-unit path knows what to do then."""
         config = self.config
         units = np.frombuffer(cq.read_units(offset, max(1, min(max_msg_nums,
                                                                 config.max_transfer_count_on_message_in_memory))),
                               CQ_UNIT_DTYPE)
         if not len(units):
-            return False
+            return None
         phys = units["commit_log_offset"].astype(np.int64)
         sizes = units["size"].astype(np.int64)
         if phys[0] < self.commit_log.min_offset or (sizes == BLANK_UNIT.size).any():
-            return False
+            return None
         byte_cap = min(max_size, config.max_transfer_bytes_on_message_in_memory)
         count = max(1, int(np.searchsorted(np.cumsum(sizes), byte_cap, side="right")))
         phys, sizes = phys[:count], sizes[:count]
@@ -305,7 +334,7 @@ class MessageStore:
             data = self.commit_log.read_view(int(phys[first]), int(phys[end - 1] + sizes[end - 1] - phys[first]))
             if data is None:
                 if first == 0:
-                    return False
+                    return None
                 count = first
                 break
             buffers.append(data)
@@ -313,7 +342,7 @@ class MessageStore:
         result.queue_offsets = list(range(offset, offset + count))
         result.next_begin_offset = offset + count
         result.status = GetMessageStatus.FOUND
-        return True
+        return int(phys[count - 1])
 
     def _batch_full(self, size: int, max_msg_nums: int, max_size: int, total: int, count: int) -> bool:
         return (count >= max_msg_nums or total + size > max_size

@@ -99,6 +99,9 @@ class GetMessageResult:
     max_offset: int
     buffers: list[bytes | memoryview] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
+    # The reader is so far behind the CommitLog's end that its reads come from disk (accessMessageInMemoryMaxRatio):
+    # with slaveReadEnable the broker sends its next pulls to a slave.
+    suggest_pulling_from_slave: bool = False
 
     @property
     def message_count(self) -> int:

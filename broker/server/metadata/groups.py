@@ -152,6 +152,24 @@ class SubscriptionGroupManager(ConfigManager[GroupTables]):
         self._changed()
         return True
 
+    def sync_from_master(self, configs: Mapping[str, SubscriptionGroupConfig], version: DataVersion) -> bool:
+        """A slave's copy of its master's groups (SlaveSynchronize.syncSubscriptionGroupConfig), as topics.py's
+        ``sync_from_master``: replaced unless the DataVersions are equal (False), persisted (raises OSError), the
+        DataVersion bumped as Java's loop bumps it. Java's loop also drops the forbidden bits of every group we had
+        (the master's are not copied); so does this."""
+        with self._lock:
+            if self._data_version == version:
+                return False
+            bumps = sum(1 for group in self._table if group in configs) + len(configs)
+            for group in self._table:
+                self._forbidden.pop(group, None)
+            self._table = dict(configs)
+            self._data_version = version
+            for _ in range(bumps):
+                self._bump()
+        self.persist()
+        return True
+
     # -- forbidden bits (a group may be barred from a topic, one bit per reason) --------------------------------------
 
     def get_forbidden(self, group: str, topic: str) -> int:

@@ -164,6 +164,15 @@ class ConsumerOffsetManager(ConfigManager[OffsetTables]):
             if table is not None:
                 self._offsets[topic_at_group(topic, dest_group)] = dict(table)
 
+    def sync_from_master(self, table: dict[str, dict[int, int]], version: DataVersion) -> None:
+        """A slave's copy of its master's offsets (SlaveSynchronize.syncConsumerOffset): each topic@group the master
+        has replaces ours (Java's putAll; ours it lacks stay), its DataVersion is taken, and the file persisted
+        (raises OSError)."""
+        with self._lock:
+            self._offsets.update({key: dict(queues) for key, queues in table.items()})
+            self._data_version = version
+        self.persist()
+
     # -- server-side reset --------------------------------------------------------------------------------------------
 
     def assign_reset_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:

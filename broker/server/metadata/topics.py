@@ -334,6 +334,25 @@ class TopicConfigManager(ConfigManager[TopicTables]):
         self._changed()
         return True
 
+    def sync_from_master(self, configs: Mapping[str, TopicConfig], version: DataVersion) -> bool:
+        """A slave's copy of its master's table (SlaveSynchronize.syncTopicConfig): unless the DataVersions are
+        equal (False), the master's topics replace ours, those it lacks deleted, and the table is persisted (raises
+        OSError). Nothing is registered: the next periodic registration carries the new table.
+
+        The DataVersion ends where Java's does: the master's, bumped once per topic of ours the master also has
+        (Java's loop deletes every topic, then puts the master's back) and once per topic put. So it differs from
+        the master's again, and every sync replaces the table, as on Apache's slave."""
+        with self._lock:
+            if self._data_version == version:
+                return False
+            bumps = sum(1 for topic in self._table if topic in configs) + len(configs)
+            self._table = dict(configs)
+            self._data_version = version
+            for _ in range(bumps):
+                self._bump()
+        self.persist()
+        return True
+
     # -- JSON ---------------------------------------------------------------------------------------------------------
 
     def build_serialize_wrapper(self) -> dict[str, Any]:

@@ -18,8 +18,10 @@ from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
 from broker.remoting.headers import HeaderError
+from broker.server.config import BrokerRole
 
 if TYPE_CHECKING:
+    from broker.server.config import BrokerConfig
     from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,27 @@ DISPATCH_WAIT_POLLS = 200  # of 1 ms: how long a max-offset query waits for disp
 
 
 class RequestProcessor(Protocol):
-    """A processor of one request family (Java's NettyRequestProcessor): the handler of each code it serves."""
+    """A processor of one request family (Java's NettyRequestProcessor): the handler of each code it serves. One
+    that may turn requests away also has ``reject_request`` (RejectingProcessor); the others reject nothing."""
 
     def handlers(self) -> Mapping[int, Handler]: ...
+
+
+class RejectingProcessor(RequestProcessor, Protocol):
+    def reject_request(self) -> bool:
+        """NettyRequestProcessor.rejectRequest: True answers every request SYSTEM_BUSY ([REJECTREQUEST]) before any
+        handler runs (broker.remoting.server)."""
+        ...
+
+
+def is_slave(broker_config: BrokerConfig) -> bool:
+    return broker_config.broker_role is BrokerRole.SLAVE
+
+
+def sends_rejected(broker_config: BrokerConfig) -> bool:
+    """SendMessageProcessor.rejectRequest, for sends and send-backs: a slave stores no message (an rmq slave never
+    acts as master). Java also rejects while the OS page cache is busy, which rmq does not measure."""
+    return is_slave(broker_config)
 
 
 class ProcessorFamily:

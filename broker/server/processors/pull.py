@@ -19,6 +19,13 @@ GetMessageStatus -> response code (composeResponseHeader; the remark is the stat
 SQL92 subscriptions (``_message_filter``) are filtered on each record's properties when enablePropertyFilter is on,
 and refused as Java refuses them when it is off.
 
+Which broker the consumer should pull from next (suggestWhichBrokerId, ``suggest_which_broker_id``) follows 5.3.3's
+composeResponseHeader: the master unless slaveReadEnable; then the group's whichBrokerWhenConsumeSlowly when the
+store says the reader is behind by more than accessMessageInMemoryMaxRatio of memory, else the group's brokerId. A
+slave that is not so behind sends the reader back to the master, and answers what it did not find with
+PULL_RETRY_IMMEDIATELY (so the reader asks the master at once instead of waiting on a slave). A slave without
+slaveReadEnable rejects every pull ([REJECTREQUEST] SYSTEM_BUSY, ``reject_request``).
+
 Not modelled yet: broadcast offsets kept by the broker (enableBroadcastOffsetStore), cold-data flow control, static
 topics and consume hooks.
 """
@@ -54,7 +61,14 @@ from broker.server.filter.message_filter import (
     is_tag_type,
 )
 from broker.server.long_polling import PullRequest, PullRequestHoldService
-from broker.server.processors.common import INDEX_PERM_READ, MASTER_ID, Handler, bad_header_response, suggest_todo
+from broker.server.processors.common import (
+    INDEX_PERM_READ,
+    MASTER_ID,
+    Handler,
+    bad_header_response,
+    is_slave,
+    suggest_todo,
+)
 from broker.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
@@ -104,6 +118,44 @@ def pull_response_code(status: GetMessageStatus, request_offset: int) -> Respons
     return _CODES[status]
 
 
+def suggest_which_broker_id(broker_config: BrokerConfig, group_config: SubscriptionGroupConfig, *, found: bool,
+                            suggest_pulling_from_slave: bool,
+                            min_broker_id_in_group: int = MASTER_ID) -> tuple[int, bool]:
+    """composeResponseHeader (5.3.3): the broker id the reader should pull from next, and whether the answer's code
+    becomes PULL_RETRY_IMMEDIATELY (a slave sending the reader back to the master with nothing found).
+    ``min_broker_id_in_group`` is the master's id unless a slave acts as master, which rmq never does.
+
+    Examples:
+        >>> from broker.server.config import BrokerConfig, BrokerRole
+        >>> slave = BrokerConfig(broker_id=1, broker_role=BrokerRole.SLAVE, slave_read_enable=True)
+        >>> suggest_which_broker_id(slave, SubscriptionGroupConfig("g"), found=False, suggest_pulling_from_slave=False)
+        (0, True)
+    """
+    if broker_config.slave_read_enable:
+        suggested = (group_config.which_broker_when_consume_slowly if suggest_pulling_from_slave
+                     else group_config.broker_id)
+    else:
+        suggested = MASTER_ID
+    if broker_config.broker_id != MASTER_ID and not suggest_pulling_from_slave \
+            and min_broker_id_in_group == MASTER_ID:
+        return MASTER_ID, not found
+    return suggested, False
+
+
+# Statuses whose nextBeginOffset the store corrects (DefaultMessageStore.nextOffsetCorrection): a slave does not
+# (offsetCheckInSlave is false, and rmq refuses true), so a reader sent back to the master keeps its offset.
+_CORRECTED_ON_MASTER_ONLY = frozenset({
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
+
+
+def uncorrect_on_slave(result: GetMessageResult, request_offset: int) -> None:
+    """nextOffsetCorrection on a slave: the request's offset stands (the store, which does not know the broker's
+    role, corrected it as a master's does)."""
+    if result.status in _CORRECTED_ON_MASTER_ONLY:
+        result.next_begin_offset = request_offset
+
+
 class PullMessageProcessor:
     """The pull processor of one broker, and its PullRequestHoldService. Create it on the broker's event loop.
 
@@ -125,6 +177,7 @@ class PullMessageProcessor:
         self.consumer_manager = consumer_manager
         self.consumer_filter_manager = consumer_filter_manager
         self.stats = stats
+        self._slave = is_slave(broker_config)
         self._loop = asyncio.get_running_loop()
         self.hold_service = PullRequestHoldService(store, self.execute_request_when_wakeup, self._loop)
         self._replies: set[asyncio.Task[None]] = set()
@@ -142,6 +195,10 @@ class PullMessageProcessor:
 
     def handlers(self) -> dict[int, Handler]:
         return {code: self.process for code in PULL_CODES}
+
+    def reject_request(self) -> bool:
+        """PullMessageProcessor.rejectRequest: a slave serves pulls only with slaveReadEnable."""
+        return is_slave(self.broker_config) and not self.broker_config.slave_read_enable
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process_request(conn, request, suspendable=True)
@@ -170,12 +227,19 @@ class PullMessageProcessor:
         result = self.store.get_message(header.consumer_group, header.topic, header.queue_id,
                                                    header.queue_offset, header.max_msg_nums,
                                                    message_filter=message_filter)
+        if self._slave:
+            uncorrect_on_slave(result, header.queue_offset)
         code = self._result_code(header, result)
+        suggested, retry = suggest_which_broker_id(self.broker_config, group_config,
+                                                   found=result.status is GetMessageStatus.FOUND,
+                                                   suggest_pulling_from_slave=result.suggest_pulling_from_slave)
+        if retry:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
         self._try_commit_offset(conn, header, suspendable)
         if code == ResponseCode.PULL_NOT_FOUND and suspendable and header.sys_flag & _SUSPEND:
             self._suspend(conn, request, header, subscription, message_filter)
             return None
-        header_ext = self._response_header(result, topic_config, group_config).to_ext()
+        header_ext = self._response_header(result, topic_config, group_config, suggested).to_ext()
         body: bytes | tuple[Buffer, ...] = b""
         if code == ResponseCode.SUCCESS:
             body = tuple(result.buffers)  # views of the CommitLog, framed and written without a copy
@@ -310,13 +374,15 @@ class PullMessageProcessor:
                                topic_config: TopicConfig, group_config: SubscriptionGroupConfig) -> RemotingCommand:
         store = self.store
         log.info("the queue under pulling was previously reset to start from %d", reset)
+        suggested, retry = suggest_which_broker_id(self.broker_config, group_config, found=False,
+                                                   suggest_pulling_from_slave=False)
         response_header = PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID, next_begin_offset=reset,
+            suggest_which_broker_id=suggested, next_begin_offset=reset,
             min_offset=store.min_offset_in_queue(header.topic, header.queue_id),
             max_offset=store.max_offset_in_queue(header.topic, header.queue_id),
             topic_sys_flag=topic_config.topic_sys_flag, group_sys_flag=group_config.group_sys_flag)
-        return create_response(request, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET",
-                               ext_fields=response_header.to_ext())
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY if retry else ResponseCode.PULL_OFFSET_MOVED
+        return create_response(request, code, "OFFSET_RESET", ext_fields=response_header.to_ext())
 
     def _result_code(self, header: PullMessageRequestHeader, result: GetMessageResult) -> ResponseCode:
         code = pull_response_code(result.status, header.queue_offset)
@@ -327,11 +393,10 @@ class PullMessageProcessor:
         return code
 
     @staticmethod
-    def _response_header(result: GetMessageResult, topic_config: TopicConfig,
-                         group_config: SubscriptionGroupConfig) -> PullMessageResponseHeader:
-        """suggestWhichBrokerId is the master: slaveReadEnable is off and this broker is a master."""
+    def _response_header(result: GetMessageResult, topic_config: TopicConfig, group_config: SubscriptionGroupConfig,
+                         suggested: int) -> PullMessageResponseHeader:
         return PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,
+            suggest_which_broker_id=suggested, next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset, max_offset=result.max_offset,
             topic_sys_flag=topic_config.topic_sys_flag, group_sys_flag=group_config.group_sys_flag)
 

@@ -17,11 +17,12 @@ MODULES = ("send", "pull", "client_manage", "consumer_manage", "admin", "send_ba
 def register_all(server: RemotingServer,
                  builders: Mapping[str, Callable[[], RequestProcessor]]) -> dict[str, RequestProcessor]:
     """Build the processors MODULES names (``builders``: name -> a function that builds it) and register their
-    handlers on ``server``; returns them by name."""
+    handlers on ``server``, with the processor's ``reject_request`` if it has one; returns them by name."""
     processors = {}
     for name in MODULES:
         processor = builders[name]()
+        reject_request = getattr(processor, "reject_request", None)  # RejectingProcessor
         for code, handler in processor.handlers().items():
-            server.register_processor(code, handler)
+            server.register_processor(code, handler, reject_request)
         processors[name] = processor
     return processors

@@ -56,6 +56,7 @@ from broker.server.processors.common import (
     V3_4_9,
     Handler,
     bad_header_response,
+    sends_rejected,
     suggest_todo,
 )
 from broker.server.transaction.bridge import half_message  # transactions
@@ -74,7 +75,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID, BrokerConfig.regionId's default
 CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
@@ -145,9 +145,8 @@ class SendMessageProcessor:
         self.schedule_message_service = schedule_message_service
         self.transactional_message_service = transactional_message_service
         self.put_messages = put_messages
-        extra = broker_config.extra
-        self.region_id = extra.get("regionId", DEFAULT_REGION_ID)
-        self.trace_on = "false" if extra.get("traceOn", "true").strip().lower() == "false" else "true"
+        self.region_id = broker_config.region_id
+        self.trace_on = "true" if broker_config.trace_on else "false"
         self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
         self.max_bytes_in_flight = MAX_BYTES_IN_FLIGHT if max_bytes_in_flight is None else max_bytes_in_flight
         self.puts_in_flight = 0
@@ -155,6 +154,11 @@ class SendMessageProcessor:
 
     def handlers(self) -> dict[int, Handler]:
         return {code: self.process for code in SEND_CODES}
+
+    def reject_request(self) -> bool:
+        """A slave turns every send away before it is parsed ([REJECTREQUEST] SYSTEM_BUSY): nothing is stored and no
+        topic is created."""
+        return sends_rejected(self.broker_config)
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -39,7 +39,14 @@ from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import ConsumerSendMsgBackRequestHeader, HeaderError
 from broker.server.message_properties import java_ordered
 from broker.server.metadata.groups import SubscriptionGroupConfig
-from broker.server.processors.common import TOPIC_SYS_FLAG_UNIT_SUB, V3_4_9, Handler, bad_header_response, suggest_todo
+from broker.server.processors.common import (
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    V3_4_9,
+    Handler,
+    bad_header_response,
+    sends_rejected,
+    suggest_todo,
+)
 from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageStatus
 
@@ -72,6 +79,11 @@ class SendMessageBackProcessor:
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.process}
+
+    def reject_request(self) -> bool:
+        """Java registers CONSUMER_SEND_MSG_BACK with the SendMessageProcessor: a slave rejects it as it rejects
+        sends."""
+        return sends_rejected(self.broker_config)
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -204,4 +204,79 @@ def test_format_config_reads_back_as_the_same_configs(tmp_path, broker_config):
     broker = dataclasses.replace(broker_config, trace_topic_enable=True, broker_role=BrokerRole.SYNC_MASTER)
     store = MessageStoreConfig(store_path_root_dir="/s", flush_disk_type=FlushDiskType.SYNC_FLUSH)
     again_broker, again_store = load_broker_config(write(tmp_path, format_config(broker, store)))
-    assert again_broker == broker and again_store == store
+    assert again_broker == broker
+    assert again_store == dataclasses.replace(store, ha_listen_port=broker.listen_port + 1)  # 0 means listenPort + 1
+
+
+# -- keys rmq does not act on (server/config_keys.py) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ("aclEnable=true", "aclEnable"),
+        ("authenticationEnabled = TRUE", "authenticationEnabled"),
+        ("enableDLegerCommitLog=true", "enableDLegerCommitLog"),
+        ("enableControllerMode=true", "enableControllerMode"),
+        ("duplicationEnable=true", "duplicationEnable"),
+        ("enableSlaveActingMaster=true", "enableSlaveActingMaster"),
+        ("offsetCheckInSlave=true", "offsetCheckInSlave"),
+        ("enableLmq=true", "enableLmq"),
+        ("messageStorePlugIn=com.example.Plugin", "messageStorePlugIn"),
+        ("storeType=defaultRocksDB", "storeType"),
+        ("litePullMessageEnable=false", "litePullMessageEnable"),
+    ],
+)
+def test_keys_turning_on_what_rmq_lacks_are_refused(tmp_path, line, key):
+    with pytest.raises(ConfigError, match=f"^{key}=.* is refused: .*rmq") as raised:
+        load_broker_config(write(tmp_path, line + "\n"))
+    assert "remove the key or" in str(raised.value)
+
+
+def test_refused_keys_set_to_what_rmq_does_are_accepted_quietly(tmp_path, caplog):
+    path = write(tmp_path, "aclEnable=false\nenableDLegerCommitLog=false\nstoreType=default\nmessageStorePlugIn=\n"
+                           "litePullMessageEnable=true\nenableControllerMode = false\n")
+    with caplog.at_level("WARNING", logger="broker.server.config"):
+        broker, _ = load_broker_config(path)
+    assert caplog.records == []
+    assert "aclEnable" in broker.extra  # kept as read, never acted on
+
+
+def test_ignored_keys_are_named_in_one_warning_with_their_family(tmp_path, caplog):
+    path = write(tmp_path, "serverWorkerThreads=8\nsendMessageThreadPoolNums=4\nclientChannelMaxIdleTimeSeconds=60\n"
+                           "metricsExporterType=OTLP_GRPC\npopPollingSize=10\ntimerWheelEnable=true\n"
+                           "transientStorePoolEnable=true\nbrokerIp1=typo\ncompressedRegister=true\n"
+                           "brokerName=b\nreviveQueueNum=4\n")
+    with caplog.at_level("WARNING", logger="broker.server.config"):
+        broker, _ = load_broker_config(path)
+    assert len(caplog.records) == 1
+    line = caplog.records[0].getMessage()
+    for named in ("serverWorkerThreads (thread pool)", "sendMessageThreadPoolNums (thread pool)",
+                  "clientChannelMaxIdleTimeSeconds (Netty option)", "metricsExporterType (metrics and statistics)",
+                  "popPollingSize (pop consumption)", "timerWheelEnable (timer wheel)",
+                  "transientStorePoolEnable (store tuning)", "brokerIp1 (not a key rmq knows)",
+                  "compressedRegister (declared, not acted on)"):
+        assert named in line
+    assert "brokerName" not in line and "reviveQueueNum" not in line  # acted on
+    assert broker.compressed_register is True  # still read: -p prints what the file said
+
+
+def test_check_keys_is_one_table():
+    from broker.server.config_keys import REFUSED, UNKNOWN, check_keys, family_of
+
+    assert len({rule.key for rule in REFUSED}) == len(REFUSED)
+    assert family_of("serverSelectorThreads") == "thread pool"
+    assert family_of("noSuchKey") == UNKNOWN
+    assert check_keys({"brokerName": "a"}, {"brokerName": "b"}) == []
+    assert check_keys({"forceRegister": "false"}, {"forceRegister": "true"}) == [
+        ("forceRegister", "declared, not acted on")]
+    assert check_keys({"forceRegister": "true"}, {"forceRegister": "true"}) == []  # what rmq does anyway
+
+
+def test_promoted_keys_are_fields(tmp_path):
+    broker, store = load_broker_config(write(tmp_path, "regionId=eu\ntraceOn=false\nflushDelayOffsetInterval=500\n"
+                                                       "slaveSynchronizeInterval=1000\n"))
+    assert (broker.region_id, broker.trace_on, broker.slave_synchronize_interval) == ("eu", False, 1000)
+    assert store.flush_delay_offset_interval == 500 and broker.extra == {}
+    lines = set(format_config(broker, store).splitlines())
+    assert {"regionId=eu", "traceOn=false", "slaveSynchronizeInterval=1000", "flushDelayOffsetInterval=500"} <= lines

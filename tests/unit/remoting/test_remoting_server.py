@@ -59,6 +59,33 @@ def test_unknown_codes_get_javas_exact_not_supported_answer_until_a_default_proc
     run(scenario())
 
 
+def test_a_rejecting_processor_gets_javas_system_busy_answer_before_it_runs() -> None:
+    async def scenario() -> None:
+        rejecting = [True]
+        seen: list[int] = []
+
+        async def counted(conn, request: RemotingCommand) -> RemotingCommand:
+            seen.append(request.code)
+            return await heartbeat(conn, request)
+
+        async with server() as srv, RemotingClient() as client:
+            srv.register_processor(RequestCode.SEND_MESSAGE_V2, counted, lambda: rejecting[0])
+            srv.register_default_processor(counted, lambda: rejecting[0])
+            for code in (RequestCode.SEND_MESSAGE_V2, 4242):
+                response = await client.invoke(srv.address, create_request(code, {"not": "parsed"}))
+                assert (response.code, response.remark) == (
+                    ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
+            assert seen == []
+            rejecting[0] = False
+            assert (await client.invoke(srv.address, create_request(RequestCode.SEND_MESSAGE_V2))).remark == "alive"
+            srv.register_processor(RequestCode.SEND_MESSAGE_V2, counted)  # no reject_request: never rejected
+            rejecting[0] = True
+            assert (await client.invoke(srv.address, create_request(RequestCode.SEND_MESSAGE_V2))).remark == "alive"
+            assert seen == [RequestCode.SEND_MESSAGE_V2] * 2
+
+    run(scenario())
+
+
 def test_a_processor_exception_becomes_system_error_with_its_text() -> None:
     async def scenario() -> None:
         async with server() as srv, RemotingClient() as client:
