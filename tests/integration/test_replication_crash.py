@@ -88,7 +88,7 @@ def test_no_acknowledged_message_is_lost_when_the_master_dies(tmp_path: Path) ->
             checked = 0
             for _ in range(ROUNDS):
                 # The slave reconnects (Java's HAClient retries every 5 s) before SEND_OK comes back.
-                wait_until("the pair acknowledges sends again", lambda: acked_count(writers) > checked, 30)
+                wait_until("the pair acknowledges sends again", lambda done=checked: acked_count(writers) > done, 30)
                 time.sleep(rng.uniform(0.2, 1.5))
                 master.kill()
                 acked = sorted(a for w in writers for a in w.acked)
