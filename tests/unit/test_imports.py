@@ -19,7 +19,8 @@ import pytest
 import broker
 
 REPO = Path(__file__).resolve().parents[2]
-SERVER_ROOMS = ("broker.server", "broker.namesrv", "broker.store", "broker.remoting.server", "broker.tools")
+SERVER_ROOMS = ("broker.server", "broker.namesrv", "broker.store", "broker.replication", "broker.remoting.server",
+                "broker.tools")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -43,7 +44,7 @@ def test_executors_and_clients_load_no_server_code(statement: str) -> None:
 def test_tools_load_no_broker_store_or_namesrv_code() -> None:
     """mqadmin speaks to brokers and NameServers through the wire bodies of broker.remoting, not the server's."""
     loaded = loaded_after("import broker.tools.mqadmin, broker.tools.messages")
-    server = [m for m in loaded if m.startswith(("broker.server", "broker.namesrv", "broker.store"))]
+    server = [m for m in loaded if m.startswith(("broker.server", "broker.namesrv", "broker.store", "broker.replication"))]
     assert server == [], server
     assert "broker.tools.admin" in loaded
 
@@ -81,7 +82,8 @@ ROOM_RULES = {
     "broker.namesrv": ("broker.common", "broker.remoting"),
     "broker.client": ("broker.common", "broker.remoting"),
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
-    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker._speedups"),
+    "broker.replication": ("broker.common", "broker.store"),
+    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker._speedups"),
     "connector": ("broker.common", "broker.remoting", "broker.client"),
 }
 

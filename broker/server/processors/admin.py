@@ -106,6 +106,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            RequestCode.GET_ALL_MESSAGE_REQUEST_MODE: self.get_all_message_request_mode,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
@@ -249,6 +250,12 @@ class AdminBrokerProcessor:
         """The schedule service's delivery progress per delay level, as delayOffset.json holds it."""
         return create_response(request, ResponseCode.SUCCESS,
                                body=json_body(self.schedule_message_service.to_json()))
+
+    async def get_all_message_request_mode(self, conn: RemotingConnection,
+                                           request: RemotingCommand) -> RemotingCommand:
+        """MessageRequestModeSerializeWrapper, which a slave's SlaveSynchronize asks for: rmq keeps no POP request
+        modes (SET_MESSAGE_REQUEST_MODE is not served), so the map is empty."""
+        return create_response(request, ResponseCode.SUCCESS, body=json_body({"messageRequestModeMap": {}}))
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """rmq keeps no BrokerStatsManager items: every stats name is unknown."""
