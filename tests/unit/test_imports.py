@@ -44,7 +44,8 @@ def test_executors_and_clients_load_no_server_code(statement: str) -> None:
 def test_tools_load_no_broker_store_or_namesrv_code() -> None:
     """mqadmin speaks to brokers and NameServers through the wire bodies of broker.remoting, not the server's."""
     loaded = loaded_after("import broker.tools.mqadmin, broker.tools.messages")
-    server = [m for m in loaded if m.startswith(("broker.server", "broker.namesrv", "broker.store", "broker.replication"))]
+    server = [m for m in loaded
+              if m.startswith(("broker.server", "broker.namesrv", "broker.store", "broker.replication"))]
     assert server == [], server
     assert "broker.tools.admin" in loaded
 
