@@ -45,9 +45,9 @@ GROUP = SubscriptionGroupConfig("g", broker_id=3, which_broker_when_consume_slow
         (MASTER, True, False, True, (3, False)),  # not behind: the group's brokerId
         (SLAVE, True, True, True, (2, False)),  # a slave keeps a slow reader
         (SLAVE, True, True, False, (2, False)),
-        (SLAVE, True, False, True, (0, False)),  # ... and sends one that caught up back to the master
-        (SLAVE, True, False, False, (0, True)),  # ... at once, when it found nothing
-        (SLAVE, False, False, False, (0, True)),
+        (SLAVE, True, False, True, (3, False)),  # ... and one that caught up gets the group's brokerId: a plain
+        (SLAVE, True, False, False, (3, False)),  # slave is its own min broker id (Java 5.5), so no redirect
+        (SLAVE, False, False, False, (0, False)),
     ],
 )
 def test_suggest_which_broker_id_follows_compose_response_header(config, slave_read, slow, found, expected):
@@ -55,10 +55,11 @@ def test_suggest_which_broker_id_follows_compose_response_header(config, slave_r
     assert suggest_which_broker_id(config, GROUP, found=found, suggest_pulling_from_slave=slow) == expected
 
 
-def test_a_slave_acting_as_master_would_keep_its_readers():
+def test_a_slave_whose_group_has_the_master_up_front_sends_readers_back():
+    """composeResponseHeader's redirect, reached only where the group's minimum broker id is the master's."""
     slave = dataclasses.replace(SLAVE, slave_read_enable=True)
     assert suggest_which_broker_id(slave, GROUP, found=False, suggest_pulling_from_slave=False,
-                                   min_broker_id_in_group=1) == (3, False)
+                                   min_broker_id_in_group=0) == (0, True)
 
 
 @pytest.mark.parametrize("status, kept", [

@@ -120,17 +120,20 @@ def pull_response_code(status: GetMessageStatus, request_offset: int) -> Respons
 
 def suggest_which_broker_id(broker_config: BrokerConfig, group_config: SubscriptionGroupConfig, *, found: bool,
                             suggest_pulling_from_slave: bool,
-                            min_broker_id_in_group: int = MASTER_ID) -> tuple[int, bool]:
-    """composeResponseHeader (5.3.3): the broker id the reader should pull from next, and whether the answer's code
+                            min_broker_id_in_group: int | None = None) -> tuple[int, bool]:
+    """composeResponseHeader: the broker id the reader should pull from next, and whether the answer's code
     becomes PULL_RETRY_IMMEDIATELY (a slave sending the reader back to the master with nothing found).
-    ``min_broker_id_in_group`` is the master's id unless a slave acts as master, which rmq never does.
+    ``min_broker_id_in_group`` is, as Java 5.5's getMinBrokerIdInGroup, this broker's own id unless a slave acts as
+    master (which rmq never does): so a plain slave never sends its readers back (observed on Apache 5.5.0).
 
     Examples:
         >>> from broker.server.config import BrokerConfig, BrokerRole
         >>> slave = BrokerConfig(broker_id=1, broker_role=BrokerRole.SLAVE, slave_read_enable=True)
         >>> suggest_which_broker_id(slave, SubscriptionGroupConfig("g"), found=False, suggest_pulling_from_slave=False)
-        (0, True)
+        (0, False)
     """
+    if min_broker_id_in_group is None:
+        min_broker_id_in_group = broker_config.broker_id
     if broker_config.slave_read_enable:
         suggested = (group_config.which_broker_when_consume_slowly if suggest_pulling_from_slave
                      else group_config.broker_id)
@@ -233,7 +236,8 @@ class PullMessageProcessor:
         suggested, retry = suggest_which_broker_id(self.broker_config, group_config,
                                                    found=result.status is GetMessageStatus.FOUND,
                                                    suggest_pulling_from_slave=result.suggest_pulling_from_slave)
-        if retry:
+        if retry or (self._slave and code == ResponseCode.PULL_OFFSET_MOVED):
+            # DefaultPullMessageResultHandler: a slave (offsetCheckInSlave=false) never moves a reader's offset
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         self._try_commit_offset(conn, header, suspendable)
         if code == ResponseCode.PULL_NOT_FOUND and suspendable and header.sys_flag & _SUSPEND:
