@@ -173,6 +173,16 @@ def test_repository_conf_is_a_working_single_node_config():
     assert broker.broker_name == "broker-a" and store.store_path_root_dir
 
 
+def test_repository_slave_conf_is_the_slave_of_that_broker():
+    master, master_store = load_broker_config(REPO_CONF)
+    slave, store = load_broker_config(REPO_CONF.with_name("broker-slave.conf"))
+    assert slave.extra == {}
+    assert (slave.broker_role, slave.broker_id, slave.broker_name) == (BrokerRole.SLAVE, 1, master.broker_name)
+    ports = {master.listen_port, master.listen_port - 2, master_store.ha_listen_port}
+    assert not ports & {slave.listen_port, slave.listen_port - 2, store.ha_listen_port}
+    assert store.store_path_root_dir != master_store.store_path_root_dir
+
+
 def test_delay_levels():
     assert parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")[-1] == 7_200_000
     assert BrokerConfig().delay_level_table()[:2] == (1000, 5000)
