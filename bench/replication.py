@@ -175,11 +175,14 @@ def catch_up(p: Pair, megabytes: int) -> float:
     p.slave.kill()
     before = max_offset(p.master)
     asyncio.run(fill(p.namesrv_addr, megabytes))
-    behind = max_offset(p.master) - before
-    begin = time.monotonic()
+    end = max_offset(p.master)
     p.slave = p.restart_slave()
+    begin, start = time.monotonic(), max_offset(p.slave)  # from the slave's boot on: what it copied since
     done = wait_caught_up(p)
-    return behind / 2**20 / (done - begin)
+    if end - start < (end - before) // 2:
+        print(f"catch-up: the slave copied {(end - before - (end - start)) / 2**20:.0f} MB while booting; "
+              f"use a larger --catch-up-mb", flush=True)
+    return (end - start) / 2**20 / (done - begin)
 
 
 def disk_write_mbps(directory: Path, megabytes: int) -> float:
