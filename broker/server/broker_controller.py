@@ -28,7 +28,7 @@ from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
 from broker.server.processors.admin import AdminBrokerProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
-from broker.server.processors.common import ProcessorFamily, RequestProcessor
+from broker.server.processors.common import MASTER_ID, ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
 from broker.server.processors.end_transaction import EndTransactionProcessor
 from broker.server.processors.group_admin import GroupAdminProcessor
@@ -229,7 +229,8 @@ class BrokerController:
             AdminBrokerProcessor(
                 broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
                 topic_config_manager=self.topic_config_manager, consumer_manager=self.consumer_manager,
-                schedule_message_service=self.schedule_message_service, broker_active=lambda: self.started),
+                schedule_message_service=self.schedule_message_service, broker_active=self._special_service_running,
+                ha_state=self.ha_service.runtime_state),
             TopicAdminProcessor(
                 broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
                 consumer_offset_manager=self.consumer_offset_manager,
@@ -237,6 +238,11 @@ class BrokerController:
             GroupAdminProcessor(subscription_group_manager=self.subscription_group_manager,
                                 consumer_offset_manager=self.consumer_offset_manager),
             QueryMessageProcessor(store=self.store))
+
+    def _special_service_running(self) -> bool:
+        """Java's isSpecialServiceRunning: a started master (brokerId 0) delivers delayed messages and checks
+        transactions; a slave does neither, so clusterList shows it as not activated."""
+        return self.started and self.broker_config.broker_id == MASTER_ID
 
     def _send_back_processor(self) -> SendMessageBackProcessor:
         return SendMessageBackProcessor(
