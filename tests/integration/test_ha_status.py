@@ -1,7 +1,7 @@
 """``mqadmin haStatus`` and ``clusterList`` on a master and its slave, our brokers as real processes: the master lists
 its slave (what it acknowledged, from where it is sent, in sync), the slave names its master's HA address and when
 it last read and reported, ``-c`` asks the cluster's masters, ``-i`` prints again every interval, and clusterList
-shows the pair as Java does (the slave not activated). One pair serves the whole module.
+shows the pair as Java does (the slave not activated, no client puts on it). One pair serves the whole module.
 """
 
 from __future__ import annotations
@@ -104,10 +104,16 @@ def test_interval_prints_again_until_stopped(pair: Pair) -> None:
     assert 2 <= out.count("#MasterAddr\t") <= 5, out
 
 
-def test_cluster_list_shows_the_slave_not_activated(pair: Pair) -> None:
+def test_cluster_list_shows_the_slave_not_activated_and_without_client_puts(pair: Pair) -> None:
     wait_until("the slave is in the cluster info",
                lambda: pair.slave.addr in mqadmin_ok("clusterList", "-n", pair.namesrv.addr))
     out = mqadmin_ok("clusterList", "-n", pair.namesrv.addr)
     rows = [line.split() for line in out.splitlines()[1:]]
     assert [(row[1], row[2], row[3], row[-1]) for row in rows] == [
         ("broker-a", "0", pair.master.addr, "true"), ("broker-a", "1", pair.slave.addr, "false")], out
+    more = mqadmin_ok("clusterList", "-n", pair.namesrv.addr, "-m")
+    assert [line.split()[4] for line in more.splitlines()[1:]] == ["20", "0"], more  # #InTotalToday
+    status = mqadmin_ok("brokerStatus", "-n", pair.namesrv.addr, "-b", pair.slave.addr)
+    # the slave's store counts the replicated puts as Java's reput does, its client puts are none
+    assert re.search(r"^putMessageTimesTotal +: 20$", status, re.M) and re.search(r"^msgPutTotalTodayNow +: 0$",
+                                                                                   status, re.M), status

@@ -167,6 +167,10 @@ def test_cluster_list_of_the_pair(pairs: dict[str, Pair]) -> None:
     ours, apache = both(pairs, "clusterList")
     assert ours == apache
     assert [line.split()[-1] for line in ours.splitlines()[1:]] == ["true", "false"]  # #ACTIVATED
+    ours, apache = both(pairs, "clusterList", "-m")
+    assert ours == apache
+    # #InTotalToday: what clients sent to the broker (BrokerStatsManager), none to the slave
+    assert [line.split()[4] for line in ours.splitlines()[1:]] == ["20", "0"]
 
 
 @pytest.mark.parametrize("which", ["master", "slave"])

@@ -47,6 +47,7 @@ from broker.server.processors.common import (
     success,
     wait_dispatched,
 )
+from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from broker.replication.runtime import HAState
@@ -211,6 +212,10 @@ class AdminBrokerProcessor:
     def _runtime_info(self) -> dict[str, str]:
         stats, store = self.stats, self.store
         puts = stats.put_total
+        # A slave's puts are its master's: Java's store stats count them as they are dispatched (putMessageTimesTotal,
+        # putTps), its BrokerStatsManager (msgPutTotal*) only what clients sent to this broker, none on a slave.
+        sent = (0, 0, 0) if self.broker_config.broker_role is BrokerRole.SLAVE else (
+            puts, stats.morning[0], stats.yesterday_morning[0])
         info = {
             "bootTimestamp": str(stats.boot_timestamp),
             "runtime": stats.runtime(),
@@ -221,9 +226,9 @@ class AdminBrokerProcessor:
             "putMessageAverageSize": repr(stats.put_size_total() / max(1, puts)),
             "putTps": stats.tps(1),
             "getTransferredTps": stats.tps(2),
-            "msgPutTotalTodayNow": str(puts),
-            "msgPutTotalTodayMorning": str(stats.morning[0]),
-            "msgPutTotalYesterdayMorning": str(stats.yesterday_morning[0]),
+            "msgPutTotalTodayNow": str(sent[0]),
+            "msgPutTotalTodayMorning": str(sent[1]),
+            "msgPutTotalYesterdayMorning": str(sent[2]),
             "msgGetTotalTodayNow": str(stats.get_total),
             "msgGetTotalTodayMorning": str(stats.morning[1]),
             "msgGetTotalYesterdayMorning": str(stats.yesterday_morning[1]),
