@@ -5,6 +5,10 @@ registered), reports its CommitLog max offset, and appends what the master sends
 end up byte-identical, and the slave's own dispatch builds its ConsumeQueues and IndexFile from them. It reports
 again after every read that appended bytes, and at least every haSendHeartbeatInterval. A frame that is not at its
 CommitLog end, or silence for haHousekeepingInterval, closes the connection; it connects again 5 s later.
+
+What ``mqadmin haStatus`` shows of a slave is kept as Java keeps it: the bytes read in the last second (headers
+included), and the times in ms of the last read and the last report. The read time is also set at each attempt to
+connect and is 0 while a connection is being closed; both start at the client's creation.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import socket
 import time
 
 from broker.common.errors import HAProtocolError
+from broker.replication.flow import FlowMonitor
 from broker.replication.protocol import REPORT, TransferDecoder
 from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
@@ -24,6 +29,10 @@ log = logging.getLogger(__name__)
 RECONNECT_WAIT_S = 5.0  # Java's closeMasterAndWait / a failed connectMaster
 CONNECT_TIMEOUT_S = 3.0
 SOCKET_TIMEOUT_S = 1.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -40,9 +49,10 @@ class HAClient(ServiceThread):
         self.config = config
         self.master_address = config.ha_master_address or None
         self.connected_to: str | None = None
-        self.last_read_timestamp = 0.0  # wall-clock seconds, for HA status
-        self.last_write_timestamp = 0.0
+        self.last_read_timestamp = now_ms()  # ms, for HA status (Java's lastReadTimestamp)
+        self.last_write_timestamp = now_ms()  # ms of the last report (Java's lastWriteTimestamp)
         self.reported_offset = -1
+        self.flow = FlowMonitor()  # bytes read from the master
 
     def update_master_address(self, addr: str | None) -> None:
         if addr != self.master_address:
@@ -56,6 +66,7 @@ class HAClient(ServiceThread):
             if not addr:
                 self.wait_for_running(RECONNECT_WAIT_S)
                 continue
+            self.last_read_timestamp = now_ms()  # Java's connectMaster sets it whether or not the connect succeeds
             try:
                 with socket.create_connection(split_address(addr), timeout=CONNECT_TIMEOUT_S) as sock:
                     log.info("HAClient connect to master %s", addr)
@@ -66,6 +77,8 @@ class HAClient(ServiceThread):
             except OSError as err:
                 log.warning("HAClient: connection with master %s: %s", addr, err)
             finally:
+                if self.connected_to is not None:
+                    self.last_read_timestamp = 0  # Java's closeMaster
                 self.connected_to = None
             if not self.is_stopped():
                 self.wait_for_running(RECONNECT_WAIT_S)
@@ -73,21 +86,21 @@ class HAClient(ServiceThread):
     def _report(self, sock: socket.socket, offset: int) -> None:
         sock.sendall(REPORT.pack(offset))
         self.reported_offset = offset
-        self.last_write_timestamp = time.time()
+        self.last_write_timestamp = now_ms()
 
     def _follow(self, sock: socket.socket, addr: str) -> None:
         """Report, then append the master's frames until the connection fails, goes silent or we stop."""
         sock.settimeout(SOCKET_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         store = self.store
-        heartbeat_s = self.config.ha_send_heartbeat_interval / 1000
+        heartbeat_ms = self.config.ha_send_heartbeat_interval
         housekeeping_s = self.config.ha_housekeeping_interval / 1000
         sync_flush = self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         decoder = TransferDecoder()
         self._report(sock, store.max_phy_offset)
         last_read = time.monotonic()
         while not self.is_stopped() and self.master_address == addr:
-            if time.time() - self.last_write_timestamp > heartbeat_s:
+            if now_ms() - self.last_write_timestamp > heartbeat_ms:
                 self._report(sock, self.reported_offset)
             try:
                 count = sock.recv_into(decoder.receive_into())
@@ -100,7 +113,8 @@ class HAClient(ServiceThread):
                 log.info("HAClient: master %s closed the connection", addr)
                 return
             last_read = time.monotonic()
-            self.last_read_timestamp = time.time()
+            self.flow.add(count)
+            self.last_read_timestamp = now_ms()
             decoder.received(count)
             appended = False
             for offset, body in decoder.frames():

@@ -5,6 +5,9 @@ holds (what SYNC_MASTER puts wait for). WriteSocketService sends the CommitLog f
 haTransferBatchSize bytes, straight from the mapped files, and a heartbeat after haSendHeartbeatInterval without
 data. A slave that reports nothing for haHousekeepingInterval, or reports an offset this master cannot serve
 (beyond its end, below its first file), loses the connection; the slave connects again and says where it is.
+
+Its FlowMonitor counts what Java's counts: the 12-byte frame headers written (data frames and heartbeats), not the
+CommitLog bytes after them, so ``mqadmin haStatus`` on a master shows the same #TransferSpeed as Apache's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.common.errors import HAProtocolError
+from broker.replication.flow import FlowMonitor
 from broker.replication.protocol import MASTER_READ_BUFFER_SIZE, TRANSFER_HEADER, ReportDecoder, heartbeat
 from broker.store.service_thread import ServiceThread
 
@@ -55,7 +59,8 @@ class HAConnection:
         self.client_address = client_address
         self.slave_request_offset = -1  # where the slave asked to start (its first report)
         self.slave_ack_offset = -1  # what the slave holds (its last report)
-        self.next_transfer_from_where = -1
+        self.next_transfer_from_where = -1  # the next offset to send (Java's getTransferFromWhere)
+        self.flow = FlowMonitor()  # frame header bytes sent (see the module docstring)
         self.created = time.time()
         self._closed = threading.Event()
         self._reader = ReadSocketService(self)
@@ -200,11 +205,13 @@ class WriteSocketService(ServiceThread):
             if data is None:
                 if time.monotonic() - last_write > heartbeat_s:
                     send_all(conn.sock, [heartbeat(conn.next_transfer_from_where)], stopped)
+                    conn.flow.add(TRANSFER_HEADER.size)
                     last_write = time.monotonic()
                 self.wait_for_running(IDLE_WAIT_S)
                 continue
             offset = conn.next_transfer_from_where
             send_all(conn.sock, [TRANSFER_HEADER.pack(offset, len(data)), data], stopped)
+            conn.flow.add(TRANSFER_HEADER.size)
             conn.next_transfer_from_where = offset + len(data)
             last_write = time.monotonic()
             conn.service.transferred(len(data))

@@ -21,6 +21,7 @@ import threading
 from broker.replication.group_transfer import GroupTransferService
 from broker.replication.ha_client import HAClient
 from broker.replication.ha_connection import SOCKET_TIMEOUT_S, HAConnection
+from broker.replication.runtime import ClientState, ConnectionState, HAState
 from broker.store.config import BrokerRole, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageStatus
@@ -145,6 +146,30 @@ class HAService:
         """A slave learns (or loses) its master's HA address; haMasterAddress in the config wins over it."""
         if self.ha_client is not None and not self.config.ha_master_address:
             self.ha_client.update_master_address(ha_address)
+
+    # -- status -----------------------------------------------------------------------------------------------------
+
+    def runtime_state(self) -> HAState:
+        """GET_BROKER_HA_STATUS (Java's getRuntimeInfo): a SLAVE reports its HAClient, any other role its slaves."""
+        put_where = self.store.max_phy_offset
+        client = self.ha_client
+        if client is not None:
+            checkpoint = self.store.checkpoint
+            return HAState(master=False, client=ClientState(
+                master_addr=client.master_address, max_offset=put_where,
+                last_read_timestamp=client.last_read_timestamp, last_write_timestamp=client.last_write_timestamp,
+                transferred_byte_in_second=client.flow.transferred_byte_in_second(),
+                master_flush_offset=checkpoint.value.master_flushed_offset if checkpoint is not None else 0))
+        with self._lock:
+            connections = list(self.connections)
+        gap = self.config.ha_max_gap_not_in_sync
+        states = tuple(ConnectionState(
+            addr=c.client_address, slave_ack_offset=c.slave_ack_offset, diff=put_where - c.slave_ack_offset,
+            in_sync=put_where - c.slave_ack_offset < gap,  # Java's isInSyncSlave: no check of a first report
+            transferred_byte_in_second=c.flow.transferred_byte_in_second(),
+            transfer_from_where=c.next_transfer_from_where) for c in connections)
+        return HAState(master=True, master_commit_log_max_offset=put_where,
+                       in_sync_slave_nums=sum(s.in_sync for s in states), connections=states)
 
     @property
     def ha_port(self) -> int:

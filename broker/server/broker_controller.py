@@ -262,7 +262,8 @@ class BrokerController:
             AdminBrokerProcessor(
                 broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
                 topic_config_manager=self.topic_config_manager, consumer_manager=self.consumer_manager,
-                schedule_message_service=self.schedule_message_service, broker_active=lambda: self.started),
+                schedule_message_service=self.schedule_message_service, broker_active=self._special_service_running,
+                ha_state=self.ha_service.runtime_state),
             TopicAdminProcessor(
                 broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
                 consumer_offset_manager=self.consumer_offset_manager,
@@ -270,6 +271,11 @@ class BrokerController:
             GroupAdminProcessor(subscription_group_manager=self.subscription_group_manager,
                                 consumer_offset_manager=self.consumer_offset_manager),
             QueryMessageProcessor(store=self.store))
+
+    def _special_service_running(self) -> bool:
+        """Java's isSpecialServiceRunning: a started master (brokerId 0) delivers delayed messages and checks
+        transactions; a slave does neither, so clusterList shows it as not activated."""
+        return self.started and self.broker_config.broker_id == MASTER_ID
 
     def _send_back_processor(self) -> SendMessageBackProcessor:
         return SendMessageBackProcessor(

@@ -21,6 +21,7 @@ from broker.common.validation import LMQ_PREFIX, TOOLS_CONSUMER_GROUP
 from broker.remoting.admin_bodies import ConsumerConnection, OffsetWrapper, mq_key
 from broker.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker.remoting.command import create_request
+from broker.remoting.ha_bodies import HARuntimeInfo
 from broker.remoting.headers import (
     QueryMessageIndexHeader,
     QueryMessageRequestHeader,
@@ -39,7 +40,8 @@ INDEX_KEY_TYPE, INDEX_UNIQUE_TYPE, INDEX_TAG_TYPE = "K", "U", "T"  # MessageCons
 
 class MQAdminExt(AdminClient):
     """The admin calls of DefaultMQAdminExt over one RemotingClient: AdminClient's calls about the cluster, plus
-    searching, committing and resetting consumer offsets, and viewing, querying, pulling and tracking messages.
+    searching, committing and resetting consumer offsets, viewing, querying, pulling and tracking messages, and a
+    broker's replication status.
 
     ``namesrv_addr`` is "host:port;host:port"; without it the NAMESRV_ADDR environment variable is used, as Java.
 
@@ -130,6 +132,13 @@ class MQAdminExt(AdminClient):
             stats.append(RollbackStats(mq.broker_name, mq.queue_id, wrapper.broker_offset, wrapper.consumer_offset,
                                        target, rollback))
         return stats
+
+    # -- replication --------------------------------------------------------------------------------------------
+
+    async def get_broker_ha_status(self, addr: str) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS: a master's slaves, or a slave's view of its master (MQBrokerError on a refusal)."""
+        response = check_answer(await self.invoke(addr, create_request(RequestCode.GET_BROKER_HA_STATUS)), addr)
+        return HARuntimeInfo.from_json(answer_json(response, "HA runtime info"))
 
     # -- messages -----------------------------------------------------------------------------------------------
 

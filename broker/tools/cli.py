@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from broker.common.errors import RmqError
@@ -72,6 +73,12 @@ def js(value: object) -> str:
 def java_map(mapping: Mapping[Any, Any], capacity: int = 16) -> str:
     """HashMap.toString, entries in HashMap order."""
     return "{" + ", ".join(f"{k}={js(mapping[k])}" for k in hash_map_order(list(mapping), capacity)) + "}"
+
+
+def java_fixed(value: float, digits: int = 2) -> str:
+    """String.format("%.2f", value): Java rounds the shortest decimal form of the double half up, so 0.125 prints
+    "0.13" where Python's format rounds it to even, "0.12"."""
+    return str(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 
 def human_time2(ms: int) -> str:

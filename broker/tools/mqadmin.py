@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
 from broker.common.errors import RmqError
-from broker.tools import commands, messages, topic_commands
+from broker.tools import commands, ha_commands, messages, topic_commands
 from broker.tools.admin import MQAdminExt
 from broker.tools.cli import CommandLine, ShowHelp, UsageError
 
@@ -322,6 +322,11 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         _o("i", "interval", "specify intervals numbers, it is in seconds"),
         _o("c", "clusterName", "which cluster"),
     ), topic_commands.cluster_list),
+    SubCommand("haStatus", "Fetch ha runtime status data.", (
+        _o("c", "clusterName", "which cluster"),
+        _o("b", "brokerAddr", "which broker to fetch"),
+        _o("i", "interval", "the interval(second) of get info"),
+    ), ha_commands.ha_status),
     SubCommand("topicList", "Fetch all topic list from name server.", (
         _o("c", "clusterModel", "clusterModel", arg=False),
     ), topic_commands.topic_list),

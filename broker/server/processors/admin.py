@@ -1,6 +1,6 @@
 """What ``mqadmin`` and the clients' admin APIs ask a broker about its queues and itself: queue offsets and times,
-ConsumeQueue units (queryCq), broker config and runtime info, delay offsets, and the cleanups of expired and unused
-ConsumeQueues and expired CommitLog files.
+ConsumeQueue units (queryCq), broker config, runtime info and replication status (haStatus), delay offsets, and the
+cleanups of expired and unused ConsumeQueues and expired CommitLog files.
 
 Java's AdminBrokerProcessor serves these and more; here its topic requests are ``topic_admin``'s, its subscription
 group requests ``group_admin``'s, and the queries by key or offset (Java's QueryMessageProcessor)
@@ -8,7 +8,8 @@ group requests ``group_admin``'s, and the queries by key or offset (Java's Query
 
 GET_BROKER_RUNTIME_INFO reports what rmq measures (``BrokerStats``): puts counted from the ConsumeQueues, gets as
 the pull processor reports them (``BrokerStats.record_get``), the store's offsets and disk use. Java's
-thread-pool and latency metrics have no rmq counterpart and are left out rather than invented.
+thread-pool and latency metrics have no rmq counterpart and are left out rather than invented. Apache 5.3.3 puts no
+replication keys in it (a slave's lag is GET_BROKER_HA_STATUS's), and neither does rmq.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from broker.common.properties import parse_properties
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
+from broker.remoting.ha_bodies import HAClientRuntimeInfo, HAConnectionRuntimeInfo, HARuntimeInfo
 from broker.remoting.headers import (
     GetBrokerConfigResponseHeader,
     OffsetResponseHeader,
@@ -45,8 +47,10 @@ from broker.server.processors.common import (
     success,
     wait_dispatched,
 )
+from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
+    from broker.replication.runtime import HAState
     from broker.server.config import BrokerConfig
     from broker.server.consumer_manager import ConsumerManager
     from broker.server.metadata.topics import TopicConfigManager
@@ -74,16 +78,31 @@ def human_bytes(count: int) -> str:
     return f"{count / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
+def ha_runtime_info(state: HAState) -> HARuntimeInfo:
+    """The HARuntimeInfo body of the HA service's state."""
+    client = state.client
+    return HARuntimeInfo(
+        master=state.master, master_commit_log_max_offset=state.master_commit_log_max_offset,
+        in_sync_slave_nums=state.in_sync_slave_nums,
+        ha_connection_info=[HAConnectionRuntimeInfo(c.addr, c.slave_ack_offset, c.diff, c.in_sync,
+                                                    c.transferred_byte_in_second, c.transfer_from_where)
+                            for c in state.connections],
+        ha_client_runtime_info=HAClientRuntimeInfo() if client is None else HAClientRuntimeInfo(
+            client.master_addr, client.transferred_byte_in_second, client.max_offset, client.last_read_timestamp,
+            client.last_write_timestamp, client.master_flush_offset))
+
+
 # -- the processor -----------------------------------------------------------------------------------------------------
 
 
 class AdminBrokerProcessor:
-    """The broker's own admin requests. ``broker_active`` says whether it is running (runtime info's
-    brokerActive)."""
+    """The broker's own admin requests. ``broker_active`` says whether it runs a master's services (runtime info's
+    brokerActive), ``ha_state`` what its HA service reports."""
 
     def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig, store: MessageStore,
                  stats: BrokerStats, topic_config_manager: TopicConfigManager, consumer_manager: ConsumerManager,
-                 schedule_message_service: ScheduleMessageService, broker_active: Callable[[], bool]) -> None:
+                 schedule_message_service: ScheduleMessageService, broker_active: Callable[[], bool],
+                 ha_state: Callable[[], HAState]) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -92,6 +111,7 @@ class AdminBrokerProcessor:
         self.consumer_manager = consumer_manager
         self.schedule_message_service = schedule_message_service
         self.broker_active = broker_active
+        self.ha_state = ha_state
         self.config_version = DataVersion.new()  # Configuration.dataVersion (rmq never changes its config live)
 
     def handlers(self) -> dict[int, Handler]:
@@ -104,6 +124,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_BROKER_HA_STATUS: self.get_broker_ha_status,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.GET_ALL_MESSAGE_REQUEST_MODE: self.get_all_message_request_mode,
@@ -192,6 +213,10 @@ class AdminBrokerProcessor:
     def _runtime_info(self) -> dict[str, str]:
         stats, store = self.stats, self.store
         puts = stats.put_total
+        # A slave's puts are its master's: Java's store stats count them as they are dispatched (putMessageTimesTotal,
+        # putTps), its BrokerStatsManager (msgPutTotal*) only what clients sent to this broker, none on a slave.
+        sent = (0, 0, 0) if self.broker_config.broker_role is BrokerRole.SLAVE else (
+            puts, stats.morning[0], stats.yesterday_morning[0])
         info = {
             "bootTimestamp": str(stats.boot_timestamp),
             "runtime": stats.runtime(),
@@ -202,9 +227,9 @@ class AdminBrokerProcessor:
             "putMessageAverageSize": repr(stats.put_size_total() / max(1, puts)),
             "putTps": stats.tps(1),
             "getTransferredTps": stats.tps(2),
-            "msgPutTotalTodayNow": str(puts),
-            "msgPutTotalTodayMorning": str(stats.morning[0]),
-            "msgPutTotalYesterdayMorning": str(stats.yesterday_morning[0]),
+            "msgPutTotalTodayNow": str(sent[0]),
+            "msgPutTotalTodayMorning": str(sent[1]),
+            "msgPutTotalYesterdayMorning": str(sent[2]),
             "msgGetTotalTodayNow": str(stats.get_total),
             "msgGetTotalTodayMorning": str(stats.morning[1]),
             "msgGetTotalYesterdayMorning": str(stats.yesterday_morning[1]),
@@ -230,6 +255,10 @@ class AdminBrokerProcessor:
         info.update(self._disk_info())
         info.update(self.schedule_message_service.running_stats())
         return info
+
+    async def get_broker_ha_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """HARuntimeInfo (``mqadmin haStatus``): a master's slaves, or a slave's HAClient."""
+        return success(request, json_body(ha_runtime_info(self.ha_state()).to_json()))
 
     def _disk_info(self) -> dict[str, str]:
         """Used fractions of the CommitLog's and ConsumeQueues' partitions (-1.0 while a directory does not exist
