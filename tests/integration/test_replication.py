@@ -34,8 +34,13 @@ PAIR_CONF: dict[str, object] = {"mappedFileSizeCommitLog": FILE_SIZE, "haTransfe
                                 "slaveTimeout": 1000}
 
 
-def start_slave(home: Path, namesrv: ServerProcess, master: ServerProcess, **conf: object) -> ServerProcess:
-    slave_conf = PAIR_CONF | {"brokerId": 1, "brokerRole": "SLAVE", "haMasterAddress": ha_address(master)}
+def start_slave(home: Path, namesrv: ServerProcess, master: ServerProcess, *, configured: bool = True,
+                **conf: object) -> ServerProcess:
+    """A slave of ``master``: told its HA address (haMasterAddress), or, ``configured=False``, left to learn it
+    from the NameServer's answer to its registration."""
+    slave_conf = PAIR_CONF | {"brokerId": 1, "brokerRole": "SLAVE"}
+    if configured:
+        slave_conf["haMasterAddress"] = ha_address(master)
     return start_broker(home, namesrv.addr, **(slave_conf | conf))
 
 
@@ -51,7 +56,7 @@ def namesrv(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def test_slave_holds_the_masters_commit_log_byte_for_byte(tmp_path: Path, namesrv: ServerProcess) -> None:
     with (start_broker(tmp_path / "master", namesrv.addr, **PAIR_CONF) as master,
-          start_slave(tmp_path / "slave", namesrv, master) as slave,
+          start_slave(tmp_path / "slave", namesrv, master, configured=False) as slave,
           BlockingClient(namesrv.addr) as client):
         sent = send_many(client, 300)
         wait_caught_up(slave, master)
