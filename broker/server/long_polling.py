@@ -29,7 +29,8 @@ from broker.remoting.connection import RemotingConnection
 if TYPE_CHECKING:
     from broker.server.consumer_manager import SubscriptionData
     from broker.store.dispatch import Arrivals
-    from broker.store.message_store import MessageFilter, MessageStore
+    from broker.store.get_message import MessageFilter
+    from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -15,17 +15,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from itertools import pairwise
-from typing import Protocol
-
-import numpy as np
 
 from broker.common.message import pack_host
 from broker.common.record import MessageRecord
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
 from broker.store.config import DispatchMode, FlushDiskType, MessageStoreConfig
-from broker.store.consume_queue import BLANK_UNIT, ConsumeQueue, ConsumeQueueStore, is_blank
+from broker.store.consume_queue import ConsumeQueue, ConsumeQueueStore
 from broker.store.dispatch import (
     ArrivalListener,
     BuildConsumeQueue,
@@ -43,8 +39,14 @@ from broker.store.flush import (
     GroupCommitService,
     disk_usage_percent,
 )
+from broker.store.get_message import (
+    MAX_PULL_MSG_SIZE,
+    MessageFilter,
+    collect,
+    suggest_pulling_from_slave,
+    total_physical_memory_size,
+)
 from broker.store.index_service import IndexService
-from broker.store.layout import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from broker.store.recovery import recover
 from broker.store.results import (
     AppendMessageResult,
@@ -56,44 +58,6 @@ from broker.store.results import (
 )
 
 log = logging.getLogger(__name__)
-
-MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
-# A pull scans at most this many ConsumeQueue units past filtered-out messages (Java: maxFilterMessageSize, 16000
-# bytes of units).
-MAX_FILTER_UNITS = 16000 // CQ_UNIT_SIZE
-
-
-def total_physical_memory_size() -> int:
-    """StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE: the machine's memory in bytes (24 GiB when the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 24 * 1024 ** 3
-
-
-def suggest_pulling_from_slave(max_offset_py: int, max_phy_offset_pulling: int, ratio_percent: int,
-                               total_memory: int) -> bool:
-    """getMessage's suggestPullingFromSlave: what is left behind the last record a pull looked at is more than
-    ``ratio_percent`` (accessMessageInMemoryMaxRatio) of memory, so the reader is reading from disk.
-
-    Examples:
-        >>> suggest_pulling_from_slave(10_000, 5_000, 40, 10_000), suggest_pulling_from_slave(10_000, 5_000, 60, 10_000)
-        (True, False)
-    """
-    return max_offset_py - max_phy_offset_pulling > int(total_memory * (ratio_percent / 100.0))
-
-
-class MessageFilter(Protocol):
-    """Decides which messages a pull returns: first on the ConsumeQueue tagsCode, then on the whole record."""
-
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
-
-    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
-
-    @property
-    def match_all(self) -> bool:
-        """Every message matches: the pull may skip both checks."""
-
 
 class MessageStore:
     def __init__(self, config: MessageStoreConfig, store_host: bytes = pack_host("127.0.0.1", 10911), *,
@@ -265,89 +229,11 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         max_offset_py = self.commit_log.max_offset
-        pulling = self._collect(cq, offset, max_msg_nums, min(max(max_total_size, 100), MAX_PULL_MSG_SIZE),
-                                message_filter, result)
+        pulling = collect(self.commit_log, self.config, cq, offset, max_msg_nums,
+                          min(max(max_total_size, 100), MAX_PULL_MSG_SIZE), message_filter, result)
         result.suggest_pulling_from_slave = suggest_pulling_from_slave(
             max_offset_py, pulling, self.config.access_message_in_memory_max_ratio, self._total_memory)
         return result
-
-    def _collect(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
-                 message_filter: MessageFilter | None, result: GetMessageResult) -> int:
-        """Fill ``result``; returns the CommitLog offset of the last unit looked at (Java's maxPhyOffsetPulling)."""
-        if message_filter is None or message_filter.match_all:
-            pulling = self._collect_spans(cq, offset, max_msg_nums, max_size, result)
-            if pulling is not None:
-                return pulling
-        scan = max(MAX_FILTER_UNITS, max_msg_nums)
-        total = 0
-        pulling = 0
-        skip_below = -1  # after a removed record: skip units until the next CommitLog file
-        for index, unit in enumerate(cq.iter_units(offset, scan), start=offset):
-            if result.buffers and self._batch_full(unit.size, max_msg_nums, max_size, total, len(result.buffers)):
-                break
-            pulling = unit.commit_log_offset
-            result.next_begin_offset = index + 1
-            if unit.commit_log_offset < skip_below or is_blank(unit):
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code):
-                continue
-            data = self.commit_log.read(unit.commit_log_offset, unit.size)
-            if data is None:
-                if not result.buffers:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                file_size = self.config.mapped_file_size_commit_log
-                skip_below = unit.commit_log_offset + file_size - unit.commit_log_offset % file_size
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
-                continue
-            result.buffers.append(data)
-            result.queue_offsets.append(index)
-            result.status = GetMessageStatus.FOUND
-            total += len(data)
-        return pulling
-
-    def _collect_spans(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, max_size: int,
-                       result: GetMessageResult) -> int | None:
-        """The unfiltered pull in bulk: the units read as one array, and each run of records that lie back to back
-        in one CommitLog file taken as one view of the mapped file, not copied (a producer's batch is such a run).
-        Returns the last record's CommitLog offset; None, with ``result`` untouched, when a unit is blank or a record
-        is gone: the unit-by-unit path knows what to do then."""
-        config = self.config
-        units = np.frombuffer(cq.read_units(offset, max(1, min(max_msg_nums,
-                                                                config.max_transfer_count_on_message_in_memory))),
-                              CQ_UNIT_DTYPE)
-        if not len(units):
-            return None
-        phys = units["commit_log_offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        if phys[0] < self.commit_log.min_offset or (sizes == BLANK_UNIT.size).any():
-            return None
-        byte_cap = min(max_size, config.max_transfer_bytes_on_message_in_memory)
-        count = max(1, int(np.searchsorted(np.cumsum(sizes), byte_cap, side="right")))
-        phys, sizes = phys[:count], sizes[:count]
-        file_size = config.mapped_file_size_commit_log
-        breaks = np.flatnonzero((phys[1:] != phys[:-1] + sizes[:-1])
-                                | (phys[1:] // file_size != phys[:-1] // file_size)) + 1
-        bounds = [0, *breaks.tolist(), count]
-        buffers = []
-        for first, end in pairwise(bounds):
-            data = self.commit_log.read_view(int(phys[first]), int(phys[end - 1] + sizes[end - 1] - phys[first]))
-            if data is None:
-                if first == 0:
-                    return None
-                count = first
-                break
-            buffers.append(data)
-        result.buffers = buffers
-        result.queue_offsets = list(range(offset, offset + count))
-        result.next_begin_offset = offset + count
-        result.status = GetMessageStatus.FOUND
-        return int(phys[count - 1])
-
-    def _batch_full(self, size: int, max_msg_nums: int, max_size: int, total: int, count: int) -> bool:
-        return (count >= max_msg_nums or total + size > max_size
-                or total + size > self.config.max_transfer_bytes_on_message_in_memory
-                or count >= self.config.max_transfer_count_on_message_in_memory)
 
     def lookup_message(self, commit_log_offset: int, *, body: bool = True) -> MessageRecord | None:
         """The message at a physical offset (RocketMQ's lookMessageByOffset; VIEW_MESSAGE_BY_ID after decoding the
