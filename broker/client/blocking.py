@@ -46,7 +46,16 @@ from broker.client.blocking_remoting import BlockingRemotingClient
 from broker.client.fault import MQFaultStrategy
 from broker.client.message import Message, MessageBatch, MessageQueue, PullResult, SendResult
 from broker.client.pipeline import Pipeline, RequestTemplate
-from broker.client.route import TopicPublishInfo, TopicRouteData, subscribe_queues
+from broker.client.route import (
+    MASTER_ID,
+    FindBrokerResult,
+    PullFromWhichNode,
+    TopicPublishInfo,
+    TopicRouteData,
+    find_broker_address_in_subscribe,
+    no_route_info,
+    subscribe_queues,
+)
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
 from broker.remoting.client import DEFAULT_TIMEOUT_MS
@@ -95,6 +104,7 @@ class BlockingClient:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._default_publish: dict[str, tuple[float, TopicPublishInfo]] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._pull_nodes: dict[str, PullFromWhichNode] = {}  # by consumer group: PullAPIWrapper's table
         self._clients: dict[str, BlockingRemotingClient] = {}
         self._lock = threading.Lock()
 
@@ -161,13 +171,24 @@ class BlockingClient:
         return list(self._publish_info(topic).message_queues)
 
     def broker_addr(self, mq: MessageQueue) -> str:
-        """The master address of ``mq``'s broker, refreshing the route once if the broker is unknown."""
+        """The master address of ``mq``'s broker, refreshing the route once if it has none."""
         for refresh in (False, True):
             if refresh or mq.broker_name not in self._broker_addrs:
                 self.get_route(mq.topic, refresh=refresh)
-            addr = self._broker_addrs.get(mq.broker_name, {}).get(0)
+            addr = self._broker_addrs.get(mq.broker_name, {}).get(MASTER_ID)
             if addr is not None:
                 return addr
+        raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
+
+    def subscribe_addr(self, mq: MessageQueue, broker_id: int = MASTER_ID) -> FindBrokerResult:
+        """Where to read ``mq`` (findBrokerAddressInSubscribe): replica ``broker_id``, else another replica of the
+        broker (a slave while the master is gone), refreshing the route once if it has none."""
+        for refresh in (False, True):
+            if refresh or mq.broker_name not in self._broker_addrs:
+                self.get_route(mq.topic, refresh=refresh)
+            found = find_broker_address_in_subscribe(self._broker_addrs.get(mq.broker_name), broker_id)
+            if found is not None:
+                return found
         raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
 
     def _broker(self, mq: MessageQueue) -> BlockingRemotingClient:
@@ -186,8 +207,15 @@ class BlockingClient:
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, sub_expression: str = "*",
              group: str | None = None, decode: bool = False, timeout_ms: float | None = None) -> PullResult:
-        return pull(self._broker(mq), group or self.consumer_group, mq, offset, max_nums,
-                    sub_expression=sub_expression, timeout_ms=timeout_ms or self.timeout_ms, decode=decode)
+        """One PULL_MESSAGE, to the replica the group's last pull of ``mq`` was told to use (suggestWhichBrokerId,
+        as PullAPIWrapper): the master at first, a slave when the broker suggests one or the master is gone."""
+        group = group or self.consumer_group
+        nodes = self._pull_nodes.get(group) or self._pull_nodes.setdefault(group, PullFromWhichNode())
+        found = self.subscribe_addr(mq, nodes.recalculate(mq))
+        result = pull(self.client(found.broker_addr), group, mq, offset, max_nums, sub_expression=sub_expression,
+                      timeout_ms=timeout_ms or self.timeout_ms, decode=decode)
+        nodes.update(mq, result.suggest_which_broker_id)
+        return result
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -207,7 +235,7 @@ class BlockingClient:
             return call(self._broker(mq), mq)
         info = self._publish_info(msg.topic)
         if not info.ok():
-            raise MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {msg.topic}")
+            raise no_route_info(msg.topic)
         last: MessageQueue | None = None
         error: Exception | None = None
         for attempt in range(1 + self.retry_times_when_send_failed):

@@ -40,6 +40,7 @@ from broker.client.offsets import (
     consumer_setup,
     default_consume_timestamp,
 )
+from broker.client.pull_api import PullAPIWrapper
 from broker.client.route import subscribe_queues
 from broker.client.running_info import (
     PROP_CONSUMER_START_TIMESTAMP,
@@ -109,6 +110,7 @@ class LitePullConsumer:
         self.config = config or LitePullConfig()
         self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
                                                          client_config, instance)
+        self.pull_api = PullAPIWrapper(self.instance, group)
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._sub_expressions: dict[str, protocol.SubscriptionData] = {}
         self._subscribe_info: dict[str, list[MessageQueue]] = {}
@@ -310,8 +312,8 @@ class LitePullConsumer:
             raise MQClientError(-1, "maxNums <= 0")
         subscription = protocol.build_subscription_data(mq.topic, sub_expression)
         timeout_ms = self.config.consumer_pull_timeout_millis if timeout_ms is None else timeout_ms
-        return await self.instance.pull_message(self.group, mq, offset, max_nums, subscription=subscription,
-                                                timeout_ms=timeout_ms, decode=decode)
+        return await self.pull_api.pull_kernel(mq, offset, max_nums, subscription=subscription, timeout_ms=timeout_ms,
+                                               decode=decode)
 
     # -- pull tasks ---------------------------------------------------------------------------------------------
 
@@ -363,8 +365,8 @@ class LitePullConsumer:
             try:
                 offset = await self._next_pull_offset(mq, state)
                 pq.last_pull_timestamp = int(time.time() * 1000)
-                result = await self.instance.pull_message(
-                    self.group, mq, offset, config.pull_batch_size, subscription=self._subscription(mq.topic),
+                result = await self.pull_api.pull_kernel(
+                    mq, offset, config.pull_batch_size, subscription=self._subscription(mq.topic),
                     suspend_timeout_ms=config.broker_suspend_max_time_millis,
                     timeout_ms=config.consumer_timeout_millis_when_suspend)
                 if result.status is PullStatus.FOUND and result.messages:

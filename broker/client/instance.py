@@ -27,7 +27,14 @@ from typing import Any, Protocol
 
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult
-from broker.client.route import MASTER_ID, RouteTable, TopicPublishInfo, TopicRouteData, subscribe_queues
+from broker.client.route import (
+    MASTER_ID,
+    FindBrokerResult,
+    RouteTable,
+    TopicPublishInfo,
+    TopicRouteData,
+    subscribe_queues,
+)
 from broker.common.errors import ClientErrorCode, MQClientError, RemotingError
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC
 from broker.remoting.client import RemotingClient
@@ -40,6 +47,7 @@ log = logging.getLogger(__name__)
 
 REBALANCE_INTERVAL_S = 20.0  # RebalanceService: -Drocketmq.client.rebalance.waitInterval
 UNREGISTER_TIMEOUT_MS = 3000
+OFFSET_TIMEOUT_MS = 5000  # RemoteBrokerOffsetStore: 1000 * 5 for queries and commits
 
 
 def _local_address() -> str:
@@ -280,18 +288,30 @@ class MQClientInstance:
         for topic in topics:
             await self.update_topic_route(topic)
 
-    async def broker_address_for(self, mq: MessageQueue, *, publish: bool = True) -> str:
-        """The address to call for ``mq``'s broker (the master; for reads any replica when there is no master),
-        refreshing the topic's route once when the broker is unknown."""
+    async def broker_address_for(self, mq: MessageQueue) -> str:
+        """findBrokerAddressInPublish: the master of ``mq``'s broker (it alone takes writes, and answers offset
+        queries), refreshing the topic's route once when there is none."""
         for attempt in range(2):
-            table = self.route_table
-            addr = (table.find_broker_address_in_publish(mq.broker_name) if publish
-                    else table.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID))
+            addr = self.route_table.find_broker_address_in_publish(mq.broker_name)
             if addr is not None:
                 return addr
             if attempt == 0:
                 await self.update_topic_route(mq.topic)
         raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
+
+    async def subscribe_address_for(self, mq: MessageQueue, broker_id: int = MASTER_ID, *,
+                                    only_this_broker: bool = False) -> FindBrokerResult:
+        """findBrokerAddressInSubscribe for a read: replica ``broker_id`` of ``mq``'s broker, else (unless
+        ``only_this_broker``) another replica, so reads and offset commits go to a slave while the master is gone;
+        the topic's route is refreshed once when nothing is found (then any replica will do, as Java's callers)."""
+        table = self.route_table
+        found = table.find_broker_address_in_subscribe(mq.broker_name, broker_id, only_this_broker=only_this_broker)
+        if found is None:
+            await self.update_topic_route(mq.topic)
+            found = table.find_broker_address_in_subscribe(mq.broker_name, broker_id)
+        if found is None:
+            raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
+        return found
 
     # -- heartbeats ---------------------------------------------------------------------------------------------
 
@@ -375,18 +395,22 @@ class MQClientInstance:
         return protocol.parse_offset_response(await self.invoke(addr, request), addr)
 
     async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int:
-        """The group's committed offset; raises OffsetNotFound when it has none."""
-        addr = await self.broker_address_for(mq, publish=False)
+        """The group's committed offset (RemoteBrokerOffsetStore.fetchConsumeOffsetFromBroker): the master's; a
+        slave's only when the refreshed route has no master. Raises OffsetNotFound when it has none."""
+        found = await self.subscribe_address_for(mq, MASTER_ID, only_this_broker=True)
         request = protocol.query_consumer_offset_request(group, mq)
-        return protocol.parse_offset_response(await self.invoke(addr, request), addr)
+        response = await self.invoke(found.broker_addr, request, OFFSET_TIMEOUT_MS)
+        return protocol.parse_offset_response(response, found.broker_addr)
 
     async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int, *, oneway: bool = True) -> None:
-        addr = await self.broker_address_for(mq, publish=False)
+        """UPDATE_CONSUMER_OFFSET (updateConsumeOffsetToBroker) to the master, else to a slave of the broker: the
+        slave keeps it until its master is back (the consumer commits again there, from its memory)."""
+        addr = (await self.subscribe_address_for(mq, MASTER_ID)).broker_addr
         request = protocol.update_consumer_offset_request(group, mq, offset)
         if oneway:
-            await self.remoting.invoke_oneway(addr, request)
+            await self.remoting.invoke_oneway(addr, request, OFFSET_TIMEOUT_MS)
         else:
-            protocol.expect_success(await self.invoke(addr, request), addr)
+            protocol.expect_success(await self.invoke(addr, request, OFFSET_TIMEOUT_MS), addr)
 
     async def get_consumer_id_list(self, topic: str, group: str) -> list[str]:
         """findConsumerIdList: ask any broker of the topic which clients the group has."""
@@ -400,18 +424,21 @@ class MQClientInstance:
         return protocol.parse_consumer_list_response(await self.invoke(addr, request), addr)
 
     async def pull_message(self, group: str, mq: MessageQueue, offset: int, max_nums: int, *,
-                           subscription: protocol.SubscriptionData | None, commit_offset: int | None = None,
-                           suspend_timeout_ms: int = 0, timeout_ms: int, max_msg_bytes: int | None = None,
-                           decode: bool = True) -> PullResult:
-        """PULL_MESSAGE to the master of ``mq``'s broker; ``timeout_ms`` must exceed the suspend time."""
-        addr = await self.broker_address_for(mq, publish=False)
+                           subscription: protocol.SubscriptionData | None, broker_id: int = MASTER_ID,
+                           commit_offset: int | None = None, suspend_timeout_ms: int = 0, timeout_ms: int,
+                           max_msg_bytes: int | None = None) -> PullResult:
+        """PULL_MESSAGE (PullAPIWrapper.pullKernelImpl) to replica ``broker_id`` of ``mq``'s broker, or the one
+        findBrokerAddressInSubscribe falls back to; the body stays undecoded. A slave gets no commit offset.
+        ``timeout_ms`` must exceed the suspend time. Consumers call it through PullAPIWrapper (pull_api.py), which
+        picks ``broker_id``."""
+        found = await self.subscribe_address_for(mq, broker_id)
+        if found.slave:
+            commit_offset = None  # PullSysFlag.clearCommitOffsetFlag
         request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription,
                                                 commit_offset=commit_offset, suspend_timeout_ms=suspend_timeout_ms,
                                                 max_msg_bytes=max_msg_bytes)
-        result = protocol.parse_pull_response(await self.invoke(addr, request, timeout_ms), addr)
-        if decode:
-            protocol.decode_pull_result(result, mq, subscription)
-        return result
+        return protocol.parse_pull_response(await self.invoke(found.broker_addr, request, timeout_ms),
+                                            found.broker_addr)
 
     async def consumer_send_msg_back(self, msg: MessageExt, group: str, delay_level: int,
                                      max_reconsume_times: int, timeout_ms: int = 5000) -> None:

@@ -226,7 +226,7 @@ class OrderlyConsumeService:
     async def _lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
         """LOCK_BATCH_MQ at the broker's master: the queues it granted."""
         instance = self.consumer.instance
-        addr = await instance.broker_address_for(mqs[0], publish=False)
+        addr = await instance.broker_address_for(mqs[0])
         request = create_request(RequestCode.LOCK_BATCH_MQ, body=self._body(mqs, lock=True))
         response = await instance.invoke(addr, request, LOCK_TIMEOUT_MS)
         if response.code != ResponseCode.SUCCESS:
@@ -287,7 +287,7 @@ class OrderlyConsumeService:
         find the queue still locked, nor its offset not yet committed."""
         instance = self.consumer.instance
         try:
-            addr = await instance.broker_address_for(mqs[0], publish=False)
+            addr = await instance.broker_address_for(mqs[0])
             request = create_request(RequestCode.UNLOCK_BATCH_MQ, body=self._body(mqs, lock=False))
             await instance.invoke(addr, request, LOCK_TIMEOUT_MS)
         except (MQClientError, RemotingError) as err:

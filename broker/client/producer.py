@@ -37,7 +37,7 @@ from broker.client.message import (
     compress_body,
     set_uniq_id,
 )
-from broker.client.route import TopicPublishInfo
+from broker.client.route import TopicPublishInfo, no_route_info
 from broker.client.selector import MessageQueueSelector
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
@@ -196,7 +196,7 @@ class Producer:
     async def _no_route(self, topic: str) -> MQClientError:
         if not self.instance.config.namesrv_list():
             return MQClientError(ClientErrorCode.NO_NAME_SERVER_EXCEPTION, "No name server address, please set it.")
-        return MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {topic}")
+        return no_route_info(topic)
 
     async def _send_default(self, msg: Message, mode: CommunicationMode, timeout_ms: int) -> SendResult | None:
         """sendDefaultImpl: choose a queue, send, on failure choose again avoiding the last broker."""

@@ -69,6 +69,7 @@ from broker.client.offsets import (
 )
 from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService, OrderlyProcessQueue
 from broker.client.producer import Producer
+from broker.client.pull_api import PullAPIWrapper
 from broker.client.route import MASTER_ID
 from broker.client.running_info import (
     PROP_CONSUME_ORDERLY,
@@ -155,6 +156,7 @@ class PushConsumer:
         self.config = config or PushConsumerConfig()
         self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
                                                          client_config, instance)
+        self.pull_api = PullAPIWrapper(self.instance, group)
         self.subscriptions: dict[str, protocol.SubscriptionData] = {}
         self.listener: MessageListener | None = None
         self.paused = False
@@ -397,8 +399,8 @@ class PushConsumer:
                 commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
             pq.last_pull_timestamp = int(time.time() * 1000)
             try:
-                result = await self.instance.pull_message(
-                    self.group, mq, next_offset, config.pull_batch_size, subscription=self.subscriptions[mq.topic],
+                result = await self.pull_api.pull_kernel(
+                    mq, next_offset, config.pull_batch_size, subscription=self.subscriptions[mq.topic],
                     commit_offset=commit_offset, suspend_timeout_ms=config.broker_suspend_max_time_millis,
                     timeout_ms=config.consumer_timeout_millis_when_suspend)
             except asyncio.CancelledError:

@@ -9,15 +9,20 @@ broker/remoting/route.py, and re-exported here; this module holds the route-to-q
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from broker.client.message import MessageQueue
+from broker.common.errors import ClientErrorCode, MQClientError
 from broker.common.topic import is_readable, is_writeable
 from broker.remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
-__all__ = ["MASTER_ID", "BrokerData", "QueueData", "RouteTable", "SendQueueIndex", "TopicPublishInfo",
-           "TopicRouteData", "publish_queues", "subscribe_queues"]
+__all__ = ["MASTER_ID", "BrokerData", "FindBrokerResult", "PullFromWhichNode", "QueueData", "RouteTable",
+           "SendQueueIndex", "TopicPublishInfo", "TopicRouteData", "find_broker_address_in_subscribe", "no_route_info",
+           "publish_queues", "subscribe_queues"]
+
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # FAQUrl.NO_TOPIC_ROUTE_INFO (every FAQ constant)
 
 
 def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:
@@ -37,10 +42,68 @@ def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue
     return queues, False
 
 
+def no_route_info(topic: str) -> MQClientError:
+    """What a send finds when the topic has no queue to write to: no route, or no brokerName of it with a master
+    (sendDefaultImpl's error, with FAQUrl.suggestTodo)."""
+    return MQClientError(ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+                         f"No route info of this topic: {topic}\nSee {FAQ_URL} for further details.")
+
+
 def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     """topicRouteData2TopicSubscribeInfo: every readable queue, sorted (Java returns a set; callers sort it)."""
     return sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas if is_readable(qd.perm)
                   for i in range(qd.read_queue_nums))
+
+
+class FindBrokerResult(NamedTuple):
+    """MQClientInstance.FindBrokerResult: where to call, and whether that is a slave (a pull to a slave carries no
+    commit offset: only a master stores it)."""
+
+    broker_addr: str
+    slave: bool
+
+
+def find_broker_address_in_subscribe(addrs: Mapping[int, str] | None, broker_id: int = MASTER_ID, *,
+                                     only_this_broker: bool = False) -> FindBrokerResult | None:
+    """MQClientInstance.findBrokerAddressInSubscribe over one brokerName's ``{brokerId: address}``: ``broker_id``;
+    for a slave id missing, the next id; then (unless ``only_this_broker``) the first replica, which in Java's
+    HashMap of small Long keys is the lowest id: the master when there is one, else the first slave."""
+    if not addrs:
+        return None
+    addr = addrs.get(broker_id)
+    slave = broker_id != MASTER_ID
+    if addr is None and slave:
+        addr = addrs.get(broker_id + 1)
+    if addr is None and not only_this_broker:
+        first = min(addrs)
+        addr, slave = addrs[first], first != MASTER_ID
+    return FindBrokerResult(addr, slave) if addr is not None else None
+
+
+class PullFromWhichNode:
+    """PullAPIWrapper.pullFromWhichNodeTable: per queue, the broker id the last pull response suggested
+    (suggestWhichBrokerId). The broker decides where the next pull goes; a queue never pulled goes to the master.
+
+    Examples:
+        >>> nodes = PullFromWhichNode()
+        >>> mq = MessageQueue("T", "broker-a", 0)
+        >>> nodes.recalculate(mq)
+        0
+        >>> nodes.update(mq, 1)
+        >>> nodes.recalculate(mq)
+        1
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[MessageQueue, int] = {}
+
+    def recalculate(self, mq: MessageQueue) -> int:
+        """recalculatePullFromWhichNode (connectBrokerByUser is not supported: no defaultBrokerId)."""
+        return self._table.get(mq, MASTER_ID)
+
+    def update(self, mq: MessageQueue, broker_id: int) -> None:
+        """updatePullFromWhichNode, from every pull response (processPullResult)."""
+        self._table[mq] = broker_id
 
 
 class SendQueueIndex:
@@ -124,15 +187,11 @@ class RouteTable:
         """The master's address: only the master takes writes."""
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 
-    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
-        """The given replica, else any replica of the broker (Java with onlyThisBroker false)."""
-        addrs = self.broker_addrs.get(broker_name)
-        if not addrs:
-            return None
-        addr = addrs.get(broker_id)
-        if addr is None and broker_id != MASTER_ID:
-            addr = addrs.get(broker_id + 1)
-        return addr if addr is not None else next(iter(addrs.values()))
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int = MASTER_ID, *,
+                                         only_this_broker: bool = False) -> FindBrokerResult | None:
+        """The given replica, else (unless ``only_this_broker``) another one: find_broker_address_in_subscribe."""
+        return find_broker_address_in_subscribe(self.broker_addrs.get(broker_name), broker_id,
+                                                only_this_broker=only_this_broker)
 
     def any_broker_address(self, topic: str) -> str | None:
         """findBrokerAddrByTopic: a random broker of the topic, its master if it has one."""

@@ -1,4 +1,5 @@
-"""What replication tests ask of a master and its slave, ours or Apache's alike: offsets, catch-up, store files."""
+"""What replication tests ask of a master and its slave, ours or Apache's alike: offsets, catch-up, store files, and
+what a broker holds for clients (topics, queue ends, a group's committed offsets)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import os
 from pathlib import Path
 from typing import Protocol
 
+from broker.client import MessageQueue, protocol
+from broker.client.blocking import BlockingRemotingClient, create_topic, get_max_offset
+from broker.common.errors import OffsetNotFound
+from broker.common.fastjson import decode_json
+from broker.remoting.codes import RequestCode
+from broker.remoting.command import create_request
 from broker.tools.admin import MQAdminExt
 from tests.helpers import run, wait_until
 
@@ -63,3 +70,39 @@ def assert_same_files(slave: Broker, master: Broker, *parts: str) -> list[str]:
             data = store_files(slave, *parts, name).read_bytes()
             assert data.count(0) == len(data), f"{name} is on the slave only, and not empty"
     return names
+
+
+def create_topic_on(addr: str, topic: str, queue_nums: int) -> None:
+    with BlockingRemotingClient(addr) as client:
+        create_topic(client, topic, queue_nums=queue_nums)
+
+
+def has_topic(addr: str, topic: str) -> bool:
+    """Whether the broker has the topic's config (a slave: once its SlaveSynchronize copied it)."""
+    with BlockingRemotingClient(addr) as client:
+        body = client.invoke(create_request(RequestCode.GET_ALL_TOPIC_CONFIG), 3000).body
+    return topic in decode_json(body.decode())["topicConfigTable"]
+
+
+def max_offsets(addr: str, mqs: list[MessageQueue]) -> list[int]:
+    with BlockingRemotingClient(addr) as client:
+        return [get_max_offset(client, mq) for mq in mqs]
+
+
+def committed_offsets(addr: str, group: str, mqs: list[MessageQueue]) -> list[int]:
+    """The group's committed offset of each queue on that broker (-1: none)."""
+    offsets = []
+    with BlockingRemotingClient(addr) as client:
+        for mq in mqs:
+            try:
+                response = client.invoke(protocol.query_consumer_offset_request(group, mq), 3000)
+                offsets.append(protocol.parse_offset_response(response, addr))
+            except OffsetNotFound:
+                offsets.append(-1)
+    return offsets
+
+
+def consumed_to_the_end(addr: str, groups: list[str], mqs: list[MessageQueue]) -> bool:
+    """Every group has committed, on that broker, the end of each queue there."""
+    wanted = max_offsets(addr, mqs)
+    return all(committed_offsets(addr, group, mqs) == wanted for group in groups)

@@ -59,6 +59,11 @@
  *                what they buffered, each message with its "consumer"
  *   push-stop    --name N: shuts the consumer down (its offsets are persisted, it unregisters) and emits what it
  *                still had buffered
+ *   push-suspend / push-resume --name N: DefaultMQPushConsumer.suspend() / resume(): no new pulls while suspended
+ *                (a pull already held by the broker still comes back with what arrives)
+ *   push-start for master/slave tests: [--poll-namesrv-ms MS] (pollNameServerInterval: how soon the consumer sees a
+ *                master leave or come back), [--persist-offset-ms MS] (persistConsumerOffsetInterval),
+ *                [--pull-batch-size N], [--pull-threshold-for-queue N]
  *   script       reads one command per stdin line (whitespace separated, or a JSON array of strings) and runs
  *                them all in this JVM; each command's output ends with {"done": "<command>", "ok": ..., ...}.
  *
@@ -206,6 +211,12 @@ public final class ClientDriver {
                 break;
             case "push-stop":
                 PushPool.stop(args);
+                break;
+            case "push-suspend":
+                PushPool.member(args).consumer.suspend();
+                break;
+            case "push-resume":
+                PushPool.member(args).consumer.resume();
                 break;
             default:
                 throw new IllegalArgumentException("unknown command " + args.command);
@@ -1135,6 +1146,7 @@ public final class ClientDriver {
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             heartbeat(consumer, args);
+            replicaTimings(consumer, args);
             subscribe(consumer, topic, args);
             if (args.has("max-reconsume-times")) {
                 consumer.setMaxReconsumeTimes(args.getInt("max-reconsume-times", -1));
@@ -1204,6 +1216,33 @@ public final class ClientDriver {
                 }
                 return ConsumeOrderlyStatus.SUCCESS;
             });
+        }
+
+        /** Master/slave tests: see a master leave or come back within --poll-namesrv-ms, commit every
+         * --persist-offset-ms, and fetch little at a time, so that a suspended consumer has most messages left to
+         * pull. */
+        private static void replicaTimings(DefaultMQPushConsumer consumer, Args args) {
+            if (args.has("poll-namesrv-ms")) {
+                consumer.setPollNameServerInterval(args.getInt("poll-namesrv-ms", 30_000));
+            }
+            if (args.has("persist-offset-ms")) {
+                consumer.setPersistConsumerOffsetInterval(args.getInt("persist-offset-ms", 5_000));
+            }
+            if (args.has("pull-batch-size")) {
+                consumer.setPullBatchSize(args.getInt("pull-batch-size", 32));
+            }
+            if (args.has("pull-threshold-for-queue")) {
+                consumer.setPullThresholdForQueue(args.getInt("pull-threshold-for-queue", 1000));
+            }
+        }
+
+        static Member member(Args args) {
+            String name = args.require("name");
+            Member m = MEMBERS.get(name);
+            if (m == null) {
+                throw new IllegalArgumentException("no push consumer named " + name);
+            }
+            return m;
         }
 
         private static List<Member> members(Args args) {

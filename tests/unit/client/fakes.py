@@ -53,6 +53,8 @@ class FakeBroker:
     busy_sends: int = 0  # answer this many sends first with SYSTEM_BUSY (flow control), storing nothing
     send_back_code: int = ResponseCode.SUCCESS
     physical: int = 0
+    broker_id: int = 0  # a slave (> 0) shares its master's name, and its queues when given them
+    suggest_which_broker_id: int = 0  # what every pull response suggests
 
     async def start(self) -> FakeBroker:
         self.server.register_default_processor(self._process)
@@ -66,7 +68,7 @@ class FakeBroker:
     def route_json(self) -> tuple[dict[str, Any], dict[str, Any]]:
         queue_data = {"brokerName": self.name, "perm": 6, "readQueueNums": self.queue_nums,
                       "topicSysFlag": 0, "writeQueueNums": self.queue_nums}
-        broker_data = {"brokerAddrs": {0: self.addr}, "brokerName": self.name, "cluster": "DefaultCluster",
+        broker_data = {"brokerAddrs": {self.broker_id: self.addr}, "brokerName": self.name, "cluster": "DefaultCluster",
                        "enableActingMaster": False}
         return queue_data, broker_data
 
@@ -159,7 +161,8 @@ class FakeBroker:
                 await asyncio.sleep(0.02)
                 if len(queue) > header.queue_offset:
                     break
-        ext = {"suggestWhichBrokerId": "0", "minOffset": "0", "maxOffset": str(len(queue))}
+        ext = {"suggestWhichBrokerId": str(self.suggest_which_broker_id), "minOffset": "0",
+               "maxOffset": str(len(queue))}
         if header.queue_offset > len(queue):
             return create_response(request, ResponseCode.PULL_OFFSET_MOVED,
                                    ext_fields={**ext, "nextBeginOffset": str(len(queue))})
@@ -228,6 +231,12 @@ class FakeNamesrv:
         if not brokers:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"No topic route info in name server for the topic: {topic}")
-        parts = [b.route_json() for b in brokers]
-        body = {"brokerDatas": [p[1] for p in parts], "filterServerTable": {}, "queueDatas": [p[0] for p in parts]}
+        queue_datas: dict[str, dict[str, Any]] = {}
+        broker_datas: dict[str, dict[str, Any]] = {}
+        for broker in brokers:  # replicas of one name: one queue data, one broker data with every address
+            queue_data, broker_data = broker.route_json()
+            queue_datas.setdefault(broker.name, queue_data)
+            broker_datas.setdefault(broker.name, broker_data)["brokerAddrs"][broker.broker_id] = broker.addr
+        body = {"brokerDatas": list(broker_datas.values()), "filterServerTable": {},
+                "queueDatas": list(queue_datas.values())}
         return create_response(request, ResponseCode.SUCCESS, body=encode_json(body).encode())

@@ -70,8 +70,8 @@ def test_route_table_addresses() -> None:
     assert not table.update("T", TopicRouteData.decode(ROUTE_BODY))
     assert table.find_broker_address_in_publish("broker-b") == "127.0.0.1:10911"
     assert table.find_broker_address_in_publish("broker-c") is None
-    assert table.find_broker_address_in_subscribe("broker-c") == "127.0.0.1:10711"  # any replica
-    assert table.find_broker_address_in_subscribe("broker-b", 1) == "127.0.0.1:10921"
+    assert table.find_broker_address_in_subscribe("broker-c") == ("127.0.0.1:10711", True)  # any replica
+    assert table.find_broker_address_in_subscribe("broker-b", 1) == ("127.0.0.1:10921", True)
     assert table.master_addresses() == {"broker-b": "127.0.0.1:10911", "broker-a": "127.0.0.1:10811"}
 
 
