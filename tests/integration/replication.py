@@ -10,7 +10,7 @@ from typing import Protocol
 
 from broker.client import MessageQueue, protocol
 from broker.client.blocking import BlockingRemotingClient, create_topic, get_max_offset
-from broker.common.errors import OffsetNotFound
+from broker.common.errors import BrokerSystemError, OffsetNotFound
 from broker.common.fastjson import decode_json
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import create_request
@@ -47,9 +47,11 @@ def max_offset(broker: Broker) -> int:
 
 
 def wait_caught_up(slave: Broker, master: Broker, timeout: float = CATCH_UP_TIMEOUT_S) -> None:
+    # A young Apache broker may answer GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR (NoSuchElementException from its
+    # stats' empty sample list) until the stats took a first sample: "not yet".
     wait_until("the slave holds the master's whole CommitLog, dispatched",
                lambda: max_offset(slave) == max_offset(master) and runtime(slave.addr)["dispatchBehindBytes"] == "0",
-               timeout)
+               timeout, ignoring=(BrokerSystemError,))
 
 
 def store_files(broker: Broker, *parts: str) -> Path:
