@@ -64,6 +64,15 @@ def synced_metadata(addr: str) -> tuple[set[str], dict[str, dict[str, int]]]:
     return run(fetch())
 
 
+def wait_synced(slave_addr: str, queue: MessageQueue, offset: int, timeout: float = 10.0) -> None:
+    """Until the slave holds the master's topic config of TOPIC and GROUP's ``offset`` of ``queue``."""
+    def synced() -> bool:
+        topics, offsets = synced_metadata(slave_addr)
+        return TOPIC in topics and offsets.get(f"{TOPIC}@{GROUP}", {}).get(str(queue.queue_id)) == offset
+
+    wait_until("the slave synced its master's topic configs and consumer offsets", synced, timeout)
+
+
 def commit_offset(master_addr: str, queue: MessageQueue, offset: int) -> None:
     async def commit() -> None:
         async with MQAdminExt() as admin:
@@ -86,11 +95,7 @@ def test_apache_slave_follows_our_master(tmp_path: Path) -> None:
             assert_slave_serves(slave, before + after, "after-42")
             # Apache 5.x's SlaveSynchronize first runs a minute after its broker started: topic configs and
             # consumer offsets from our master.
-            queue = before[0].message_queue
-            wait_until("Apache's slave synced our master's metadata",
-                       lambda: (TOPIC in (synced := synced_metadata(slave.addr))[0]
-                                and synced[1].get(f"{TOPIC}@{GROUP}", {}).get(str(queue.queue_id)) == 42),
-                       SLAVE_SYNC_WAIT_S)
+            wait_synced(slave.addr, before[0].message_queue, 42, SLAVE_SYNC_WAIT_S)
 
 
 def test_our_slave_follows_apache_master(tmp_path: Path) -> None:
@@ -104,7 +109,4 @@ def test_our_slave_follows_apache_master(tmp_path: Path) -> None:
             wait_caught_up(slave, master)
             assert_same_files(slave, master, "commitlog")
             assert_slave_serves(slave, before + after, "before-7")
-            queue = before[0].message_queue
-            wait_until("our slave synced Apache's topic configs and consumer offsets",
-                       lambda: (TOPIC in (synced := synced_metadata(slave.addr))[0]
-                                and synced[1].get(f"{TOPIC}@{GROUP}", {}).get(str(queue.queue_id)) == 17))
+            wait_synced(slave.addr, before[0].message_queue, 17)
