@@ -116,18 +116,27 @@ class HAClient(ServiceThread):
             self.flow.add(count)
             self.last_read_timestamp = now_ms()
             decoder.received(count)
-            appended = False
-            for offset, body in decoder.frames():
-                end = store.max_phy_offset
-                if end != 0 and offset != end:
-                    raise HAProtocolError(f"master pushed offset {offset}, not this slave's CommitLog end {end}")
-                if body:
-                    if not store.append_to_commit_log(offset, body):
-                        file_size = self.config.mapped_file_size_commit_log
-                        raise HAProtocolError(f"cannot append {len(body)} bytes at {offset}: does the master use "
-                                              f"the same mappedFileSizeCommitLog ({file_size})?")
-                    appended = True
-            if appended:
+            if self._append(decoder):
                 if sync_flush:
                     store.flush_commit_log()
                 self._report(sock, store.max_phy_offset)
+
+    def _append(self, decoder: TransferDecoder) -> bool:
+        """Append the bytes of every whole frame received, in one go; True when there were any. Each frame must
+        start at this slave's CommitLog end (any, while the slave holds nothing), as Java's dispatchReadRequest
+        checks."""
+        start = end = self.store.max_phy_offset
+        chunks = []
+        for offset, body in decoder.frames():
+            if end != 0 and offset != end:
+                raise HAProtocolError(f"master pushed offset {offset}, not this slave's CommitLog end {end}")
+            if body:
+                if not chunks:
+                    start = offset
+                chunks.append(body)
+                end = offset + len(body)
+        if chunks and not self.store.append_to_commit_log(start, chunks):
+            file_size = self.config.mapped_file_size_commit_log
+            raise HAProtocolError(f"cannot append {end - start} bytes at {start}: does the master use the same "
+                                  f"mappedFileSizeCommitLog ({file_size})?")
+        return bool(chunks)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from zlib import crc32
 
@@ -243,18 +243,26 @@ class CommitLog:
             status, reason = err.args
             raise EncodeError(PutMessageStatus[status], reason) from None
 
-    def append_data(self, start_offset: int, data) -> bool:
-        """A slave's append of its master's CommitLog bytes at ``start_offset`` (RocketMQ's appendData): they may end
-        mid-record and never cross a file, since the master sends from one file at a time. False, with nothing
-        written, when ``start_offset`` is not this log's end or the bytes overrun the file."""
+    def append_data(self, start_offset: int, chunks: Sequence) -> bool:
+        """A slave's append of its master's CommitLog bytes at ``start_offset`` (RocketMQ's appendData): ``chunks``
+        lie back to back, each within one file (the master sends from one file at a time), and may end mid-record.
+        False when ``start_offset`` is not this log's end or a chunk overruns its file: what came before that chunk
+        is written."""
+        offset = start_offset
+        touched: list[MappedFile] = []
         with self._lock:
             if self.queue.files and start_offset != self.max_offset:
                 return False
-            mf = self.queue.last_file_for_write(start_offset)
-            if mf.end_offset != start_offset or len(data) > mf.free_space:
-                return False
-            mf.append(data)
-        self.prefaulter.poke(mf)
+            for data in chunks:
+                mf = self.queue.last_file_for_write(offset)
+                if mf.end_offset != offset or len(data) > mf.free_space:
+                    return False
+                mf.append(data)
+                offset += len(data)
+                if not touched or touched[-1] is not mf:
+                    touched.append(mf)
+        for mf in touched:
+            self.prefaulter.poke(mf)
         return True
 
     def data_from(self, offset: int, max_size: int) -> memoryview | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from broker.common.message import pack_host
 from broker.common.record import MessageRecord
@@ -189,13 +189,15 @@ class MessageStore:
             status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return PutMessageResult(status, appended)
 
-    def append_to_commit_log(self, start_offset: int, data) -> bool:
-        """Replicated CommitLog bytes from a master (a slave's only writes): appended, then dispatched like a put's
-        records. False when ``start_offset`` is not this CommitLog's end (the caller drops the connection)."""
-        if not self.running or not self.commit_log.append_data(start_offset, data):
+    def append_to_commit_log(self, start_offset: int, chunks: Sequence) -> bool:
+        """Replicated CommitLog bytes from a master (a slave's only writes), ``chunks`` back to back from
+        ``start_offset``: appended, then dispatched like a put's records. False when they do not continue this
+        CommitLog (the caller drops the connection)."""
+        if not self.running:
             return False
+        appended = self.commit_log.append_data(start_offset, chunks)
         self.dispatch.wakeup()
-        return True
+        return appended
 
     def commit_log_data(self, offset: int, max_size: int) -> memoryview | None:
         """CommitLog bytes from ``offset``, at most ``max_size`` and within one file: what a master sends a slave."""

@@ -16,13 +16,18 @@ def fill(master: MessageStore, count: int) -> None:
 
 
 def replicate(master: MessageStore, slave: MessageStore, start: int, rng: random.Random) -> None:
-    """Copy the master's log from ``start`` in slices of random size, as frames of a small haTransferBatchSize."""
+    """Copy the master's log from ``start`` in slices of random size, as frames of a small haTransferBatchSize,
+    a few frames at a time (what one read of the socket holds; they may cross into the next file)."""
     offset = start
     while offset < master.max_phy_offset:
-        data = master.commit_log_data(offset, rng.randint(1, 700))
-        assert data is not None
-        assert slave.append_to_commit_log(offset, data)
-        offset += len(data)
+        first, chunks = offset, []
+        for _ in range(rng.randint(1, 4)):
+            data = master.commit_log_data(offset, rng.randint(1, 700))
+            if data is None:
+                break
+            chunks.append(data)
+            offset += len(data)
+        assert slave.append_to_commit_log(first, chunks)
 
 
 def wait_dispatched(store: MessageStore) -> None:
@@ -73,8 +78,8 @@ def test_bytes_not_at_the_end_are_refused(open_store, tmp_path):
     slave = open_store(store_path_root_dir=str(tmp_path / "slave"))
     fill(master, 3)
     data = bytes(master.commit_log_data(0, 10_000))
-    assert slave.append_to_commit_log(0, data[:100])
-    assert not slave.append_to_commit_log(50, data[50:120])  # behind the end
-    assert not slave.append_to_commit_log(200, data[200:])  # a gap
-    assert slave.append_to_commit_log(100, data[100:])
+    assert slave.append_to_commit_log(0, [data[:60], data[60:100]])
+    assert not slave.append_to_commit_log(50, [data[50:120]])  # behind the end
+    assert not slave.append_to_commit_log(200, [data[200:]])  # a gap
+    assert slave.append_to_commit_log(100, [data[100:]])
     assert slave.max_phy_offset == master.max_phy_offset
