@@ -8,11 +8,15 @@ standard protocol.
 
 Records (JSON bodies; tag = sinkId, so a reader pulls only its own sink's records; keys = "<sinkId>:<batchId>"):
 
-    {"kind": "winners", "batch": B, "commit": C, "chunk": i, "runs": {runId: rows, ...}}   i = 0..n-1
+    {"kind": "winners", "batch": B, "commit": C, "chunk": i, "runs": {runId: rows, ...},
+     "drops": {runId: [UNIQ_KEY, ...], ...}}                                                 i = 0..n-1
     {"kind": "decided", "batch": B, "commit": C, "chunks": n, "rows": total}                 the decision itself
     {"kind": "aborted", "batch": B}                                                          batch jobs only
 
-``C`` is a fresh id per commit() call: chunks of a commit that died before its "decided" record are ignored. All
+``C`` is a fresh id per commit() call: chunks of a commit that died before its "decided" record are ignored.
+``drops`` (absent when empty) names half messages of a winning run that lose all the same: a task whose master
+went away with halves in flight does not know which of them were stored, so it sends them again under a new run
+and drops the first copies by (run, UNIQ_KEY) (connector/sink_task.py). All
 records of one sink go, in order, to one queue (chosen by the hash of the sinkId, as SelectMessageQueueByHash), so
 "the first decided record of a batch" is well defined. One writer per sinkId at a time is assumed (Spark runs one
 driver per checkpoint; two live queries must not share a sinkId).
@@ -33,6 +37,7 @@ from broker.client.message import Message, MessageQueue, PullStatus
 from broker.common.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.common.message import java_hash
 from broker.remoting.codes import ResponseCode
+from connector.replicas import wait_for_master
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ class BatchDecision:
     batch: str
     commit: str
     winners: Mapping[str, int]  # task-run id -> rows it sent
+    drops: Mapping[str, frozenset[str]] = field(default_factory=dict)  # task-run id -> UNIQ_KEYs that lose
 
     @property
     def rows(self) -> int:
@@ -76,13 +82,13 @@ class DecisionState:
     decided: dict[str, BatchDecision] = field(default_factory=dict)
     aborted: set[str] = field(default_factory=set)
     max_decided: int | None = None  # the highest numeric (streaming) batch id decided
-    _chunks: dict[tuple[str, str], dict[int, Mapping[str, int]]] = field(default_factory=dict)
+    _chunks: dict[tuple[str, str], dict[int, Mapping[str, object]]] = field(default_factory=dict)
 
     def apply(self, record: Mapping[str, object]) -> None:
         kind, batch = record.get("kind"), str(record.get("batch"))
         if kind == "winners":
             key = (batch, str(record["commit"]))
-            self._chunks.setdefault(key, {})[int(record["chunk"])] = dict(record["runs"])
+            self._chunks.setdefault(key, {})[int(record["chunk"])] = record
         elif kind == "decided":
             if batch in self.decided:
                 return  # a later decided record of the same batch lost (there should be none)
@@ -92,22 +98,26 @@ class DecisionState:
                 raise ConnectorError(f"decision log: batch {batch} commit {commit} is decided with {chunks} chunks "
                                      f"but {len(parts)} were read")
             winners: dict[str, int] = {}
+            drops: dict[str, frozenset[str]] = {}
             for i in range(chunks):
-                winners.update(parts[i])
-            self.decided[batch] = BatchDecision(batch, commit, winners)
+                winners.update(parts[i]["runs"])
+                drops.update({run: frozenset(keys) for run, keys in (parts[i].get("drops") or {}).items()})
+            self.decided[batch] = BatchDecision(batch, commit, winners, drops)
             number = _batch_number(batch)
             if number is not None and (self.max_decided is None or number > self.max_decided):
                 self.max_decided = number
         elif kind == "aborted":
             self.aborted.add(batch)
 
-    def resolve(self, batch: str, run: str) -> Resolution:
-        """COMMIT for a run among its batch's winners; ROLLBACK for a loser of a decided batch, any run of an
-        aborted batch job, or a run of a streaming batch older than one already decided (Spark never goes back);
-        UNKNOWN otherwise (the batch may still be decided)."""
+    def resolve(self, batch: str, run: str, uniq: str = "") -> Resolution:
+        """COMMIT for a half of a run among its batch's winners, unless the decision drops it (``uniq``, its
+        UNIQ_KEY); ROLLBACK for a loser of a decided batch, any run of an aborted batch job, or a run of a streaming
+        batch older than one already decided (Spark never goes back); UNKNOWN otherwise (the batch may still be
+        decided)."""
         decision = self.decided.get(batch)
         if decision is not None:
-            return Resolution.COMMIT if run in decision.winners else Resolution.ROLLBACK
+            won = run in decision.winners and uniq not in decision.drops.get(run, ())
+            return Resolution.COMMIT if won else Resolution.ROLLBACK
         if batch in self.aborted:
             return Resolution.ROLLBACK
         number = _batch_number(batch)
@@ -116,12 +126,18 @@ class DecisionState:
         return Resolution.UNKNOWN
 
 
-def decision_records(batch: str, commit: str, winners: Mapping[str, int]) -> list[dict[str, object]]:
-    """The winners chunks then the decided record of one commit."""
+def decision_records(batch: str, commit: str, winners: Mapping[str, int],
+                     drops: Mapping[str, list[str]] | None = None) -> list[dict[str, object]]:
+    """The winners chunks (each with the drops of its runs) then the decided record of one commit."""
     runs = sorted(winners.items())
     chunks = [dict(runs[i:i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)] or [{}]
-    records: list[dict[str, object]] = [{"kind": "winners", "batch": batch, "commit": commit, "chunk": i,
-                                         "runs": chunk} for i, chunk in enumerate(chunks)]
+    records: list[dict[str, object]] = []
+    for i, chunk in enumerate(chunks):
+        record: dict[str, object] = {"kind": "winners", "batch": batch, "commit": commit, "chunk": i, "runs": chunk}
+        dropped = {run: sorted(keys) for run, keys in (drops or {}).items() if run in chunk and keys}
+        if dropped:
+            record["drops"] = dropped
+        records.append(record)
     records.append({"kind": "decided", "batch": batch, "commit": commit, "chunks": len(chunks),
                     "rows": sum(winners.values())})
     return records
@@ -139,16 +155,18 @@ class DecisionLog:
 
     # -- the topic ------------------------------------------------------------------------------------------------
 
-    def ensure_topic(self, brokers: Mapping[str, str]) -> None:
+    def ensure_topic(self, brokers: Mapping[str, str], *, master_wait_ms: int = 0) -> None:
         """Create the decision topic (one queue) on each of ``brokers`` ({brokerName: master address}) that does not
-        have it yet, and wait until the NameServer routes it there."""
+        have it yet (waiting up to ``master_wait_ms`` for a master that does not answer), and wait until the
+        NameServer routes it there."""
         have = self._route_brokers()
         missing = {name: addr for name, addr in brokers.items() if name not in have}
         if not missing:
             return
         for name, addr in sorted(missing.items()):
             try:
-                create_topic(self.client.client(addr), self.topic, queue_nums=1)
+                wait_for_master(f"creating the decision topic {self.topic}", name, master_wait_ms,
+                                lambda a=addr: create_topic(self.client.client(a), self.topic, queue_nums=1))
             except (MQBrokerError, RemotingError) as err:
                 raise ConnectorError(f"cannot create the sink's decision topic {self.topic} on broker {name} "
                                      f"({addr}): {err}") from err
@@ -186,26 +204,31 @@ class DecisionLog:
 
     # -- reading --------------------------------------------------------------------------------------------------
 
-    def refresh(self) -> DecisionState:
+    def refresh(self, *, master_wait_ms: int = 0) -> DecisionState:
         """Pull what was appended since the last call (from each queue's minimum offset the first time), tag-filtered
-        at the broker to this sink, and fold it into ``state``."""
+        at the broker to this sink, and fold it into ``state``; a queue whose master does not answer is asked again
+        for up to ``master_wait_ms`` (folding a record twice changes nothing)."""
         for mq in self.queues():
-            offset = self._next.get(mq)
-            if offset is None:
-                offset = self.client.get_min_offset(mq)
-            while True:
-                result = self.client.pull(mq, offset, PULL_BATCH, sub_expression=self.sink_id, decode=True)
-                if result.status is PullStatus.OFFSET_ILLEGAL:
-                    offset = max(result.next_begin_offset, result.min_offset)
-                    continue
-                for msg in sorted(result.messages, key=lambda m: m.queue_offset):
-                    self._apply(msg.body, msg.keys)
-                if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
-                    offset = max(offset, result.next_begin_offset)
-                    break
-                offset = result.next_begin_offset
-            self._next[mq] = offset
+            wait_for_master(f"reading the decision log in {mq}", mq.broker_name, master_wait_ms,
+                            lambda q=mq: self._read_queue(q), lambda: self.client.get_route(self.topic, refresh=True))
         return self.state
+
+    def _read_queue(self, mq: MessageQueue) -> None:
+        offset = self._next.get(mq)
+        if offset is None:
+            offset = self.client.get_min_offset(mq)
+        while True:
+            result = self.client.pull(mq, offset, PULL_BATCH, sub_expression=self.sink_id, decode=True)
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                offset = max(result.next_begin_offset, result.min_offset)
+                continue
+            for msg in sorted(result.messages, key=lambda m: m.queue_offset):
+                self._apply(msg.body, msg.keys)
+            if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
+                offset = max(offset, result.next_begin_offset)
+                break
+            offset = result.next_begin_offset
+        self._next[mq] = offset
 
     def _apply(self, body: bytes, keys: str | None) -> None:
         if not keys or not keys.startswith(f"{self.sink_id}:"):
@@ -220,14 +243,18 @@ class DecisionLog:
 
     # -- writing --------------------------------------------------------------------------------------------------
 
-    def append(self, records: Iterable[Mapping[str, object]]) -> None:
-        """Send ``records`` in order to the sink's queue, each acknowledged before the next is sent."""
+    def append(self, records: Iterable[Mapping[str, object]], *, master_wait_ms: int = 0) -> None:
+        """Send ``records`` in order to the sink's queue, each acknowledged before the next is sent. A record whose
+        master does not answer is sent again for up to ``master_wait_ms``: sending one twice is harmless (chunks of
+        one commit id are the same; the first decided record of a batch wins)."""
         mq = self.own_queue()
         for record in records:
             msg = Message(self.topic, orjson.dumps(record), tags=self.sink_id,
                           keys=f"{self.sink_id}:{record['batch']}")
             try:
-                self.client.send(msg, mq)
+                wait_for_master(f"recording the decision ({record['kind']} of batch {record['batch']}) in {mq}",
+                                mq.broker_name, master_wait_ms, lambda m=msg: self.client.send(m, mq),
+                                lambda: self.client.get_route(self.topic, refresh=True))
             except (MQBrokerError, MQClientError, RemotingError) as err:
                 raise ConnectorError(f"cannot record the sink decision ({record['kind']} of batch {record['batch']}) "
                                      f"in {mq}: {err}") from err

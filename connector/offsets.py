@@ -12,10 +12,17 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from broker.client import protocol
-from broker.client.blocking import BlockingClient
+from broker.client.blocking import (
+    BlockingClient,
+    BlockingRemotingClient,
+    get_max_offset,
+    get_min_offset,
+    search_offset,
+)
 from broker.client.message import MessageQueue
 from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
 from broker.common.fastjson import decode_json
@@ -24,10 +31,12 @@ from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_G
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from connector.replicas import DownList, broker_addrs, is_master, read_addresses
 
 log = logging.getLogger(__name__)
 
 Offsets = dict[MessageQueue, int]
+T = TypeVar("T")
 
 
 def to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, dict[str, int]]]:
@@ -91,8 +100,9 @@ def readable_by_pattern(topic: str) -> bool:
 class OffsetOracle:
     """The driver's view of the subscribed queues through a BlockingClient: routes, min/max offsets, timestamps.
 
-    Broker and NameServer failures become ConnectorError naming what was asked, so a query fails with a message a
-    user can act on."""
+    Each question goes to the copy of the queue's broker that answers (connector/replicas.py): the master, else a
+    slave, and the master again once the route has it back. Broker and NameServer failures become ConnectorError
+    naming what was asked, so a query fails with a message a user can act on."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -100,6 +110,9 @@ class OffsetOracle:
         self._pattern = re.compile(opts.topic_pattern) if opts.topic_pattern else None
         self._announced: set[str] = set()
         self.client_id = f"{local_address()}@rmq-spark-source-{os.getpid()}"
+        self.timeout_ms = opts.pull_timeout_ms
+        self.on_slave: set[str] = set()  # brokerNames whose last answer came from a slave (the master is away)
+        self._down = DownList()
 
     def close(self) -> None:
         self.client.close()
@@ -146,30 +159,82 @@ class OffsetOracle:
 
     # -- offsets of queues ---------------------------------------------------------------------------------------
 
-    def _ask(self, what: str, mq: MessageQueue, call) -> int:
+    def _copies(self, mq: MessageQueue, *, refresh: bool = False) -> dict[int, str]:
+        return broker_addrs(self.client.get_route(mq.topic, refresh=refresh), mq.broker_name)
+
+    def read_addrs(self, mq: MessageQueue, *, refresh: bool = False) -> list[str]:
+        """The addresses to read ``mq``'s broker from, best first (connector/replicas.py: the master, then its
+        slaves), those that failed lately last."""
+        return self._down.order(read_addresses(self._copies(mq, refresh=refresh)))
+
+    def broker_addr(self, mq: MessageQueue) -> str:
+        """Where to read ``mq`` now: its master, else a slave (the executor's pulls start there)."""
         try:
-            return call(mq)
-        except (MQBrokerError, MQClientError, RemotingError) as err:
-            raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: "
-                                 f"{err}") from err
+            addrs = self.read_addrs(mq) or self.read_addrs(mq, refresh=True)
+        except (MQClientError, RemotingError) as err:
+            raise ConnectorError(f"no address for broker {mq.broker_name} of {mq.topic}: {err}") from err
+        if not addrs:
+            raise ConnectorError(f"broker {mq.broker_name} of {mq.topic} has neither a master nor a slave in the "
+                                 f"route of {self.opts.namesrv_addr}")
+        return addrs[0]
+
+    def _ask(self, what: str, mq: MessageQueue, call: Callable[[BlockingRemotingClient, MessageQueue], T]) -> T:
+        """``call`` on the copy of ``mq``'s broker to read from; when it does not answer, a fresh route's copies in
+        turn (a master gone: its slave; a master back: the master). Which copy answered is remembered in
+        ``on_slave``."""
+        error: Exception | None = None
+        tried: set[str] = set()
+        for refresh in (False, True):
+            try:
+                copies = self._copies(mq, refresh=refresh)
+            except (MQClientError, RemotingError) as err:
+                error = err
+                continue
+            for addr in self._down.order(read_addresses(copies)):
+                if addr in tried:
+                    continue
+                tried.add(addr)
+                try:
+                    answer = call(self.client.client(addr), mq)
+                except RemotingError as err:
+                    log.warning("broker %s at %s does not answer (%s); asking another copy", mq.broker_name, addr,
+                                err)
+                    self._down.mark(addr)
+                    error = err
+                    continue
+                except (MQBrokerError, MQClientError) as err:
+                    raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue "
+                                         f"{mq.queue_id} from {addr}: {err}") from err
+                self._down.clear(addr)
+                self._answered(mq.broker_name, is_master(copies, addr), addr)
+                return answer
+        raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: "
+                             f"no copy of the broker answered ({', '.join(sorted(tried)) or 'none routed'}): "
+                             f"{error}") from error
+
+    def _answered(self, broker_name: str, master: bool, addr: str) -> None:
+        was = broker_name in self.on_slave
+        if master:
+            self.on_slave.discard(broker_name)
+            if was:
+                log.warning("broker %s: reading from its master %s again", broker_name, addr)
+        else:
+            self.on_slave.add(broker_name)
+            if not was:
+                log.warning("broker %s: its master does not answer; reading from slave %s", broker_name, addr)
 
     def max_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
-        return {mq: self._ask("max offset", mq, self.client.get_max_offset) for mq in queues}
+        return {mq: self._ask("max offset", mq, lambda c, q: get_max_offset(c, q, self.timeout_ms)) for mq in queues}
 
     def min_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
-        return {mq: self._ask("min offset", mq, self.client.get_min_offset) for mq in queues}
+        return {mq: self._ask("min offset", mq, lambda c, q: get_min_offset(c, q, self.timeout_ms)) for mq in queues}
 
     def offsets_for_timestamp(self, queues: Iterable[MessageQueue], timestamp_ms: int) -> Offsets:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first message stored at or after ``timestamp_ms`` (the queue's max
         offset when there is none)."""
         return {mq: self._ask(f"offset at {timestamp_ms}", mq,
-                              lambda q: self.client.search_offset(q, timestamp_ms, "LOWER")) for mq in queues}
-
-    def broker_addr(self, mq: MessageQueue) -> str:
-        try:
-            return self.client.broker_addr(mq)
-        except (MQClientError, RemotingError) as err:
-            raise ConnectorError(f"no master address for broker {mq.broker_name} of {mq.topic}: {err}") from err
+                              lambda c, q: search_offset(c, q, timestamp_ms, "LOWER", self.timeout_ms))
+                for mq in queues}
 
     # -- starting and ending offsets -----------------------------------------------------------------------------
 
@@ -221,19 +286,21 @@ class OffsetOracle:
         """UPDATE_CONSUMER_OFFSET of every queue to its broker, so ``mqadmin consumerProgress`` shows the query's
         lag. The first time per broker, a HEART_BEAT names ``group`` as a pull consumer of the topics: the broker
         then knows the group (and creates its %RETRY% topic, through which ``consumerProgress -g`` finds the
-        brokers). Failures are logged, not raised: the checkpoint, not the broker, is the source of truth."""
+        brokers). The offset goes where reads go (the master, else a slave), as Java's consumer sends it; a
+        slave's copy is overwritten by its master's when the master is back. Failures are logged, not raised: the
+        checkpoint, not the broker, is the source of truth."""
         for mq, offset in sorted(offsets.items()):
             try:
-                addr = self.client.broker_addr(mq)
-                remote = self.client.client(addr)
-                if addr not in self._announced:
-                    remote.invoke(self._heartbeat(group), self.client.timeout_ms)
-                    self._announced.add(addr)
-                response = remote.invoke(protocol.update_consumer_offset_request(group, mq, offset),
-                                         self.client.timeout_ms)
-                protocol.expect_success(response, addr)
-            except (MQBrokerError, MQClientError, RemotingError) as err:
+                self._ask("committed offset", mq, lambda remote, q, o=offset: self._commit_offset(group, remote, q, o))
+            except ConnectorError as err:
                 log.warning("consumerGroup %s: could not commit offset %s of %s: %s", group, offset, mq, err)
+
+    def _commit_offset(self, group: str, remote: BlockingRemotingClient, mq: MessageQueue, offset: int) -> None:
+        if remote.address not in self._announced:
+            remote.invoke(self._heartbeat(group), self.timeout_ms)
+            self._announced.add(remote.address)
+        response = remote.invoke(protocol.update_consumer_offset_request(group, mq, offset), self.timeout_ms)
+        protocol.expect_success(response, remote.address)
 
     def _heartbeat(self, group: str) -> RemotingCommand:
         subscriptions = [protocol.build_subscription_data(topic, "*") for topic in self.topics()]

@@ -284,7 +284,7 @@ class SourceOptions:
 
 SINK_OPTIONS = (
     "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
-    "resolverIdleTimeoutSeconds", "resolverDir", "faultInjection",
+    "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "faultInjection",
 )
 SINK_ID_PATTERN = r"[A-Za-z0-9_-]{1,64}"
 DEFAULT_DECISION_TOPIC = "RMQ_SINK_DECISIONS"
@@ -292,6 +292,9 @@ DEFAULT_CHECK_IMMUNITY_S = 120  # the driver commits halves younger than half of
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_SEND_TIMEOUT_MS = 10_000
 DEFAULT_RESOLVER_IDLE_S = 900
+# A master restarted after a crash is back within seconds to a minute; a task or commit that needs it waits this
+# long (a slave cannot take half messages, decisions or END_TRANSACTION), then fails naming the brokerName.
+DEFAULT_MASTER_WAIT_MS = 30_000
 SINK_COLUMNS = {"body", "topic", "tags", "keys", "properties", "shardingKey", "delayLevel"}
 
 
@@ -314,6 +317,7 @@ class SinkOptions:
     send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
     resolver_idle_timeout_s: int = DEFAULT_RESOLVER_IDLE_S
     resolver_dir: str | None = None
+    master_wait_ms: int = DEFAULT_MASTER_WAIT_MS
     fault: Mapping[str, object] | None = None
 
     @classmethod
@@ -363,7 +367,8 @@ class SinkOptions:
             max_in_flight=reader.int("maxInFlight", DEFAULT_MAX_IN_FLIGHT, minimum=1),
             send_timeout_ms=reader.int("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, minimum=1),
             resolver_idle_timeout_s=reader.int("resolverIdleTimeoutSeconds", DEFAULT_RESOLVER_IDLE_S, minimum=1),
-            resolver_dir=reader.str("resolverDir"), fault=fault)
+            resolver_dir=reader.str("resolverDir"),
+            master_wait_ms=reader.int("masterWaitTimeoutMs", DEFAULT_MASTER_WAIT_MS, minimum=0), fault=fault)
 
     @property
     def producer_group(self) -> str:

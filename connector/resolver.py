@@ -39,6 +39,7 @@ from broker.client.message import MessageExt
 from broker.client.route import TopicPublishInfo
 from broker.client.transaction import LocalTransactionState, TransactionProducer
 from broker.common.errors import ConnectorError
+from broker.common.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from connector.decisions import (
     PROPERTY_SINK_BATCH,
     PROPERTY_SINK_ID,
@@ -175,13 +176,14 @@ class Resolver:
             log.warning("check of %s: not a half message of sink %s; UNKNOW", msg.msg_id, self.sink_id)
             return LocalTransactionState.UNKNOW
         batch, run = props.get(PROPERTY_SINK_BATCH, ""), props.get(PROPERTY_SINK_RUN, "")
-        resolution = self.decisions.state.resolve(batch, run)
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        resolution = self.decisions.state.resolve(batch, run, uniq)
         if resolution is Resolution.UNKNOWN:
             try:
                 await self.refresh(min_interval=CHECK_REFRESH_S)
             except Exception as err:  # the broker asks again later
                 log.warning("decision log unreadable while answering a check: %s", err)
-            resolution = self.decisions.state.resolve(batch, run)
+            resolution = self.decisions.state.resolve(batch, run, uniq)
         self.answers[resolution] += 1
         log.info("check %s batch %s run %s: %s", msg.msg_id, batch, run, resolution.value)
         return _STATES[resolution]
@@ -203,7 +205,10 @@ async def run(namesrv: str, sink_id: str, decision_topic: str, idle_timeout_s: f
     try:
         await producer.instance.update_all_topic_routes()
         await producer.instance.send_heartbeat_to_all_brokers()
-        await resolver.refresh()
+        try:
+            await resolver.refresh()
+        except Exception as err:  # a master away: the loop below reads the log once it is back
+            log.warning("decision log of %s unreadable at start: %s", sink_id, err)
         pid_file.write_text(f"{os.getpid()} ready")
         log.info("resolver of sink %s ready (pid %d, namesrv %s, idle timeout %.0f s)", sink_id, os.getpid(),
                  namesrv, idle_timeout_s)

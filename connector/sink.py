@@ -8,8 +8,10 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
    batch (streaming: Spark's ``streaming.sql.batchId`` local property; batch jobs: a fresh "job-<uuid>")
    and a task-run id, fresh for every ``write()`` call, so a retried or speculative attempt has its own. Halves carry
    CHECK_IMMUNITY_TIME_IN_SECONDS (``checkImmunitySeconds``, default 120): the broker does not check them earlier,
-   and refuses the producer's own END_TRANSACTION later. A task returns a TaskCommit: its run id, row count, and
-   the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY).
+   and refuses the producer's own END_TRANSACTION later. A task returns a TaskCommit: its run id(s), row count, and
+   the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY). A task whose master
+   is not routed, or whose connection to it breaks, waits for it (``masterWaitTimeoutMs``); halves that were in
+   flight then are sent again under a new run id, and the first copies are listed as dropped (run, UNIQ_KEY).
 2. **commit(messages, batchId)** on the driver, in a short-lived Python worker (PySpark re-creates the writer for
    each call, so nothing lives in the driver's memory between calls):
 
@@ -24,7 +26,8 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
    d. then END_TRANSACTION COMMIT (two-way, pipelined, in order per queue when rows had a shardingKey) for the
       handles of tasks whose first half is younger than half the immunity time. Older ones are left to the check.
 3. **The check finishes what the driver did not**: halves of a lost attempt (a failed or speculative task, a
-   re-run) are answered ROLLBACK once their batch is decided; the decided winners are answered COMMIT. A driver
+   re-run) and dropped first copies are answered ROLLBACK once their batch is decided; the decided winners are
+   answered COMMIT. A driver
    that dies after 2c loses nothing: the resolver (detached, it outlives the driver) commits the winners when the
    broker asks, however long the driver stays down, and a restarted query rolls its re-run back (2b).
 4. **abort(messages[, batchId])** rolls back the handles it gets. A batch job also records "aborted" (its id is never

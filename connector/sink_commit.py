@@ -123,7 +123,8 @@ def _brokers(commits: Sequence[TaskCommit]) -> dict[str, str]:
 
 
 def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> None:
-    """Step 2 of the module docstring."""
+    """Step 2 of the module docstring. What needs the decision topic's master (reading and appending the log)
+    waits for it up to masterWaitTimeoutMs; END_TRANSACTIONs that find no master are left to the check."""
     from connector.resolver import ensure_resolver
 
     commits = _task_commits(opts, messages, batch)
@@ -132,17 +133,25 @@ def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: st
     with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
                         producer_group=opts.producer_group) as client:
         decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
-        decisions.ensure_topic(_brokers(commits))
+        decisions.ensure_topic(_brokers(commits), master_wait_ms=opts.master_wait_ms)
         ensure_resolver(opts, sorted({t for c in commits for t in c.topics}))
-        decided = decisions.refresh().decided.get(batch)
+        decided = decisions.refresh(master_wait_ms=opts.master_wait_ms).decided.get(batch)
         if decided is not None:
-            losers = [c for c in commits if c.run not in decided.winners]
+            losers = [c for c in commits if not decided.winners.keys() & c.runs.keys()]
             counts = end_transactions(client, opts, losers, LocalTransactionState.ROLLBACK_MESSAGE)
             log.warning("rmq sink %s: batch %s was decided before (commit %s, %d rows); this re-run's %d rows are "
                         "rolled back (%d ended), the decided ones are committed by the resolver", opts.sink_id,
                         batch, decided.commit, decided.rows, sum(c.rows for c in losers), counts.ended)
             return
-        decisions.append(decision_records(batch, uuid.uuid4().hex, {c.run: c.rows for c in commits}))
+        winners = {run: rows for c in commits for run, rows in c.runs.items()}
+        drops = {run: keys for c in commits for run, keys in c.drops.items()}
+        try:
+            decisions.append(decision_records(batch, uuid.uuid4().hex, winners, drops),
+                             master_wait_ms=opts.master_wait_ms)
+        except ConnectorError as err:
+            raise ConnectorError(f"{err}. Whether batch {batch} of sink {opts.sink_id} was decided is known once "
+                                 "that master is back: a streaming query restarted from its checkpoint settles it "
+                                 "(each row once); a batch job's abort says so if it can read the log") from err
         _decision_fault(opts, batch)
         cutoff_ms = int(time.time() * 1000) - opts.check_immunity_s * 500
         direct = [c for c in commits if c.first_born_ms >= cutoff_ms]
@@ -172,30 +181,41 @@ def _decision_fault(opts: SinkOptions, batch: str) -> None:
 def abort_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str, *, record: bool) -> None:
     """Step 4 of the module docstring. The abort of a batch job is recorded even when no task returned a commit
     message (all failed or were cancelled): their half messages exist all the same, and the resolver rolls them
-    back on the broker's check only once the log says the job was aborted."""
+    back on the broker's check only once the log says the job was aborted. A job whose commit failed after its
+    decision may have been recorded (its master went away meanwhile) is not recorded aborted when the log shows
+    it decided: its rows are committed, and the error says so."""
     commits = [m for m in messages if isinstance(m, TaskCommit) and m.sink_id == opts.sink_id]
     if not commits and not record:
         return
     with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
                         producer_group=opts.producer_group) as client:
         if record:
-            from connector.resolver import ensure_resolver
-
-            topics = sorted({t for c in commits for t in c.topics} | ({opts.topic} if opts.topic else set()))
-            brokers = _brokers(commits) or _master_brokers(client, topics)
-            decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
-            if brokers:
-                decisions.ensure_topic(brokers)
-            if decisions.queues():
-                ensure_resolver(opts, topics)
-                decisions.append([{"kind": "aborted", "batch": batch}])
-            else:
-                log.warning("rmq sink %s: batch %s aborted before any task reported where it wrote; its half "
-                            "messages end when the broker stops checking them", opts.sink_id, batch)
+            _record_abort(client, opts, commits, batch)
         if commits:
             counts = end_transactions(client, opts, commits, LocalTransactionState.ROLLBACK_MESSAGE)
             log.warning("rmq sink %s: batch %s aborted; %d half messages rolled back", opts.sink_id, batch,
                         counts.ended)
+
+
+def _record_abort(client: BlockingClient, opts: SinkOptions, commits: Sequence[TaskCommit], batch: str) -> None:
+    from connector.resolver import ensure_resolver
+
+    topics = sorted({t for c in commits for t in c.topics} | ({opts.topic} if opts.topic else set()))
+    brokers = _brokers(commits) or _master_brokers(client, topics)
+    decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
+    if brokers:
+        decisions.ensure_topic(brokers, master_wait_ms=opts.master_wait_ms)
+    if not decisions.queues():
+        log.warning("rmq sink %s: batch %s aborted before any task reported where it wrote; its half messages end "
+                    "when the broker stops checking them", opts.sink_id, batch)
+        return
+    ensure_resolver(opts, topics)
+    decided = decisions.refresh(master_wait_ms=opts.master_wait_ms).decided.get(batch)
+    if decided is not None:
+        raise ConnectorError(f"rmq sink {opts.sink_id}: batch job {batch} failed after its decision was recorded: "
+                             f"its {decided.rows} rows are committed (by the resolver when the broker checks them); "
+                             "do not run the job again for them")
+    decisions.append([{"kind": "aborted", "batch": batch}], master_wait_ms=opts.master_wait_ms)
 
 
 def _master_brokers(client: BlockingClient, topics: Sequence[str]) -> dict[str, str]:

@@ -52,6 +52,7 @@ from broker.remoting.command import RemotingCommand
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
 from connector.records import decode_records
+from connector.replicas import broker_addrs, is_master, read_addresses
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,10 @@ class QueueRange(InputPartition):
 
 
 class _Puller:
-    """PULL_MESSAGE of one queue from its broker's master; when the broker cannot be reached at the address the
-    driver planned with, the NameServer is asked where it is now."""
+    """PULL_MESSAGE of one queue from the copy of its broker the driver planned with (its master, else a slave:
+    connector/replicas.py). When that address does not answer, the NameServer is asked for the broker's copies
+    now, and the best one other than the failed address is read instead: a moved master, a slave when the master
+    is gone, the master when it is back."""
 
     def __init__(self, part: QueueRange) -> None:
         self.part = part
@@ -134,7 +137,7 @@ class _Puller:
         try:
             self.remote.send(request, self.part.pull_timeout_ms)
         except RemotingError as err:
-            if not self._relocate(err):
+            if not self.relocate(err):
                 raise
             self.remote.send(request, self.part.pull_timeout_ms)
         return request
@@ -143,7 +146,7 @@ class _Puller:
         try:
             response = self.remote.receive(request, self.part.pull_timeout_ms)
         except RemotingError as err:
-            if not self._relocate(err):
+            if not self.relocate(err):
                 raise
             response = self.remote.invoke(request, self.part.pull_timeout_ms)
         try:
@@ -153,21 +156,24 @@ class _Puller:
             raise ConnectorError(f"pulling {self.part.describe()} at offset {offset} from {self.addr} failed: "
                                  f"{err}") from err
 
-    def _relocate(self, err: Exception) -> bool:
-        """The broker's master address from a fresh route; True when it differs from the one that failed."""
+    def relocate(self, err: Exception | None) -> bool:
+        """Switch to the best copy of the broker in a fresh route other than the current address (which failed,
+        ``err``, or holds less than the batch needs, None); True when there is one."""
         try:
             route = get_route(self.part.namesrv_addr, self.part.topic, self.part.pull_timeout_ms)
         except (MQClientError, RemotingError):
             return False
-        for broker in route.broker_datas:
-            if broker.broker_name == self.part.broker_name and broker.broker_addrs.get(0) not in (None, self.addr):
-                log.warning("broker %s moved from %s to %s (%s)", self.part.broker_name, self.addr,
-                            broker.broker_addrs[0], err)
-                self.remote.close()
-                self.addr = broker.broker_addrs[0]
-                self.remote = BlockingRemotingClient(self.addr)
-                return True
-        return False
+        copies = broker_addrs(route, self.part.broker_name)
+        others = [addr for addr in read_addresses(copies) if addr != self.addr]
+        if not others:
+            return False
+        role = "master" if is_master(copies, others[0]) else "slave"
+        log.warning("broker %s: reading from its %s %s instead of %s (%s)", self.part.broker_name, role, others[0],
+                    self.addr, err or "behind the batch's end")
+        self.remote.close()
+        self.addr = others[0]
+        self.remote = BlockingRemotingClient(self.addr)
+        return True
 
 
 def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -194,12 +200,13 @@ def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
     out, so the broker reads while this process decodes (one connection, no thread: a prefetching thread cost more
     CPU in GIL hand-offs than it saved). ``nextBeginOffset`` drives the loop: with a filter a pull may return fewer
     messages than offsets (or none, NO_MATCHED_MSG) and still move on. A requested offset below the queue's min
-    offset is data loss (retention removed it): DataLossError, or a logged skip with failOnDataLoss=false."""
+    offset is data loss (retention removed it): DataLossError, or a logged skip with failOnDataLoss=false. A copy
+    that keeps answering "nothing" below the batch's end (a slave behind its master) is left, once, for another."""
 
     def send(offset: int) -> RemotingCommand | None:
         return puller.send(offset, min(part.pull_batch_size, part.end - offset)) if offset < part.end else None
 
-    offset, idle = part.start, 0
+    offset, idle, moved = part.start, 0, False
     request = send(offset)
     while request is not None:
         result = puller.result(request)
@@ -213,7 +220,9 @@ def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
             yield result.body
         elif result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
             idle += 1
-            if idle > NO_NEW_MSG_RETRIES:
+            if idle > NO_NEW_MSG_RETRIES and not moved and puller.relocate(None):
+                idle, moved = 0, True  # a slave behind its master (gone when planned, back now): the other copy
+            elif idle > NO_NEW_MSG_RETRIES:
                 raise ConnectorError(f"{part.describe()} has no message at offset {offset} although the end of "
                                      f"this batch is {part.end} (broker {puller.addr}: {result.status.value}, "
                                      f"max offset {result.max_offset})")
@@ -317,8 +326,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest({})
 
     def _latest(self, start: Offsets) -> Offsets:
-        """Every subscribed queue's max offset; queues of ``start`` no longer routed keep their start (a broker
-        that is away comes back); queues that went backwards are data loss."""
+        """Every subscribed queue's max offset (from the master, else a slave); queues of ``start`` no longer
+        routed keep their start (a broker that is away comes back); queues that went backwards are data loss,
+        unless the answer came from a slave (it may lag behind what was read from its master)."""
         queues = self.oracle.queues()
         latest = self.oracle.max_offsets(queues)
         for mq, offset in start.items():
@@ -327,9 +337,15 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif latest[mq] < offset:
                 message = (f"topic {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: max offset "
                            f"{latest[mq]} is below the offset already read, {offset} (was the topic recreated?)")
-                if self.opts.fail_on_data_loss:
+                if mq.broker_name in self.oracle.on_slave:
+                    # a slave that had not copied all its master had stored before it went away: not a loss, the
+                    # master has the rest; the queue waits for the slave (or the master) to pass the offset
+                    log.warning("topic %s broker %s queue %d: its slave is at %d, behind the offset already read "
+                                "(%d); waiting", mq.topic, mq.broker_name, mq.queue_id, latest[mq], offset)
+                elif self.opts.fail_on_data_loss:
                     raise DataLossError(message)
-                log.warning("%s; waiting for it to pass %s (failOnDataLoss=false)", message, offset)
+                else:
+                    log.warning("%s; waiting for it to pass %s (failOnDataLoss=false)", message, offset)
                 latest[mq] = offset
         return latest
 

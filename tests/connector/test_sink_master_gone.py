@@ -1,0 +1,139 @@
+"""A sink task whose master goes away (connector/sink_task.py), against the in-process fake broker and NameServer:
+
+* the connection breaks with half messages in flight and the master answers again: the task sends those halves
+  again under a new run and drops the first copies, so that, whichever copies were stored, the decision commits
+  each row exactly once (checked by resolving every stored half as the driver and the resolver would);
+* the master does not answer again within masterWaitTimeoutMs: the task fails naming the brokerName, in time;
+* no master is routed when the task starts: it waits, and sends once one is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from broker.common.errors import ConnectorError
+from broker.remoting.codes import RequestCode
+from broker.remoting.command import RemotingCommand
+from broker.remoting.connection import RemotingConnection
+from connector import sink_task
+from connector.decisions import DecisionState, Resolution, decision_records
+from connector.options import SinkOptions
+from tests.helpers import LoopThread
+from tests.unit.client.fakes import FakeBroker, FakeNamesrv
+
+ROWS = 60
+
+
+@dataclass
+class GoingBroker(FakeBroker):
+    """A fake master that, at its ``crash_at``-th half message, stores it, answers nothing more on that connection
+    and closes it (what the client sees of a master killed right after storing); ``routed_as`` is the brokerId the
+    NameServer announces it with (1: only a slave is routed)."""
+
+    crash_at: int = 0
+    stop_at_crash: bool = False
+    routed_as: int = 0
+    sends: int = 0
+    gone: set[RemotingConnection] = field(default_factory=set)
+
+    def route_json(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        queue_data, broker_data = super().route_json()
+        return queue_data, {**broker_data, "brokerAddrs": {self.routed_as: self.addr}}
+
+    async def _process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code != RequestCode.SEND_MESSAGE_V2:
+            return await super()._process(conn, request)
+        if conn in self.gone:
+            await super()._process(conn, request)  # stored, never answered
+            return None
+        self.sends += 1
+        if self.sends != self.crash_at:
+            return await super()._process(conn, request)
+        await super()._process(conn, request)
+        self.gone.add(conn)
+        loop = asyncio.get_running_loop()
+        loop.create_task(self.server.stop() if self.stop_at_crash else conn.close())
+        return None
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[LoopThread, FakeNamesrv, GoingBroker]]:
+    loop = LoopThread()
+    namesrv = loop.run(FakeNamesrv().start())
+    broker = loop.run(GoingBroker("broker-a").start())
+    namesrv.routes["T"] = [broker]
+    yield loop, namesrv, broker
+    for server in (broker, namesrv):
+        loop.run(server.stop())
+    loop.close()
+
+
+def send_rows(namesrv: FakeNamesrv, **options: str) -> sink_task.TaskCommit:
+    opts = SinkOptions.parse({"namesrvAddr": namesrv.addr, "topic": "T", "maxInFlight": "8", **options},
+                             streaming=False)
+    sender = sink_task.HalfSender(opts, "0", uuid.uuid4().hex)
+    try:
+        for i in range(ROWS):
+            sender.send("T", f"row {i}".encode(), None, None, None, None)
+        sender.flush()
+        return sender.task_commit()
+    finally:
+        sender.close()
+
+
+def test_halves_in_flight_are_sent_again_under_a_new_run_and_committed_once(fakes) -> None:
+    _, namesrv, broker = fakes
+    broker.crash_at = 20
+    commit = send_rows(namesrv)
+    stored = [r for q in range(broker.queue_nums) for r in broker.messages("T", q)]
+    assert len(stored) > ROWS  # the lost connection's halves were stored, and sent again
+    assert len(commit.runs) == 2 and sum(commit.runs.values()) == commit.rows == ROWS
+    (first_run,) = commit.drops
+    assert first_run in commit.runs and commit.drops[first_run]
+
+    state = DecisionState()
+    for record in decision_records("0", "c", commit.runs, commit.drops):
+        state.apply(record)
+    committed = [r for r in stored if state.resolve("0", r.properties["RMQ_SINK_RUN"], r.properties["UNIQ_KEY"])
+                 is Resolution.COMMIT]
+    assert Counter(r.body for r in committed) == Counter(f"row {i}".encode() for i in range(ROWS))
+    # what the driver ends directly (the handles) is among what the resolver would commit
+    handles = {h[-1] for b in commit.brokers for h in b.halves}
+    assert len(handles) == ROWS and handles == {r.properties["UNIQ_KEY"] for r in committed}
+
+
+def test_a_master_away_longer_than_the_wait_fails_the_task_naming_the_broker(fakes) -> None:
+    _, namesrv, broker = fakes
+    broker.crash_at, broker.stop_at_crash = 20, True
+    started = time.monotonic()
+    with pytest.raises(ConnectorError, match=r"master of broker broker-a did not answer within 1500 ms "
+                                             r"\(option masterWaitTimeoutMs"):
+        send_rows(namesrv, masterWaitTimeoutMs="1500")
+    assert 1.0 < time.monotonic() - started < 6
+
+
+def test_a_task_waits_for_a_master_to_be_routed(fakes) -> None:
+    loop, namesrv, broker = fakes
+    broker.routed_as = 1  # only a slave of broker-a is routed
+
+    async def master_back() -> None:
+        await asyncio.sleep(1.0)
+        broker.routed_as = 0
+
+    loop.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(master_back()))
+    started = time.monotonic()
+    commit = send_rows(namesrv, masterWaitTimeoutMs="10000")
+    assert time.monotonic() - started > 0.9 and commit.rows == ROWS and len(commit.runs) == 1
+
+    broker.routed_as = 1
+    with pytest.raises(ConnectorError, match=r"sending the rows of topic T: the master of broker broker-a did not "
+                                             r"answer within 1000 ms"):
+        send_rows(namesrv, masterWaitTimeoutMs="1000")
