@@ -15,7 +15,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -35,18 +34,13 @@ ROWS = 60
 @dataclass
 class GoingBroker(FakeBroker):
     """A fake master that, at its ``crash_at``-th half message, stores it, answers nothing more on that connection
-    and closes it (what the client sees of a master killed right after storing); ``routed_as`` is the brokerId the
-    NameServer announces it with (1: only a slave is routed)."""
+    and closes it (what the client sees of a master killed right after storing). Its ``broker_id`` is what the
+    NameServer announces it with: 1 routes only a slave of broker-a."""
 
     crash_at: int = 0
     stop_at_crash: bool = False
-    routed_as: int = 0
     sends: int = 0
     gone: set[RemotingConnection] = field(default_factory=set)
-
-    def route_json(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        queue_data, broker_data = super().route_json()
-        return queue_data, {**broker_data, "brokerAddrs": {self.routed_as: self.addr}}
 
     async def _process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         if request.code != RequestCode.SEND_MESSAGE_V2:
@@ -122,18 +116,18 @@ def test_a_master_away_longer_than_the_wait_fails_the_task_naming_the_broker(fak
 
 def test_a_task_waits_for_a_master_to_be_routed(fakes) -> None:
     loop, namesrv, broker = fakes
-    broker.routed_as = 1  # only a slave of broker-a is routed
+    broker.broker_id = 1  # only a slave of broker-a is routed
 
     async def master_back() -> None:
         await asyncio.sleep(1.0)
-        broker.routed_as = 0
+        broker.broker_id = 0
 
     loop.loop.call_soon_threadsafe(lambda: asyncio.ensure_future(master_back()))
     started = time.monotonic()
     commit = send_rows(namesrv, masterWaitTimeoutMs="10000")
     assert time.monotonic() - started > 0.9 and commit.rows == ROWS and len(commit.runs) == 1
 
-    broker.routed_as = 1
+    broker.broker_id = 1
     with pytest.raises(ConnectorError, match=r"sending the rows of topic T: the master of broker broker-a did not "
                                              r"answer within 1000 ms"):
         send_rows(namesrv, masterWaitTimeoutMs="1000")
