@@ -21,6 +21,8 @@ from tests.apache.servers import start_apache_broker, start_apache_namesrv
 from tests.helpers import run, wait_until
 from tests.integration.cluster import start_broker, start_namesrv
 from tests.integration.replication import Broker, assert_same_files, wait_caught_up
+from tests.interop.test_official_mqadmin import Mqadmin, build_mqadmin
+from tests.javatools import JavaToolError
 
 pytestmark = [pytest.mark.java]
 
@@ -82,7 +84,28 @@ def commit_offset(master_addr: str, queue: MessageQueue, offset: int) -> None:
     run(commit())
 
 
-def test_apache_slave_follows_our_master(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def mqadmin(tmp_path_factory: pytest.TempPathFactory) -> Mqadmin:
+    try:
+        return build_mqadmin(tmp_path_factory.mktemp("mqadmin-home"))
+    except JavaToolError as err:
+        pytest.fail(f"cannot build Apache's mqadmin: {err}", pytrace=False)
+
+
+def assert_mqadmin_shows_the_pair(mqadmin: Mqadmin, namesrv_addr: str, master: Broker, slave: Broker) -> None:
+    """Apache's own mqadmin sees one brokerName with both copies, and the master's HA status names the slave."""
+    def ok(*args: str) -> str:
+        run = mqadmin.run(*args, "-n", namesrv_addr)
+        assert run.failure() is None, run.failure()
+        return run.out
+
+    clusters = ok("clusterList")
+    assert master.addr in clusters and slave.addr in clusters
+    status = ok("haStatus", "-b", master.addr)
+    assert "#SlaveNum\t1" in status and "OK" in status, status
+
+
+def test_apache_slave_follows_our_master(tmp_path: Path, mqadmin: Mqadmin) -> None:
     with (start_namesrv(tmp_path / "namesrv") as namesrv,
           start_broker(tmp_path / "master", namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE) as master):
         before = send_many(namesrv.addr, 100, "before")
@@ -95,10 +118,11 @@ def test_apache_slave_follows_our_master(tmp_path: Path) -> None:
             assert_slave_serves(slave, before + after, "after-42")
             # Apache 5.x's SlaveSynchronize first runs a minute after its broker started: topic configs and
             # consumer offsets from our master.
+            assert_mqadmin_shows_the_pair(mqadmin, namesrv.addr, master, slave)
             wait_synced(slave.addr, before[0].message_queue, 42, SLAVE_SYNC_WAIT_S)
 
 
-def test_our_slave_follows_apache_master(tmp_path: Path) -> None:
+def test_our_slave_follows_apache_master(tmp_path: Path, mqadmin: Mqadmin) -> None:
     with (start_apache_namesrv(tmp_path / "namesrv") as namesrv,
           start_apache_broker(tmp_path / "apache-master", namesrv, mappedFileSizeCommitLog=FILE_SIZE) as master):
         before = send_many(namesrv.addr, 100, "before")
@@ -110,3 +134,4 @@ def test_our_slave_follows_apache_master(tmp_path: Path) -> None:
             assert_same_files(slave, master, "commitlog")
             assert_slave_serves(slave, before + after, "before-7")
             wait_synced(slave.addr, before[0].message_queue, 17)
+            assert_mqadmin_shows_the_pair(mqadmin, namesrv.addr, master, slave)
