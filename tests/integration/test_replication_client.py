@@ -170,7 +170,9 @@ async def _failover(tmp_path: Path, namesrv: ServerProcess, master: ServerProces
         # Committed where the consumers left off on the slave, not where the master's own file stood at the kill:
         # the clients commit their in-memory offsets to the master again.
         await _offsets_on(master.addr, ["ha_push", "ha_lite"], mqs)
-        assert push_pulls[-1] == lite_pulls[-1] == master.addr
+        # The clients go back to the master at their next route poll: their pulls end up there.
+        await eventually("both consumers pull from the master again",
+                         lambda: push_pulls[-1] == lite_pulls[-1] == master.addr, WAIT_S)
         assert master.addr in push_pulls[pulls_at_restart[0]:] and master.addr in lite_pulls[pulls_at_restart[1]:]
         # at-least-once: nothing lost; and here nothing was delivered twice (no queue changed hands)
         assert set(pushed) == set(polled) == set(sent) and len(sent) == 100
