@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation as v
-from broker.common.config_manager import ConfigManager
 from broker.common.errors import IllegalName
 from broker.common.fastjson import DataVersion, encode_json_pretty
 from broker.common.persist import persist_quietly
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.metadata.paths import subscription_group_path
+from broker.server.metadata.versioned import VersionedTable
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -54,19 +53,16 @@ SYSTEM_GROUPS = (
 GroupTables = tuple[dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]], DataVersion]
 
 
-class SubscriptionGroupManager(ConfigManager[GroupTables]):
+class SubscriptionGroupManager(VersionedTable[GroupTables, SubscriptionGroupConfig]):
     """broker.subscription.SubscriptionGroupManager."""
 
     def __init__(
         self, broker_config: BrokerConfig, store_path_root_dir: str, *, state_version: Callable[[], int] = lambda: 0
     ) -> None:
-        super().__init__(subscription_group_path(store_path_root_dir))
+        super().__init__(subscription_group_path(store_path_root_dir), state_version)
         self.broker_config = broker_config
-        self._state_version = state_version
-        self._lock = threading.RLock()
-        self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
+        self._table.update((g, SubscriptionGroupConfig(g)) for g in SYSTEM_GROUPS)
         self._forbidden: dict[str, dict[str, int]] = {}
-        self._data_version = DataVersion.new()
 
     # -- reading ------------------------------------------------------------------------------------------------------
 
@@ -80,10 +76,6 @@ class SubscriptionGroupManager(ConfigManager[GroupTables]):
     @property
     def subscription_group_table(self) -> Mapping[str, SubscriptionGroupConfig]:
         return MappingProxyType(dict(self._table))
-
-    @property
-    def data_version(self) -> DataVersion:
-        return self._data_version
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-created with defaults when autoCreateSubscriptionGroup is on (or, with
@@ -105,9 +97,6 @@ class SubscriptionGroupManager(ConfigManager[GroupTables]):
         return config
 
     # -- changes ------------------------------------------------------------------------------------------------------
-
-    def _bump(self) -> None:
-        self._data_version = self._data_version.next_version(self._state_version())
 
     def _changed(self) -> None:
         persist_quietly(self.persist, self.path)
@@ -152,23 +141,10 @@ class SubscriptionGroupManager(ConfigManager[GroupTables]):
         self._changed()
         return True
 
-    def sync_from_master(self, configs: Mapping[str, SubscriptionGroupConfig], version: DataVersion) -> bool:
-        """A slave's copy of its master's groups (SlaveSynchronize.syncSubscriptionGroupConfig), as topics.py's
-        ``sync_from_master``: replaced unless the DataVersions are equal (False), persisted (raises OSError), the
-        DataVersion bumped as Java's loop bumps it. Java's loop also drops the forbidden bits of every group we had
-        (the master's are not copied); so does this."""
-        with self._lock:
-            if self._data_version == version:
-                return False
-            bumps = sum(1 for group in self._table if group in configs) + len(configs)
-            for group in self._table:
-                self._forbidden.pop(group, None)
-            self._table = dict(configs)
-            self._data_version = version
-            for _ in range(bumps):
-                self._bump()
-        self.persist()
-        return True
+    def _dropping(self, names: list[str]) -> None:
+        """Java's sync loop also drops the forbidden bits of every group we had (the master's are not copied)."""
+        for group in names:
+            self._forbidden.pop(group, None)
 
     # -- forbidden bits (a group may be barred from a topic, one bit per reason) --------------------------------------
 

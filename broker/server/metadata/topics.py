@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation as v
-from broker.common.config_manager import ConfigManager
 from broker.common.errors import IllegalName
 from broker.common.fastjson import DataVersion, encode_json_pretty
 from broker.common.persist import persist_quietly
@@ -44,6 +42,7 @@ from broker.common.topic import (
     perm_to_string,
 )
 from broker.server.metadata.paths import topic_config_path
+from broker.server.metadata.versioned import VersionedTable
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -62,7 +61,7 @@ def _checked_name(topic: str) -> None:
 TopicTables = tuple[dict[str, TopicConfig], DataVersion]
 
 
-class TopicConfigManager(ConfigManager[TopicTables]):
+class TopicConfigManager(VersionedTable[TopicTables, TopicConfig]):
     """broker.topic.TopicConfigManager: system topics at start, then topics.json on top (``load``).
 
     ``on_topic_created`` runs after a topic is created on the send path, outside the lock: the broker uses it to
@@ -78,13 +77,9 @@ class TopicConfigManager(ConfigManager[TopicTables]):
         on_topic_created: Callable[[TopicConfig], None] | None = None,
         state_version: Callable[[], int] = lambda: 0,
     ) -> None:
-        super().__init__(topic_config_path(store_path_root_dir))
+        super().__init__(topic_config_path(store_path_root_dir), state_version)
         self.broker_config = broker_config
         self._on_topic_created = on_topic_created
-        self._state_version = state_version
-        self._lock = threading.RLock()
-        self._table: dict[str, TopicConfig] = {}
-        self._data_version = DataVersion.new()
         self._system_topics: set[str] = set()
         for config in self._system_topic_configs():
             self._system_topics.add(config.topic_name)
@@ -140,14 +135,7 @@ class TopicConfigManager(ConfigManager[TopicTables]):
         """A read-only snapshot."""
         return MappingProxyType(dict(self._table))
 
-    @property
-    def data_version(self) -> DataVersion:
-        return self._data_version
-
     # -- changes ------------------------------------------------------------------------------------------------------
-
-    def _bump(self) -> None:
-        self._data_version = self._data_version.next_version(self._state_version())
 
     def _changed(self) -> None:
         persist_quietly(self.persist, self.path)
@@ -332,25 +320,6 @@ class TopicConfigManager(ConfigManager[TopicTables]):
             log.info("deleted topic config %s", old)
             self._bump()
         self._changed()
-        return True
-
-    def sync_from_master(self, configs: Mapping[str, TopicConfig], version: DataVersion) -> bool:
-        """A slave's copy of its master's table (SlaveSynchronize.syncTopicConfig): unless the DataVersions are
-        equal (False), the master's topics replace ours, those it lacks deleted, and the table is persisted (raises
-        OSError). Nothing is registered: the next periodic registration carries the new table.
-
-        The DataVersion ends where Java's does: the master's, bumped once per topic of ours the master also has
-        (Java's loop deletes every topic, then puts the master's back) and once per topic put. So it differs from
-        the master's again, and every sync replaces the table, as on Apache's slave."""
-        with self._lock:
-            if self._data_version == version:
-                return False
-            bumps = sum(1 for topic in self._table if topic in configs) + len(configs)
-            self._table = dict(configs)
-            self._data_version = version
-            for _ in range(bumps):
-                self._bump()
-        self.persist()
         return True
 
     # -- JSON ---------------------------------------------------------------------------------------------------------
