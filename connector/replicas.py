@@ -3,8 +3,8 @@ master.
 
 Rule 1: the source's pulls (connector/source.py) and the driver's offset questions (connector/offsets.py) choose
 the address to read a brokerName from here, and the sink (tasks, commit, decision log) waits for a master here,
-and nowhere else, so that broker.client's own choice (the broker a pull answer suggests, fail-over when the master
-is gone) can replace this module in one place later.
+and nowhere else. The first choice is the client's own (``find_broker_address_in_subscribe``); the order of the
+others and the down list are the connector's, because a Spark task cannot wait for the client's next route poll.
 
 Why reads may go to a slave: a slave holds a byte-for-byte copy of its master's CommitLog and builds the same
 ConsumeQueues, so queue offsets mean the same on both; a slave serves pulls only with ``slaveReadEnable=true``, and
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from broker.client.route import MASTER_ID, TopicRouteData
+from broker.client.route import MASTER_ID, TopicRouteData, find_broker_address_in_subscribe
 from broker.common.errors import ClientErrorCode, ConnectorError, MQBrokerError, MQClientError, RemotingError
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,10 @@ def read_addresses(addrs: Mapping[int, str]) -> list[str]:
 
 
 def read_address(addrs: Mapping[int, str]) -> str | None:
-    """The address to read a brokerName from: the master, else the slave with the lowest id; None without any."""
-    ordered = read_addresses(addrs)
-    return ordered[0] if ordered else None
+    """The address to read a brokerName from: the master, else the slave with the lowest id (the client's
+    findBrokerAddressInSubscribe for the master); None without any."""
+    found = find_broker_address_in_subscribe(addrs)
+    return found.broker_addr if found else None
 
 
 def is_master(addrs: Mapping[int, str], address: str) -> bool:
