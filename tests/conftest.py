@@ -3,6 +3,10 @@ source registered), created on first use so that tests without Spark never pay f
 NameServer + broker clusters (ours or Apache's) that test modules share, one per setting, started on first use
 (see tests/integration/cluster.py). ``resolver_dir``: where the sink's resolvers of one test keep their files; they
 are stopped when the test ends. Small helpers (free_port, now_ms, wait_until, eventually...) are in tests/helpers.py.
+
+Parallel runs (``pytest -n 2``, what CI does): each worker runs whole modules, so a module's fixtures start once, and
+every test that starts Spark (tests/connector, tests/jobs) runs on one worker, so that one Spark session serves
+them all and two JVMs never resolve Delta's jars into the Ivy cache at the same time.
 """
 
 from __future__ import annotations
@@ -15,6 +19,25 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.integration.cluster import ClusterPool
+
+
+SPARK_DIRS = ("tests/connector/", "tests/jobs/")
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover - pytest-xdist is a test extra; without it the suite runs in one process
+    LoadScopeScheduling = None
+else:
+
+    class SparkApartScheduling(LoadScopeScheduling):
+        """Whole modules per worker, and all the Spark tests as one unit (sent first: it is the longest)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "spark" if path.startswith(SPARK_DIRS) else path
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> SparkApartScheduling:
+        return SparkApartScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,8 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -87,6 +89,16 @@ def require_tools(*names: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """One builder at a time per cache entry, across processes (parallel test workers share the cache): the
+    others wait, then find the entry built."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _key(*parts: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -118,6 +130,11 @@ def resolve_classpath(artifacts: Sequence[str]) -> str:
     require_tools("mvn")
     key = _key(*artifacts)
     work = cache_dir() / "classpath" / key
+    with _exclusive(work):
+        return _resolve_classpath(artifacts, key, work)
+
+
+def _resolve_classpath(artifacts: Sequence[str], key: str, work: Path) -> str:
     result = work / "classpath.txt"
     if result.exists():
         classpath = result.read_text().strip()
@@ -164,13 +181,15 @@ def compile_java(name: str, classpath: str, *, shared: Sequence[str] = ()) -> Pa
     stamp = out / ".compiled"
     if stamp.exists():
         return out
-    out.mkdir(parents=True, exist_ok=True)
-    _run_tool(
-        ["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath, *map(str, sources)],
-        f"javac compiling {JAVA_SOURCES / name}",
-        JAVAC_TIMEOUT_S,
-    )
-    stamp.touch()
+    with _exclusive(out):
+        if not stamp.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            _run_tool(
+                ["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(out), "-cp", classpath, *map(str, sources)],
+                f"javac compiling {JAVA_SOURCES / name}",
+                JAVAC_TIMEOUT_S,
+            )
+            stamp.touch()
     return out
 
 
