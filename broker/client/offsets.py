@@ -55,6 +55,9 @@ OFFSET_STORE_ERROR = -2  # readOffset: the store could not be asked
 # -- ProcessQueue ------------------------------------------------------------------------------------------------------
 
 
+REBALANCE_LOCK_MAX_LIVE_TIME_S = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME (client side; the broker's is 60 s)
+
+
 class ProcessQueue:
     """The messages of one queue fetched but not yet acknowledged (impl/consumer/ProcessQueue). The offset to commit
     is the lowest one still here, or one past the highest ever put once all are acknowledged."""
@@ -107,6 +110,68 @@ class ProcessQueue:
         self._msgs.clear()
         self.msg_size = 0
         self.queue_offset_max = 0
+
+
+class OrderlyProcessQueue(ProcessQueue):
+    """A ProcessQueue that hands messages out in offset order and commits only what the listener finished: the
+    messages taken (``take_messages``) stay counted until ``commit`` (or come back with ``rollback``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._taken: dict[int, MessageExt] = {}  # Java's consumingMsgOrderlyTreeMap
+        self.consuming = False  # a consume task owns the queue's messages
+        self.locked = False
+        self.last_lock_timestamp = 0.0  # time.monotonic() of the last lock the broker granted
+        self.previously_locked = False  # the pull has fixed its offset from the broker since the lock
+
+    @property
+    def msg_count(self) -> int:
+        return len(self._msgs) + len(self._taken)
+
+    def max_span(self) -> int:
+        return 0  # orderly consumption has no span limit (consumeConcurrentlyMaxSpan)
+
+    def claim(self) -> bool:
+        """True when messages wait and no consume task owns them yet: the caller must start one."""
+        if self._msgs and not self.consuming:
+            self.consuming = True
+            return True
+        return False
+
+    def take_messages(self, count: int) -> list[MessageExt]:
+        taken = []
+        while self._msgs and len(taken) < count:
+            offset = next(iter(self._msgs))
+            msg = self._taken[offset] = self._msgs.pop(offset)
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """Forget the taken messages; the offset after the last of them, -1 if none was taken."""
+        if not self._taken:
+            return -1
+        offset = max(self._taken) + 1
+        self.msg_size -= sum(len(m.body) for m in self._taken.values())
+        self._taken.clear()
+        return offset
+
+    def make_message_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        for msg in msgs:
+            if self._taken.pop(msg.queue_offset, None) is not None:
+                self._msgs[msg.queue_offset] = msg
+        self._msgs = dict(sorted(self._msgs.items()))
+
+    def rollback(self) -> None:
+        self.make_message_to_consume_again(list(self._taken.values()))
+
+    def taken_offsets(self) -> list[int]:
+        """The queue offsets of the messages the listener has and has not finished, lowest first."""
+        return sorted(self._taken)
+
+    def is_lock_expired(self) -> bool:
+        return time.monotonic() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_S
 
 
 # -- offset stores -----------------------------------------------------------------------------------------------------

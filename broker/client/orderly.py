@@ -1,5 +1,6 @@
 """Orderly push consumption (MessageListenerOrderly): Java's ConsumeMessageOrderlyService, the orderly parts of
-RebalanceImpl / RebalancePushImpl (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ) and ProcessQueue's orderly methods.
+RebalanceImpl / RebalancePushImpl (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ); ProcessQueue's orderly methods are
+OrderlyProcessQueue in broker/client/offsets.py.
 
 Order per queue rests on three locks:
 
@@ -41,7 +42,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, MessageQueue
-from broker.client.offsets import MessageModel, ProcessQueue, compute_pull_from_where
+from broker.client.offsets import MessageModel, OrderlyProcessQueue, compute_pull_from_where
 from broker.common.errors import MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REBALANCE_LOCK_MAX_LIVE_TIME_S = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME (client side; the broker's is 60 s)
 REBALANCE_LOCK_INTERVAL_S = 20.0  # ProcessQueue.REBALANCE_LOCK_INTERVAL: every held queue is locked again
 FIRST_LOCK_DELAY_S = 1.0
 LOCK_TIMEOUT_MS = 1000
@@ -89,68 +89,6 @@ class ConsumeOrderlyContext:
 
 MessageListenerOrderly = Callable[[list[MessageExt], ConsumeOrderlyContext],
                                   ConsumeOrderlyStatus | None | Awaitable[ConsumeOrderlyStatus | None]]
-
-
-class OrderlyProcessQueue(ProcessQueue):
-    """A ProcessQueue that hands messages out in offset order and commits only what the listener finished: the
-    messages taken (``take_messages``) stay counted until ``commit`` (or come back with ``rollback``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._taken: dict[int, MessageExt] = {}  # Java's consumingMsgOrderlyTreeMap
-        self.consuming = False  # a consume task owns the queue's messages
-        self.locked = False
-        self.last_lock_timestamp = 0.0  # time.monotonic() of the last lock the broker granted
-        self.previously_locked = False  # the pull has fixed its offset from the broker since the lock
-
-    @property
-    def msg_count(self) -> int:
-        return len(self._msgs) + len(self._taken)
-
-    def max_span(self) -> int:
-        return 0  # orderly consumption has no span limit (consumeConcurrentlyMaxSpan)
-
-    def claim(self) -> bool:
-        """True when messages wait and no consume task owns them yet: the caller must start one."""
-        if self._msgs and not self.consuming:
-            self.consuming = True
-            return True
-        return False
-
-    def take_messages(self, count: int) -> list[MessageExt]:
-        taken = []
-        while self._msgs and len(taken) < count:
-            offset = next(iter(self._msgs))
-            msg = self._taken[offset] = self._msgs.pop(offset)
-            taken.append(msg)
-        if not taken:
-            self.consuming = False
-        return taken
-
-    def commit(self) -> int:
-        """Forget the taken messages; the offset after the last of them, -1 if none was taken."""
-        if not self._taken:
-            return -1
-        offset = max(self._taken) + 1
-        self.msg_size -= sum(len(m.body) for m in self._taken.values())
-        self._taken.clear()
-        return offset
-
-    def make_message_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
-        for msg in msgs:
-            if self._taken.pop(msg.queue_offset, None) is not None:
-                self._msgs[msg.queue_offset] = msg
-        self._msgs = dict(sorted(self._msgs.items()))
-
-    def rollback(self) -> None:
-        self.make_message_to_consume_again(list(self._taken.values()))
-
-    def taken_offsets(self) -> list[int]:
-        """The queue offsets of the messages the listener has and has not finished, lowest first."""
-        return sorted(self._taken)
-
-    def is_lock_expired(self) -> bool:
-        return time.monotonic() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_S
 
 
 class OrderlyConsumeService:

@@ -61,13 +61,14 @@ from broker.client.message import MessageExt, MessageQueue, PullStatus
 from broker.client.offsets import (
     ConsumeFromWhere,
     MessageModel,
+    OrderlyProcessQueue,
     ProcessQueue,
     ReadOffsetType,
     compute_pull_from_where,
     consumer_setup,
     default_consume_timestamp,
 )
-from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService, OrderlyProcessQueue
+from broker.client.orderly import MessageListenerOrderly, OrderlyConsumeService
 from broker.client.producer import Producer
 from broker.client.pull_api import PullAPIWrapper
 from broker.client.route import MASTER_ID

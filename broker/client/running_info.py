@@ -26,8 +26,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from broker.client.message import MessageQueue
-from broker.client.offsets import ProcessQueue
-from broker.client.orderly import OrderlyProcessQueue
+from broker.client.offsets import OrderlyProcessQueue, ProcessQueue
 from broker.client.protocol import SubscriptionData
 from broker.common.fastjson import encode_json
 from broker.remoting.codes import ResponseCode

@@ -227,7 +227,7 @@ def test_client_side_batch_rules() -> None:
 
 def test_orderly_process_queue_hands_out_in_offset_order() -> None:
     """take_messages, commit, make_message_to_consume_again and rollback (ProcessQueue's orderly methods)."""
-    from broker.client.orderly import OrderlyProcessQueue
+    from broker.client.offsets import OrderlyProcessQueue
 
     def msg(offset: int) -> MessageExt:
         return MessageExt(topic="T", body=b"x" * 10, flag=0, properties={}, queue_id=0, queue_offset=offset,

@@ -9,7 +9,7 @@ import time
 from broker.client.consumer import LitePullConfig, LitePullConsumer
 from broker.client.instance import ClientConfig
 from broker.client.message import Message, MessageExt, MessageQueue
-from broker.client.orderly import OrderlyProcessQueue
+from broker.client.offsets import OrderlyProcessQueue
 from broker.client.producer import Producer
 from broker.client.running_info import CLIENT_VERSION_DESC, process_queue_info
 from broker.common.fastjson import decode_json
