@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 import orjson
 
 from broker.client.blocking import BlockingClient, create_topic
-from broker.client.message import Message, MessageQueue, PullStatus
+from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
 from broker.common.errors import ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.common.message import java_hash
 from broker.remoting.codes import ResponseCode
@@ -143,6 +143,50 @@ def decision_records(batch: str, commit: str, winners: Mapping[str, int],
     return records
 
 
+def read_queue(client: BlockingClient, mq: MessageQueue, offset: int | None, tags: str,
+               on_record: Callable[[MessageExt], None]) -> int:
+    """Hand every record of ``mq`` from ``offset`` (None: the queue's minimum) matching the tag expression ``tags``
+    to ``on_record``, in queue order; returns the offset to go on from."""
+    if offset is None:
+        offset = client.get_min_offset(mq)
+    while True:
+        result = client.pull(mq, offset, PULL_BATCH, sub_expression=tags, decode=True)
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            offset = max(result.next_begin_offset, result.min_offset)
+            continue
+        for msg in sorted(result.messages, key=lambda m: m.queue_offset):
+            on_record(msg)
+        if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
+            return max(offset, result.next_begin_offset)
+        offset = result.next_begin_offset
+
+
+class SinkScan:
+    """Which sinks have records in a decision topic (a record's tag is its sinkId, its keys "<sinkId>:<batch>"),
+    read incrementally: a resolver serving every sink of the topic learns new sinks from it."""
+
+    def __init__(self, client: BlockingClient, topic: str) -> None:
+        self.client = client
+        self.topic = topic
+        self.sinks: set[str] = set()
+        self._next: dict[MessageQueue, int] = {}
+
+    def refresh(self) -> set[str]:
+        try:
+            queues = self.client.fetch_message_queues(self.topic)
+        except MQClientError as err:
+            if err.code == ResponseCode.TOPIC_NOT_EXIST:
+                return self.sinks
+            raise
+        for mq in queues:
+            self._next[mq] = read_queue(self.client, mq, self._next.get(mq), "*", self._note)
+        return self.sinks
+
+    def _note(self, msg: MessageExt) -> None:
+        if msg.tags and msg.keys and msg.keys.startswith(f"{msg.tags}:"):
+            self.sinks.add(msg.tags)
+
+
 class DecisionLog:
     """Reads (incrementally) and appends one sink's records in the decision topic, over a BlockingClient."""
 
@@ -214,21 +258,8 @@ class DecisionLog:
         return self.state
 
     def _read_queue(self, mq: MessageQueue) -> None:
-        offset = self._next.get(mq)
-        if offset is None:
-            offset = self.client.get_min_offset(mq)
-        while True:
-            result = self.client.pull(mq, offset, PULL_BATCH, sub_expression=self.sink_id, decode=True)
-            if result.status is PullStatus.OFFSET_ILLEGAL:
-                offset = max(result.next_begin_offset, result.min_offset)
-                continue
-            for msg in sorted(result.messages, key=lambda m: m.queue_offset):
-                self._apply(msg.body, msg.keys)
-            if result.status is not PullStatus.FOUND or result.next_begin_offset <= offset:
-                offset = max(offset, result.next_begin_offset)
-                break
-            offset = result.next_begin_offset
-        self._next[mq] = offset
+        self._next[mq] = read_queue(self.client, mq, self._next.get(mq), self.sink_id,
+                                    lambda msg: self._apply(msg.body, msg.keys))
 
     def _apply(self, body: bytes, keys: str | None) -> None:
         if not keys or not keys.startswith(f"{self.sink_id}:"):

@@ -155,7 +155,20 @@ class OffsetOracle:
                                          "no route for it)") from err
                 raise ConnectorError(f"cannot get the route of topic {topic} from {self.opts.namesrv_addr}: "
                                      f"{err}") from err
+        if self.opts.assigned:
+            return self._assigned(result)
         return sorted(result)
+
+    def _assigned(self, routed: list[MessageQueue]) -> list[MessageQueue]:
+        """The ``assign`` option's queues; one the route does not have fails the query (as Kafka's assign of a
+        partition that does not exist)."""
+        by_key = {(mq.topic, mq.broker_name, mq.queue_id): mq for mq in routed}
+        missing = [f"{t}/{b}/{q}" for t, b, q in self.opts.assigned if (t, b, q) not in by_key]
+        if missing:
+            raise ConnectorError(f"option assign names queue(s) {', '.join(missing)}, which the route of "
+                                 f"{self.opts.namesrv_addr} does not have (readable queues: "
+                                 f"{', '.join(sorted(f'{k[0]}/{k[1]}/{k[2]}' for k in by_key))})")
+        return sorted(by_key[key] for key in self.opts.assigned)
 
     # -- offsets of queues ---------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from broker.common.errors import ConnectorOptionError
 from broker.common.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
+from connector.columns import check_sink_schema
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -89,11 +90,14 @@ _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 SOURCE_OPTIONS = (
-    "namesrvAddr", "topic", "topics", "topicPattern", "startingOffsets", "startingTimestamp",
-    "startingOffsetsByTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
-    "maxTriggerDelay", "failOnDataLoss", "filter", "filterType", "consumerGroup", "pullBatchSize", "pullTimeoutMs",
-    "minPartitions",
+    "namesrvAddr", "topic", "topics", "topicPattern", "subscribe", "subscribePattern", "assign", "startingOffsets",
+    "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "filter", "filterType", "consumerGroup",
+    "pullBatchSize", "pullTimeoutMs", "minPartitions",
 )
+# What to read: exactly one of these. subscribe and subscribePattern are the Kafka connector's names of topics and
+# topicPattern; assign names queues, as Kafka's names partitions.
+SUBSCRIPTIONS = ("topic", "topics", "topicPattern", "subscribe", "subscribePattern", "assign")
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 _BATCH_ONLY = ("endingOffsets", "endingTimestamp")
 
@@ -140,6 +144,25 @@ def parse_queue_json(name: str, text: str, *, allowed: tuple[int, ...]) -> dict[
     return result
 
 
+def parse_assign(text: str) -> tuple[tuple[str, str, int], ...]:
+    """``assign``: ``{"topic": {"brokerName": [queueId, ...]}}``, the queues to read (Kafka's ``assign`` lists
+    partitions; a RocketMQ queue is a broker's queue id)."""
+    queues: set[tuple[str, str, int]] = set()
+    for topic, brokers in _json_option("assign", text).items():
+        if not isinstance(brokers, dict) or not brokers:
+            raise ConnectorOptionError(f"option assign: topic {topic!r} must map broker names to lists of queue ids, "
+                                       f"got {brokers!r}")
+        for broker, ids in brokers.items():
+            if (not isinstance(ids, list) or not ids
+                    or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids)):
+                raise ConnectorOptionError(f"option assign: {topic}/{broker} must be a non-empty list of queue ids "
+                                           f"(integers >= 0), got {ids!r}")
+            queues.update((str(topic), str(broker), i) for i in ids)
+    if not queues:
+        raise ConnectorOptionError("option assign names no queue")
+    return tuple(sorted(queues))
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetSpec:
     """Where reading starts or ends: ``kind`` is earliest | latest | offsets | timestamp | timestamps; ``per_queue``
@@ -157,7 +180,19 @@ class OffsetSpec:
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """Everything ``spark.read(Stream).format("rmq")`` was told, checked once when the query starts."""
+    """Everything ``spark.read(Stream).format("rmq")`` was told, checked once when the query starts.
+
+    Three things behave as in Kafka's connector or the broker decides them, on purpose:
+
+    - ``startingOffsets=latest`` (a stream's default) starts at the end of each queue when the query first starts:
+      the first micro-batch is empty, and messages sent after that point are read from the next one on.
+    - ``pullBatchSize`` is what a PULL_MESSAGE asks for; the broker answers at most
+      ``maxTransferCountOnMessageInMemory`` messages (32 by default; conf/broker.conf raises it to 1024) and
+      ``maxTransferBytesOnMessageInMemory`` bytes per pull (Apache's broker also caps messages no longer in the page
+      cache by ``maxTransferCountOnMessageInDisk``, 8); a partition simply pulls more often.
+    - ``filterType=SQL92`` needs ``enablePropertyFilter=true`` on every broker read (conf/broker.conf sets it);
+      a broker without it refuses the pull and the query fails naming it.
+    """
 
     namesrv_addr: str
     topics: tuple[str, ...]  # empty when topic_pattern is set
@@ -171,10 +206,11 @@ class SourceOptions:
     filter: str | None
     filter_type: str
     consumer_group: str | None
-    pull_batch_size: int
+    pull_batch_size: int  # asked per pull; the broker caps it (maxTransferCountOnMessageInMemory)
     pull_timeout_ms: int
     min_partitions: int | None
     streaming: bool
+    assigned: tuple[tuple[str, str, int], ...] = ()  # the ``assign`` option's (topic, brokerName, queueId), sorted
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -186,7 +222,7 @@ class SourceOptions:
             where = "streaming queries (readStream)" if not streaming else "batch queries (read)"
             raise ConnectorOptionError(f"option(s) {', '.join(misplaced)} apply only to {where}")
         namesrv = opts.str("namesrvAddr", required=True)
-        topics, pattern = cls._subscription(opts)
+        topics, pattern, assigned = cls._subscription(opts)
         starting = cls._starting(opts, streaming)
         ending = None if streaming else cls._ending(opts)
         max_rows = opts.int("maxOffsetsPerTrigger", minimum=1)
@@ -214,26 +250,38 @@ class SourceOptions:
             fail_on_data_loss=opts.bool("failOnDataLoss", True), filter=filter_expr, filter_type=filter_type,
             consumer_group=group, pull_batch_size=opts.int("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, minimum=1),
             pull_timeout_ms=opts.int("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=1),
-            min_partitions=opts.int("minPartitions", minimum=1), streaming=streaming,
+            min_partitions=opts.int("minPartitions", minimum=1), streaming=streaming, assigned=assigned,
         )
 
-    @staticmethod
-    def _subscription(opts: OptionReader) -> tuple[tuple[str, ...], str | None]:
-        given = [name for name in ("topic", "topics", "topicPattern") if opts.has(name)]
+    @classmethod
+    def _subscription(cls, opts: OptionReader) -> tuple[tuple[str, ...], str | None, tuple[tuple[str, str, int], ...]]:
+        """(topics, topicPattern, assigned queues) from the one subscription option given."""
+        given = [name for name in SUBSCRIPTIONS if opts.has(name)]
         if len(given) != 1:
-            raise ConnectorOptionError("exactly one of the options topic, topics or topicPattern is required"
+            raise ConnectorOptionError(f"exactly one of the options {', '.join(SUBSCRIPTIONS)} is required"
                                        + (f"; got {', '.join(given)}" if given else ""))
-        if given[0] == "topicPattern":
-            pattern = opts.str("topicPattern", required=True)
+        name = given[0]
+        if name in ("topicPattern", "subscribePattern"):
+            pattern = opts.str(name, required=True)
             try:
                 re.compile(pattern)
             except re.error as err:
-                raise ConnectorOptionError(f"option topicPattern {pattern!r} is not a valid regex: {err}") from None
-            return (), pattern
-        text = opts.str(given[0], required=True)
+                raise ConnectorOptionError(f"option {name} {pattern!r} is not a valid regex: {err}") from None
+            return (), pattern, ()
+        if name == "assign":
+            assigned = parse_assign(opts.str("assign", required=True))
+            topics = tuple(dict.fromkeys(topic for topic, _, _ in assigned))
+            cls._check_topics(topics)
+            return topics, None, assigned
+        text = opts.str(name, required=True)
         topics = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
         if not topics:
-            raise ConnectorOptionError(f"option {given[0]} names no topic")
+            raise ConnectorOptionError(f"option {name} names no topic")
+        cls._check_topics(topics)
+        return topics, None, ()
+
+    @staticmethod
+    def _check_topics(topics: tuple[str, ...]) -> None:
         for topic in topics:
             if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
                 raise ConnectorOptionError(f"topic {topic!r} is not a valid topic name (allowed: "
@@ -241,7 +289,6 @@ class SourceOptions:
             if topic in _INTERNAL_TOPICS:
                 raise ConnectorOptionError(f"topic {topic} is a broker-internal store of messages consumers must "
                                            "not see (half or delayed messages); it cannot be read")
-        return topics, None
 
     @staticmethod
     def _starting(opts: OptionReader, streaming: bool) -> OffsetSpec:
@@ -286,6 +333,8 @@ SINK_OPTIONS = (
     "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
     "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "faultInjection",
 )
+# Sink options the README does not list: fault injection for the suite's failure tests.
+UNDOCUMENTED_SINK_OPTIONS = ("faultInjection",)
 SINK_ID_PATTERN = r"[A-Za-z0-9_-]{1,64}"
 DEFAULT_DECISION_TOPIC = "RMQ_SINK_DECISIONS"
 DEFAULT_CHECK_IMMUNITY_S = 120  # the driver commits halves younger than half of it; older ones the check commits
@@ -295,7 +344,6 @@ DEFAULT_RESOLVER_IDLE_S = 900
 # A master restarted after a crash is back within seconds to a minute; a task or commit that needs it waits this
 # long (a slave cannot take half messages, decisions or END_TRANSACTION), then fails naming the brokerName.
 DEFAULT_MASTER_WAIT_MS = 30_000
-SINK_COLUMNS = {"body", "topic", "tags", "keys", "properties", "shardingKey", "delayLevel"}
 
 
 @dataclass(frozen=True)
@@ -332,7 +380,7 @@ class SinkOptions:
         if topic is not None:
             _check_sink_topic("topic option", topic)
         if schema is not None:
-            _check_sink_schema(schema, topic)
+            check_sink_schema(schema, topic)
         sink_id, explicit = reader.str("sinkId"), True
         if sink_id is not None:
             if not re.fullmatch(SINK_ID_PATTERN, sink_id):
@@ -380,42 +428,3 @@ def _check_sink_topic(what: str, topic: str) -> None:
     if len(topic) > TOPIC_MAX_LENGTH or is_topic_or_group_illegal(topic):
         raise ConnectorOptionError(f"{what} {topic!r} is not a valid topic name ({VALID_NAME_PATTERN}, at most "
                                    f"{TOPIC_MAX_LENGTH} characters)")
-
-
-def _check_sink_schema(schema: object, topic: str | None) -> None:
-    """The input columns the sink knows, with the types it can send; anything else fails at query start."""
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        MapType,
-        ShortType,
-        StringType,
-        StructType,
-    )
-
-    if not isinstance(schema, StructType):
-        return
-    fields = {f.name: f.dataType for f in schema.fields}
-    unknown = sorted(set(fields) - SINK_COLUMNS)
-    if unknown:
-        raise ConnectorOptionError(f"the rmq sink does not know the column(s) {', '.join(unknown)}; its columns are "
-                                   f"{', '.join(sorted(SINK_COLUMNS))} (body required)")
-    if "body" not in fields:
-        raise ConnectorOptionError("the rmq sink needs a body column (binary or string); the input has "
-                                   f"{', '.join(fields) or 'no columns'}")
-    expected = {"body": (BinaryType, StringType), "topic": (StringType,), "tags": (StringType,),
-                "keys": (StringType,), "shardingKey": (StringType,),
-                "delayLevel": (IntegerType, LongType, ShortType)}
-    for name, types in expected.items():
-        if name in fields and not isinstance(fields[name], types):
-            allowed = " or ".join(t.typeName() for t in types)
-            raise ConnectorOptionError(f"the rmq sink column {name} must be {allowed}, got "
-                                       f"{fields[name].simpleString()}")
-    props = fields.get("properties")
-    if props is not None and not (isinstance(props, MapType) and isinstance(props.keyType, StringType)
-                                  and isinstance(props.valueType, StringType)):
-        raise ConnectorOptionError(f"the rmq sink column properties must be map<string,string>, got "
-                                   f"{props.simpleString()}")
-    if topic is None and "topic" not in fields:
-        raise ConnectorOptionError("the rmq sink needs a topic: set the option topic or give the input a topic column")

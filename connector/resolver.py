@@ -1,65 +1,62 @@
-"""The sink's resolver: answers the broker's CHECK_TRANSACTION_STATE for one sink from its decision log.
+"""The sink's resolver: answers the broker's CHECK_TRANSACTION_STATE for the sink's half messages from its decision log.
 
 Why a process of its own: PySpark runs the driver side of a write (commit/abort) in short-lived Python workers, and
 the broker asks about open half messages whenever it likes (after their immunity time, every
 transactionCheckInterval), possibly while no driver runs at all. The resolver heartbeats as a producer of the sink's
 group ``RMQ_SINK_<sinkId>``, so the broker sends it those checks; it answers COMMIT for the winners of a decided batch,
 ROLLBACK for losers (and for aborted batch jobs, and streaming batches older than a decided one), UNKNOWN while a
-batch is undecided (connector/decisions.py ``DecisionState.resolve``).
+batch is undecided (connector/decisions.py ``DecisionState.resolve``; the process: connector/resolver_service.py).
 
-One resolver per sinkId and host: it holds an exclusive flock on ``<dir>/<sinkId>.lock`` (dir: ``resolverDir``,
-default ~/.cache/rmq/sink) and writes ``<dir>/<sinkId>.pid`` ("<pid> ready") once it heartbeats. The sink starts
-one, detached (its own session: it outlives the driver), when none holds the lock and none is starting: a batch job
-when Spark plans it (``start_resolver``, not waiting), else the commit, which waits until it is ready. It exits after
-``--idle-timeout-s`` without a check or a new decision; that timeout must exceed the broker's check window of an open
-half (immunity + transactionCheckInterval), which the defaults (900 s; 120 s; Apache's 30 s) do.
+Two ways to run it:
 
-Run it standalone (e.g. on another host while the query's driver is down)::
+- **Started by the sink** (one per sinkId and host): it holds an exclusive flock on ``<dir>/<sinkId>.lock`` (dir:
+  ``resolverDir``, default ~/.cache/rmq/sink) and writes ``<dir>/<sinkId>.pid`` ("<pid> ready") once it heartbeats.
+  The sink starts one, detached (its own session: it outlives the driver), when none holds the lock and none is
+  starting: a batch job with the topic option when Spark plans it (``start_resolver``, not waiting), else the
+  commit, which waits until it is ready. It exits after ``--idle-timeout-s`` without a check or a new decision;
+  that timeout must exceed the broker's check window of an open half (immunity + transactionCheckInterval), which
+  the defaults (900 s; 120 s; Apache's 30 s) do.
+- **As a service** (``--service``; for drivers in containers, Kubernetes or YARN cluster mode, whose host goes away
+  with them): long-lived, for the sinks named with ``--sink-id`` or every sink of the decision topic
+  (``--all-sinks``), with a pid file (``--pid-file``, default ``<dir>/resolver.pid``; a second service on the same
+  pid file refuses to start), a rotating log file (``<log-dir>/<pid file's name>.log``, ``--log-dir`` default
+  ``<dir>``), no idle timeout unless given; SIGTERM stops it and removes its pid files.
+
+Examples::
 
     python -m connector.resolver --namesrv 127.0.0.1:9876 --sink-id my_sink [--decision-topic RMQ_SINK_DECISIONS]
         [--idle-timeout-s 900] [--dir ~/.cache/rmq/sink] [--topic T ...]
+    python -m connector.resolver --service --namesrv 127.0.0.1:9876 --all-sinks [--sink-id S ...]
+        [--pid-file ~/.cache/rmq/sink/resolver.pid] [--log-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import fcntl
 import logging
+import logging.handlers
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
-from broker.client.blocking import BlockingClient
-from broker.client.instance import ClientConfig
-from broker.client.message import MessageExt
-from broker.client.route import TopicPublishInfo
-from broker.client.transaction import LocalTransactionState, TransactionProducer
 from broker.common.errors import ConnectorError
-from broker.common.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from connector.decisions import (
-    PROPERTY_SINK_BATCH,
-    PROPERTY_SINK_ID,
-    PROPERTY_SINK_RUN,
-    DecisionLog,
-    Resolution,
-)
-from connector.options import DEFAULT_DECISION_TOPIC, DEFAULT_RESOLVER_IDLE_S, SinkOptions
+from connector.options import DEFAULT_DECISION_TOPIC, DEFAULT_RESOLVER_IDLE_S, SINK_ID_PATTERN, SinkOptions
+from connector.resolver_service import ResolverService, ServiceSpec, sink_paths
 
 log = logging.getLogger("connector.resolver")
 
 DEFAULT_DIR = Path.home() / ".cache" / "rmq" / "sink"
-POLL_S = 1.0  # how often the log is read for new decisions
-CHECK_REFRESH_S = 0.2  # at most this often, a check about an undecided batch re-reads the log first
 READY_TIMEOUT_S = 60.0
 STARTING = "0 starting"  # the pid file's text from start_resolver until the resolver says "<pid> ready"
-HEARTBEAT_MS = 5_000
-_STATES = {Resolution.COMMIT: LocalTransactionState.COMMIT_MESSAGE,
-           Resolution.ROLLBACK: LocalTransactionState.ROLLBACK_MESSAGE,
-           Resolution.UNKNOWN: LocalTransactionState.UNKNOW}
+SERVICE_PID_FILE = "resolver.pid"  # in --dir, unless --pid-file says otherwise
+LOG_MAX_BYTES = 10 * 1024 * 1024  # the service's log file rolls over at this size ...
+LOG_BACKUPS = 5  # ... keeping this many old ones (<name>.log.1 ... .5)
 
 
 def resolver_dir(opts_dir: str | None) -> Path:
@@ -68,13 +65,9 @@ def resolver_dir(opts_dir: str | None) -> Path:
     return path
 
 
-def _paths(directory: Path, sink_id: str) -> tuple[Path, Path, Path]:
-    return directory / f"{sink_id}.lock", directory / f"{sink_id}.pid", directory / f"{sink_id}.log"
-
-
 def resolver_pid(directory: Path, sink_id: str) -> int | None:
     """The pid of the live, ready resolver of ``sink_id`` on this host, else None."""
-    lock, pid_file, _ = _paths(directory, sink_id)
+    lock, pid_file, _ = sink_paths(directory, sink_id)
     if not _lock_held(lock):
         return None
     try:
@@ -89,7 +82,7 @@ def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
     The batch writer calls this when Spark plans the job, so the resolver's start-up (a Python process, a second or
     two) overlaps the tasks instead of delaying the commit. True when a process was started."""
     directory = resolver_dir(opts.resolver_dir)
-    lock, pid_file, log_file = _paths(directory, opts.sink_id)
+    lock, pid_file, log_file = sink_paths(directory, opts.sink_id)
     if _lock_held(lock) or _starting(pid_file):
         return False
     argv = [sys.executable, "-m", "connector.resolver", "--namesrv", opts.namesrv_addr, "--sink-id", opts.sink_id,
@@ -112,7 +105,7 @@ def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
     pid = resolver_pid(directory, opts.sink_id)
     if pid is not None:
         return pid
-    _, _, log_file = _paths(directory, opts.sink_id)
+    _, _, log_file = sink_paths(directory, opts.sink_id)
     start_resolver(opts, topics)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while (pid := resolver_pid(directory, opts.sink_id)) is None:
@@ -147,107 +140,128 @@ def _starting(pid_file: Path) -> bool:
         return False
 
 
-class Resolver:
-    """The listener of the sink group's TransactionProducer: checks are answered from the decision log."""
-
-    def __init__(self, namesrv: str, sink_id: str, decision_topic: str) -> None:
-        self.sink_id = sink_id
-        self.client = BlockingClient(namesrv)
-        self.decisions = DecisionLog(self.client, decision_topic, sink_id)
-        self.last_activity = time.monotonic()
-        self.answers = {r: 0 for r in Resolution}
-        self._refreshed = 0.0
-        self._lock = asyncio.Lock()
-
-    async def refresh(self, *, min_interval: float = 0.0) -> None:
-        async with self._lock:
-            if time.monotonic() - self._refreshed < min_interval:
-                return
-            before = len(self.decisions.state.decided) + len(self.decisions.state.aborted)
-            await asyncio.to_thread(self.decisions.refresh)
-            self._refreshed = time.monotonic()
-            if len(self.decisions.state.decided) + len(self.decisions.state.aborted) != before:
-                self.last_activity = time.monotonic()
-
-    async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        self.last_activity = time.monotonic()
-        props = msg.properties
-        if props.get(PROPERTY_SINK_ID) != self.sink_id:
-            log.warning("check of %s: not a half message of sink %s; UNKNOW", msg.msg_id, self.sink_id)
-            return LocalTransactionState.UNKNOW
-        batch, run = props.get(PROPERTY_SINK_BATCH, ""), props.get(PROPERTY_SINK_RUN, "")
-        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
-        resolution = self.decisions.state.resolve(batch, run, uniq)
-        if resolution is Resolution.UNKNOWN:
-            try:
-                await self.refresh(min_interval=CHECK_REFRESH_S)
-            except Exception as err:  # the broker asks again later
-                log.warning("decision log unreadable while answering a check: %s", err)
-            resolution = self.decisions.state.resolve(batch, run, uniq)
-        self.answers[resolution] += 1
-        log.info("check %s batch %s run %s: %s", msg.msg_id, batch, run, resolution.value)
-        return _STATES[resolution]
-
-    def execute_local_transaction(self, msg: object, arg: object) -> LocalTransactionState:
-        return LocalTransactionState.UNKNOW  # the resolver sends nothing
 
 
-async def run(namesrv: str, sink_id: str, decision_topic: str, idle_timeout_s: float, directory: Path,
-              topics: list[str]) -> None:
-    _, pid_file, _ = _paths(directory, sink_id)
-    resolver = Resolver(namesrv, sink_id, decision_topic)
-    config = ClientConfig(namesrv_addr=namesrv, instance_name=f"rmq-sink-resolver-{sink_id}-{os.getpid()}",
-                          heartbeat_broker_interval=HEARTBEAT_MS, poll_name_server_interval=HEARTBEAT_MS)
-    producer = TransactionProducer(f"RMQ_SINK_{sink_id}", listener=resolver, client_config=config)
-    for topic in [decision_topic, *topics]:  # their brokers are heartbeated, so their checks reach us
-        producer.topic_publish_info.setdefault(topic, TopicPublishInfo())
-    await producer.start()
-    try:
-        await producer.instance.update_all_topic_routes()
-        await producer.instance.send_heartbeat_to_all_brokers()
-        try:
-            await resolver.refresh()
-        except Exception as err:  # a master away: the loop below reads the log once it is back
-            log.warning("decision log of %s unreadable at start: %s", sink_id, err)
-        pid_file.write_text(f"{os.getpid()} ready")
-        log.info("resolver of sink %s ready (pid %d, namesrv %s, idle timeout %.0f s)", sink_id, os.getpid(),
-                 namesrv, idle_timeout_s)
-        while time.monotonic() - resolver.last_activity < idle_timeout_s:
-            await asyncio.sleep(POLL_S)
-            try:
-                await resolver.refresh()
-            except Exception as err:
-                log.warning("decision log of %s unreadable: %s", sink_id, err)
-        log.info("resolver of sink %s idle for %.0f s; exiting (answers: %s)", sink_id, idle_timeout_s,
-                 {k.value: v for k, v in resolver.answers.items()})
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            pid_file.unlink()
-        await producer.shutdown()
-        resolver.client.close()
+# -- the process ---------------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m connector.resolver", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--namesrv", required=True, help="NameServer address(es), 'host:port;host:port'")
-    parser.add_argument("--sink-id", required=True, help="the sink identity (the sinkId option, or ckpt-... / job-...)")
-    parser.add_argument("--decision-topic", default=DEFAULT_DECISION_TOPIC)
-    parser.add_argument("--idle-timeout-s", type=float, default=DEFAULT_RESOLVER_IDLE_S)
-    parser.add_argument("--dir", default=None, help=f"lock/pid/log directory (default {DEFAULT_DIR})")
-    parser.add_argument("--topic", action="append", default=[], help="a data topic whose brokers to heartbeat")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    directory = resolver_dir(args.dir)
-    lock, _, _ = _paths(directory, args.sink_id)
-    with lock.open("a") as handle:
+class PidFile:
+    """A service's pid file, held with an flock while the service runs: a second service on the same file refuses
+    to start; one left behind by a killed service (no lock) is taken over."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log.info("a resolver of sink %s already runs on this host; exiting", args.sink_id)
-            return 0
-        asyncio.run(run(args.namesrv, args.sink_id, args.decision_topic, args.idle_timeout_s, directory,
-                        args.topic))
+            handle.seek(0)
+            owner = handle.read().strip() or "?"
+            handle.close()
+            raise ConnectorError(f"a resolver service already runs with the pid file {self.path} (pid {owner})") \
+                from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self.path.unlink(missing_ok=True)
+            self._handle.close()
+            self._handle = None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m connector.resolver", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--namesrv", required=True, help="NameServer address(es), 'host:port;host:port'")
+    parser.add_argument("--sink-id", action="append", default=[],
+                        help="a sink identity (the sinkId option, or ckpt-... / job-...); repeatable with --service")
+    parser.add_argument("--all-sinks", action="store_true",
+                        help="with --service: every sink with records in the decision topic, as they appear")
+    parser.add_argument("--decision-topic", default=DEFAULT_DECISION_TOPIC)
+    parser.add_argument("--idle-timeout-s", type=float, default=None,
+                        help=f"exit after this long without checks or decisions; 0: never (default "
+                             f"{DEFAULT_RESOLVER_IDLE_S}, with --service 0)")
+    parser.add_argument("--dir", default=None, help=f"per-sink lock and pid files (default {DEFAULT_DIR})")
+    parser.add_argument("--topic", action="append", default=[], help="a data topic whose brokers to heartbeat")
+    parser.add_argument("--service", action="store_true", help="run as a long-lived service (see above)")
+    parser.add_argument("--pid-file", default=None, help=f"with --service (default <dir>/{SERVICE_PID_FILE})")
+    parser.add_argument("--log-dir", default=None,
+                        help="with --service: the rotating log file's directory (default <dir>)")
+    return parser
+
+
+def _spec(args: argparse.Namespace, parser: argparse.ArgumentParser, directory: Path) -> ServiceSpec:
+    import re
+
+    for sink_id in args.sink_id:
+        if not re.fullmatch(SINK_ID_PATTERN, sink_id):
+            parser.error(f"--sink-id must match {SINK_ID_PATTERN}, got {sink_id!r}")
+    if args.service:
+        if not args.sink_id and not args.all_sinks:
+            parser.error("--service needs --sink-id (repeatable) or --all-sinks")
+    else:
+        for flag, given in (("--all-sinks", args.all_sinks), ("--pid-file", args.pid_file),
+                            ("--log-dir", args.log_dir)):
+            if given:
+                parser.error(f"{flag} needs --service")
+        if len(args.sink_id) != 1:
+            parser.error("give one --sink-id (several, or --all-sinks, with --service)")
+    idle = args.idle_timeout_s
+    if idle is None:
+        idle = 0.0 if args.service else float(DEFAULT_RESOLVER_IDLE_S)
+    if idle < 0:
+        parser.error(f"--idle-timeout-s must be >= 0, got {idle}")
+    return ServiceSpec(namesrv=args.namesrv, decision_topic=args.decision_topic, directory=directory,
+                       sink_ids=tuple(dict.fromkeys(args.sink_id)), all_sinks=args.all_sinks, idle_timeout_s=idle,
+                       topics=tuple(args.topic), exclusive=not args.service)
+
+
+def _log_to(handler: logging.Handler) -> None:
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+async def _serve(spec: ServiceSpec) -> bool:
+    service = ResolverService(spec)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, service.stop)
+    return await service.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    directory = resolver_dir(args.dir)
+    spec = _spec(args, parser, directory)
+    if not args.service:  # started by the sink: its stderr goes to <dir>/<sinkId>.log
+        _log_to(logging.StreamHandler(sys.stderr))
+        asyncio.run(_serve(spec))
+        return 0
+    pid_file = PidFile(Path(args.pid_file).expanduser() if args.pid_file else directory / SERVICE_PID_FILE)
+    try:
+        pid_file.acquire()
+    except ConnectorError as err:
+        print(f"python -m connector.resolver: {err}", file=sys.stderr)
+        return 1
+    try:
+        log_dir = Path(args.log_dir).expanduser() if args.log_dir else directory
+        log_dir.mkdir(parents=True, exist_ok=True)
+        _log_to(logging.handlers.RotatingFileHandler(log_dir / f"{pid_file.path.stem}.log", maxBytes=LOG_MAX_BYTES,
+                                                     backupCount=LOG_BACKUPS))
+        log.info("resolver service starting (pid file %s)", pid_file.path)
+        asyncio.run(_serve(spec))
+        log.info("resolver service stopped")
+    finally:
+        pid_file.release()
     return 0
 
 

@@ -40,10 +40,13 @@ reaches each winner: the driver's (only within half the immunity time, before th
 resolver's (only when the broker asks, which it does only after the immunity time and only for halves without an
 op record). See README "Exactly-once sink" for the guarantee and its limits.
 
-Rows: ``body`` (binary or string, required), ``topic`` (else the option), ``tags``, ``keys`` (space-separated),
-``properties`` (map<string,string>), ``shardingKey`` (same key, same queue: SelectMessageQueueByHash over the
-topic's write queues; in order), ``delayLevel`` (RocketMQ cannot delay a transactional message: a row with a
-level > 0 fails the task with an error saying so; null or 0 is accepted).
+Rows: ``body`` (binary or string, required), ``topic`` (used when the ``topic`` option is not set: the option
+overrides the column, as in Spark's Kafka sink), ``tags``, ``keys`` (space-separated), ``properties``
+(map<string,string>; the system properties a send sets itself are dropped), ``shardingKey`` (same key, same queue:
+SelectMessageQueueByHash over the topic's write queues; in order), ``delayLevel`` (RocketMQ cannot delay a
+transactional message: a row with a level > 0 fails the task with an error saying so; null or 0 is accepted). The
+columns only a read has (brokerName, queueOffset, msgId, storeTimestamp...) are ignored, so a DataFrame read with
+``format("rmq")`` can be written as it is (connector/columns.py).
 
 Modules: ``connector.sink_task`` is step 1 (``HalfSender``, ``write_task``, the ``TaskCommit`` a task returns),
 ``connector.sink_commit`` steps 2 to 4 (``commit_batch``, ``abort_batch``, ``end_transactions``); this one holds
@@ -103,7 +106,7 @@ class RmqBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.schema = schema
         self.batch = f"job-{uuid.uuid4().hex}"
-        if opts.topic is not None and "topic" not in getattr(schema, "names", ()):
+        if opts.topic is not None:  # the option overrides a topic column: every row goes there
             # the sink id is fresh per job by default: its resolver starts now, while the tasks run (commit waits)
             from connector.resolver import start_resolver
 

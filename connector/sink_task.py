@@ -23,11 +23,8 @@ from broker.client.transaction import half_message_template, half_properties
 from broker.common.errors import ClientErrorCode, ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
-    PROPERTY_PRODUCER_GROUP,
     PROPERTY_TAGS,
-    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_PREPARED_TYPE,
@@ -41,6 +38,7 @@ from broker.remoting import command
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.frame import FrameDecoder
+from connector.columns import user_properties
 from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_SINK_RUN
 from connector.options import SinkOptions
 from connector.replicas import broker_addrs, wait_for_master
@@ -114,12 +112,10 @@ class HalfSender:
         self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=self.group)
         self.sink_props = {PROPERTY_SINK_ID: opts.sink_id, PROPERTY_SINK_BATCH: batch, PROPERTY_SINK_RUN: run,
                            PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
-        # WAIT first (a row's own properties may override it), the half-message and sink properties last (they win),
-        # then the row's UNIQ_KEY.
+        # WAIT first, the row's user properties (system ones dropped: connector/columns.py), the half-message and
+        # sink properties, then a fresh UNIQ_KEY.
         self._row_head = encode_properties({PROPERTY_WAIT_STORE_MSG_OK: "true"})
         self._tail = half_properties(self.group, self.sink_props)
-        self._reserved = {PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP, PROPERTY_DELAY_TIME_LEVEL,
-                          *self.sink_props}
         self.batch, self.run = batch, run
         self.runs: dict[str, int] = {run: 0}  # halves stored (acknowledged) under each run id
         self.drops: dict[str, list[str]] = {}  # UNIQ_KEYs of halves of a run in flight when their master went away
@@ -197,13 +193,9 @@ class HalfSender:
         row = self._row_head
         if keys or tags:  # an empty one is left out too
             row = encode_properties(((PROPERTY_KEYS, keys or None), (PROPERTY_TAGS, tags or None))) + row
-        uniq = None
         if properties:
-            own = dict(properties)
-            uniq = own.pop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)  # kept, as set_uniq_id keeps one
-            row += encode_properties({k: v for k, v in own.items() if k not in self._reserved})
-        if not uniq:
-            uniq = create_uniq_id()
+            row += encode_properties(user_properties(properties))
+        uniq = create_uniq_id()
         sys_flag = "4"  # TRANSACTION_PREPARED_TYPE
         if len(body) >= COMPRESS_OVER:
             body, flags = compress_body(body)
@@ -384,7 +376,7 @@ def write_task(opts: SinkOptions, batches: Iterator[object], batch_id: str) -> T
             bodies = _column(batch, "body")
             n = len(bodies)
             none = [None] * n
-            topics = _column(batch, "topic") or none
+            topics = none if opts.topic else _column(batch, "topic") or none
             tags = _column(batch, "tags") or none
             keys = _column(batch, "keys") or none
             props = _column(batch, "properties") or none
@@ -403,7 +395,7 @@ def write_task(opts: SinkOptions, batches: Iterator[object], batch_id: str) -> T
                         f"rmq sink: row {sender.rows} has delayLevel {delays[i]}; RocketMQ does not delay "
                         "transactional messages (the official TransactionMQProducer drops the level too), so the "
                         "exactly-once sink cannot send it: remove the column or set it to null/0")
-                topic = topics[i] or opts.topic
+                topic = opts.topic or topics[i]  # the option overrides the column, as in Kafka's sink
                 if topic is None:
                     raise ConnectorError(f"rmq sink: row {sender.rows} has a null topic and no topic option is set")
                 row_props = props[i]

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from broker.common import message as mc
 from broker.common.errors import JobError
-from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_SINK_RUN
+from connector.columns import SYSTEM_PROPERTIES
 from jobs import lake
 from jobs.common import (
     JobsConf,
@@ -47,18 +46,6 @@ if TYPE_CHECKING:
 
 PROG = "python -m jobs.replay"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-# Properties a send sets itself (from columns, or per message, producer or broker): not copied from the old message.
-SYSTEM_PROPERTIES = (
-    mc.PROPERTY_KEYS, mc.PROPERTY_TAGS, mc.PROPERTY_SHARDING_KEY, mc.PROPERTY_DELAY_TIME_LEVEL,
-    mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, mc.PROPERTY_WAIT_STORE_MSG_OK, mc.PROPERTY_TRANSACTION_PREPARED,
-    mc.PROPERTY_PRODUCER_GROUP, mc.PROPERTY_MIN_OFFSET, mc.PROPERTY_MAX_OFFSET, mc.PROPERTY_REAL_TOPIC,
-    mc.PROPERTY_REAL_QUEUE_ID, mc.PROPERTY_CLUSTER, mc.PROPERTY_MSG_REGION, mc.PROPERTY_TRACE_SWITCH,
-    mc.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, mc.PROPERTY_TRANSACTION_ID, mc.PROPERTY_TRANSACTION_CHECK_TIMES,
-    mc.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, mc.PROPERTY_CONSUME_START_TIMESTAMP, mc.PROPERTY_RETRY_TOPIC,
-    mc.PROPERTY_ORIGIN_MESSAGE_ID, mc.PROPERTY_RECONSUME_TIME, mc.PROPERTY_MAX_RECONSUME_TIMES,
-    # the transactional sink's bookkeeping on messages it wrote (connector/decisions.py): a new send stamps its own
-    PROPERTY_SINK_ID, PROPERTY_SINK_BATCH, PROPERTY_SINK_RUN,
-)
 
 
 @dataclass(frozen=True, slots=True)

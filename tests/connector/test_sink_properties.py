@@ -1,6 +1,7 @@
-"""The PROPERTIES string of the sink's half messages, byte for byte: the row's KEYS and TAGS, WAIT, the row's own
-properties, the half-message and sink properties, UNIQ_KEY, in that order (a name the row repeats is written twice,
-and the broker keeps the last). Against the in-process fake broker, which keeps every request it gets."""
+"""The PROPERTIES string of the sink's half messages, byte for byte: the row's KEYS and TAGS, WAIT, the row's user
+properties (the system properties a send sets itself are dropped: connector/columns.py), the half-message and sink
+properties, a fresh UNIQ_KEY, in that order. Against the in-process fake broker, which keeps every request it
+gets."""
 
 from __future__ import annotations
 
@@ -35,10 +36,11 @@ ROWS = [
     (None, "k1 k2", None, "KEYS\x01k1 k2\x02WAIT\x01true\x02"),
     ("TagA", "k1", {"a": "1", "b": "2"}, "KEYS\x01k1\x02TAGS\x01TagA\x02WAIT\x01true\x02a\x011\x02b\x012\x02"),
     ("", "", [("a", "1")], "WAIT\x01true\x02a\x011\x02"),  # empty tags and keys are left out
-    # the row's own WAIT and TAGS follow the defaults (written twice); reserved names are dropped
-    ("TagA", None, {"WAIT": "false", "TAGS": "TagB", "TRAN_MSG": "false", "PGROUP": "g", "DELAY": "3",
-                    "RMQ_SINK_RUN": "x"},
-     "TAGS\x01TagA\x02WAIT\x01true\x02WAIT\x01false\x02TAGS\x01TagB\x02"),
+    # system properties in the row's map (as a read of a topic has them) are dropped: the columns and the send
+    # decide them
+    ("TagA", None, {"WAIT": "false", "TAGS": "TagB", "KEYS": "kx", "TRAN_MSG": "false", "PGROUP": "g", "DELAY": "3",
+                    "RMQ_SINK_RUN": "x", "MIN_OFFSET": "0", "MAX_OFFSET": "9", "CLUSTER": "c", "u": "1"},
+     "TAGS\x01TagA\x02WAIT\x01true\x02u\x011\x02"),
     (None, None, {"c": "é ü"}, "WAIT\x01true\x02c\x01é ü\x02"),
 ]
 
@@ -50,7 +52,7 @@ def test_half_message_properties_byte_for_byte(fakes):
     try:
         for tags, keys, properties, _ in ROWS:
             sender.send("T", b"body", tags, keys, properties, None)
-        sender.send("T", b"body", None, None, {"UNIQ_KEY": "MINE", "k": "v"}, None)  # a row's UNIQ_KEY is kept
+        sender.send("T", b"body", None, None, {"UNIQ_KEY": "MINE", "k": "v"}, None)  # a fresh UNIQ_KEY all the same
         sender.flush()
     finally:
         sender.close()
@@ -59,8 +61,7 @@ def test_half_message_properties_byte_for_byte(fakes):
     sent = [SendMessageRequestHeader.from_ext(dict(r.ext_fields), SendMessageRequestHeader.V2_WIRE).properties
             for r in broker.requests_of(RequestCode.SEND_MESSAGE_V2)]
     assert len(sent) == len(ROWS) + 1
-    for (_, _, _, row), got in zip(ROWS, sent, strict=False):
+    for (_, _, _, row), got in zip([*ROWS, (None, None, None, "WAIT\x01true\x02k\x01v\x02")], sent, strict=True):
         uniq = got.rsplit("UNIQ_KEY\x01", 1)[1]
         assert len(uniq) == 33 and uniq.endswith("\x02")  # a fresh UNIQ_KEY (32 hex digits)
         assert got == f"{row}{half}UNIQ_KEY\x01{uniq}"
-    assert sent[-1] == f"WAIT\x01true\x02k\x01v\x02{half}UNIQ_KEY\x01MINE\x02"

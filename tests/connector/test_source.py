@@ -426,8 +426,8 @@ def test_read_partition_finds_a_moved_broker_through_the_name_server(cluster: Cl
 
 
 @pytest.mark.parametrize(("extra", "streaming", "message"), [
-    ({}, True, "exactly one of the options topic, topics or topicPattern"),
-    ({"topic": "a", "topics": "a,b"}, True, "exactly one of the options topic, topics or topicPattern"),
+    ({}, True, "exactly one of the options topic, topics, topicPattern"),
+    ({"topic": "a", "topics": "a,b"}, True, "exactly one of the options topic, topics, topicPattern"),
     ({"topic": "a", "startingOffset": "earliest"}, True, "unknown streaming source option(s) startingoffset"),
     ({"topic": "a", "startingOffsets": "latest"}, False, "startingOffsets=latest is not allowed for a batch"),
     ({"topic": "a", "startingOffsets": "earliest", "startingTimestamp": "5"}, True, "contradict each other"),

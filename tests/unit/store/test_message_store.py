@@ -391,3 +391,27 @@ def test_bulk_pull_equals_the_unit_by_unit_pull(open_store):
                 assert list(bulk.records()) == list(one_by_one.records()) and bulk.body() == one_by_one.body()
         whole = store.get_message("g", "TopicA", queue_id, 0, 64)
         assert len(whole.buffers) < whole.message_count  # batches came back as runs, not record by record
+
+
+def test_repository_conf_pull_limits_are_honoured(open_store):
+    """conf/broker.conf raises the per-pull caps (Apache's defaults: 32 messages, 256 KiB) so the Spark source's
+    pullBatchSize is not cut to 32: a pull answers up to maxTransferCountOnMessageInMemory messages and
+    maxTransferBytesOnMessageInMemory bytes."""
+    from pathlib import Path
+
+    from broker.server.config import load_broker_config
+
+    broker, conf = load_broker_config(Path(__file__).resolve().parents[3] / "conf" / "broker.conf")
+    assert broker.enable_property_filter
+    count, size = conf.max_transfer_count_on_message_in_memory, conf.max_transfer_bytes_on_message_in_memory
+    assert (count, size) == (1024, 4 * 1024 * 1024)
+    store = open_store(mapped_file_size_commit_log=8 * 1024 * 1024, mapped_file_size_consume_queue=4000 * 20,
+                       max_transfer_count_on_message_in_memory=count, max_transfer_bytes_on_message_in_memory=size)
+    for i in range(count + 100):
+        store.put_message(msg(i, "Small"))
+    for i in range(600):
+        store.put_message(msg(i, "Large", size=8192))
+    wait_dispatched(store)
+    assert store.get_message("g", "Small", 0, 0, 4096).message_count == count
+    large = store.get_message("g", "Large", 0, 0, 4096)
+    assert large.buffer_total_size <= size < large.buffer_total_size + 8400
