@@ -44,6 +44,7 @@ from multiprocessing.connection import Connection
 
 import broker
 from broker.common.errors import StoreError
+from broker.common.logs import LINE_FORMAT, LogLayout, LogSettings, current_logging, follow_logging
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import (
@@ -85,6 +86,7 @@ class ChildStart:
     queues: dict[tuple[str, int], QueueState]
     indexed_through: int
     log_level: int
+    log_files: tuple[LogSettings, LogLayout] | None  # the broker's (broker/common/logs.py), None: stderr only
 
 
 @dataclass(slots=True)
@@ -296,7 +298,7 @@ class DispatchProcess(ServiceThread):
         start = ChildStart(self.config, self.reput.tags_code_of, self.reput_from_offset, self.last_store_timestamp,
                            self.consume_queues.states(),
                            self.index.indexed_through if self.index is not None else -1,
-                           logging.getLogger("broker").getEffectiveLevel())
+                           logging.getLogger("broker").getEffectiveLevel(), current_logging())
         with self._send_lock:
             parent_end.send(start)
         self._apply(parent_end.recv())  # the child's first Step: it has loaded everything and dispatches now
@@ -456,8 +458,12 @@ def main(argv: list[str]) -> int:
     _die_with_parent(parent_pid)
     conn = Connection(conn_fd)
     start: ChildStart = conn.recv()
-    # stderr, as the broker's (broker/server/startup.py); "dispatch" tells the two processes' lines apart
-    logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s - %(message)s")
+    threading.current_thread().name = "DispatchProcess"  # tells the two processes' lines apart
+    if start.log_files is not None:
+        follow_logging(*start.log_files)  # the broker's files, which the broker rolls
+    else:  # a store embedded without log files: stderr, at the embedding process's level
+        logging.basicConfig(level=start.log_level, format=LINE_FORMAT)
+    log.info("dispatch process %d dispatches from CommitLog offset %d", os.getpid(), start.reput_from_offset)
     end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
     child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
     try:
