@@ -2,7 +2,8 @@
 source registered), created on first use so that tests without Spark never pay for it. ``clusters``: the running
 NameServer + broker clusters (ours or Apache's) that test modules share, one per setting, started on first use
 (see tests/integration/cluster.py). ``resolver_dir``: where the sink's resolvers of one test keep their files; they
-are stopped when the test ends. Small helpers (free_port, now_ms, wait_until, eventually...) are in tests/helpers.py.
+are stopped when the test ends. ``server_logs`` (automatic): servers' log files go under the session's temp dir.
+Small helpers (free_port, now_ms, wait_until, eventually...) are in tests/helpers.py.
 
 Parallel runs (``pytest -n 2``, what CI does): each worker runs whole modules, so a module's fixtures start once, and
 every test that starts Spark (tests/connector, tests/jobs) runs on one worker, so that one Spark session serves
@@ -38,6 +39,25 @@ else:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> SparkApartScheduling:
         return SparkApartScheduling(config, log)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def server_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Servers the tests start write their log files under the session's temp dir, not the user's
+    ~/logs/rocketmqlogs, and copy every INFO line to the stderr the tests read (broker/common/logs.py)."""
+    import os
+
+    from broker.common.logs import CONSOLE_LEVEL_ENV, LOG_DIR_ENV
+
+    saved = {key: os.environ.get(key) for key in (LOG_DIR_ENV, CONSOLE_LEVEL_ENV)}
+    os.environ.setdefault(LOG_DIR_ENV, str(tmp_path_factory.mktemp("rocketmqlogs")))
+    os.environ.setdefault(CONSOLE_LEVEL_ENV, "INFO")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 
 from broker.common.errors import ConfigError
@@ -120,6 +120,34 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     except UnicodeDecodeError:
         text = data.decode("iso-8859-1")
     return parse_properties(text)
+
+
+def absolute_paths(props: Mapping[str, str], keys: Iterable[str], base_dir: str) -> dict[str, str]:
+    """``props`` with the values of the path ``keys`` made absolute: ``~`` expanded, a relative path taken from
+    ``base_dir``. An empty value (the key's default) stays empty.
+
+    Examples:
+        >>> absolute_paths({"storePathRootDir": "data/store", "brokerName": "a"}, ["storePathRootDir"], "/etc/rmq")
+        {'storePathRootDir': '/etc/rmq/data/store', 'brokerName': 'a'}
+    """
+    resolved = dict(props)
+    for key in keys:
+        value = resolved.get(key, "").strip()
+        if value:
+            resolved[key] = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))
+    return resolved
+
+
+def read_config_file(path: str | os.PathLike[str], path_keys: Iterable[str]) -> dict[str, str]:
+    """A server's config file (``mqbroker -c``, ``mqnamesrv -c``), its relative paths taken from the file's own
+    directory.
+
+    Why not the working directory, as Java's File does for Apache's servers: the working directory is whatever the
+    shell, systemd unit or container that started the server had, so ``storePathRootDir=./data/store`` would name
+    another store after an innocent change of how the server is started, and a broker would start empty beside its
+    data. The file's directory does not move under it. A file shared with Apache's servers should give absolute
+    paths, which mean the same to both."""
+    return absolute_paths(read_properties(path), path_keys, os.path.dirname(os.path.abspath(path)))
 
 
 def to_camel(name: str) -> str:

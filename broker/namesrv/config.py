@@ -19,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.common.errors import ConfigError
-from broker.common.properties import parse_fields, read_properties, to_camel
+from broker.common.logs import LogLevel, LogSettings, default_console_level, default_log_dir
+from broker.common.properties import absolute_paths, format_value, parse_fields, read_config_file, to_camel
 
 DEFAULT_LISTEN_PORT = 9876
+# The keys that name a file or directory: a relative one is taken from the config file's directory.
+PATH_KEYS = ("kvConfigPath", "configStorePath", "logDir")
 
 
 def _home_path(*parts: str) -> str:
@@ -51,14 +54,23 @@ class NamesrvConfig:
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"  # not changeable remotely
     listen_port: int = DEFAULT_LISTEN_PORT
     bind_address: str = "0.0.0.0"
+    # rmq only: where the log files go and how they roll (broker/common/logs.py); Apache's NameServer takes the
+    # directory from -Duser.home and the sizes from its logback file.
+    log_dir: str = field(default_factory=default_log_dir)
+    log_max_file_size: int = 0  # bytes; 0: Apache's 100 MiB
+    log_max_index: int = 0  # rolled files kept in otherdays/; 0: Apache's 5
+    log_console_level: LogLevel = field(default_factory=default_console_level)  # stderr gets this level and above
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its effective value (``extra`` included), sorted by key as GET_NAMESRV_CONFIG lists them."""
         props = {
-            to_camel(f.name): _format(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"
+            to_camel(f.name): format_value(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"
         }
         return dict(sorted({**self.extra, **props}.items()))
+
+    def log_settings(self) -> LogSettings:
+        return LogSettings(self.log_dir, self.log_max_file_size, self.log_max_index, self.log_console_level)
 
     def black_listed_keys(self) -> frozenset[str]:
         """DefaultRequestProcessor's configBlackList: keys UPDATE_NAMESRV_CONFIG refuses."""
@@ -75,21 +87,21 @@ class NamesrvConfig:
             raise ConfigError(f"bad value for listenPort: {config.listen_port}")
         if config.scan_not_active_broker_interval <= 0:
             raise ConfigError(f"bad value for scanNotActiveBrokerInterval: {config.scan_not_active_broker_interval}")
+        config.log_settings()  # ConfigError for a bad log* value
         return config
-
-
-def _format(value: object) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def load_namesrv_config(
     path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None
 ) -> NamesrvConfig:
-    """``mqnamesrv -c path``: the file's keys, then ``overrides``; with a file, configStorePath is that file."""
-    props = read_properties(path) if path is not None else {}
+    """``mqnamesrv -c path``: the file's keys, then ``overrides``; with a file, configStorePath is that file.
+
+    Relative paths (``PATH_KEYS``) are taken from the file's directory (``read_config_file`` says why), those of
+    ``overrides`` from the working directory."""
+    props = read_config_file(path, PATH_KEYS) if path is not None else {}
     if path is not None:
-        props["configStorePath"] = os.fspath(path)
-    props.update(overrides or {})
+        props["configStorePath"] = os.path.abspath(path)
+    props.update(absolute_paths(overrides or {}, PATH_KEYS, os.getcwd()))
     return NamesrvConfig().updated(props)
 
 

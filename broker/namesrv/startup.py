@@ -4,6 +4,9 @@ Options as NamesrvStartup's: ``-c/--configFile namesrv.conf`` (a properties file
 kvConfigPath and the NamesrvConfig keys), ``-p/--printConfigItem`` (print the effective config and exit), and
 ``-n/--namesrvAddr`` (accepted and ignored, as Java does). Once listening it prints Java's boot line, with the real
 port when listenPort is 0. A clean stop exits 0.
+
+Before it, it prints where its files are (absolute paths): the KV config and the logs (broker/common/logs.py:
+namesrv.log and namesrv_default.log, Apache's names, under logDir).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import sys
 
 from broker.common.errors import ConfigError, MetadataCorrupt
+from broker.common.logs import NAMESRV_LAYOUT, HeldRecords, start_logging
 from broker.namesrv.config import NamesrvConfig, format_config, load_namesrv_config
 from broker.namesrv.server import NamesrvController
 from broker.remoting.server import run_server
@@ -22,6 +26,7 @@ from broker.remoting.server import run_server
 log = logging.getLogger("broker.namesrv")
 
 BOOT_LINE = "The Name Server boot success. serializeType=JSON, address {}:{}"
+PATHS_LINE = "The Name Server's KV config: {}; logs: {}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,15 +58,26 @@ async def serve(config: NamesrvConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    held = HeldRecords()
     try:
         config = load_namesrv_config(args.config_file)
     except ConfigError as err:
+        held.to_stderr()
         print(f"mqnamesrv: {err}", file=sys.stderr)
         return 1
     if args.print_config:
+        held.to_stderr()
         print(format_config(config), end="")
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s - %(message)s")
+    try:
+        files = start_logging(config.log_settings(), NAMESRV_LAYOUT, held)
+    except OSError as err:
+        held.to_stderr()
+        print(f"mqnamesrv: cannot write logs under {config.log_dir}: {err}", file=sys.stderr)
+        return 1
+    print(PATHS_LINE.format(config.kv_config_path, files.settings.log_dir), flush=True)
+    log.info("kvConfigPath %s, configStorePath %s, logs under %s", config.kv_config_path, config.config_store_path,
+             files.settings.log_dir)
     try:
         run_server(serve(config))
     except (MetadataCorrupt, OSError) as err:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.common.errors import ConfigError
+from broker.common.logs import LogLevel, LogSettings, default_console_level, default_log_dir
 from broker.common.message import local_address
-from broker.common.properties import parse_fields, read_properties, to_camel
+from broker.common.properties import absolute_paths, parse_fields, read_config_file, to_camel
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.common.validation import RMQ_SYS_TRACE_TOPIC
 from broker.server.config_keys import check_keys, warning_line
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID
+# The keys that name a file or directory: a relative one is taken from the config file's directory.
+PATH_KEYS = ("storePathRootDir", "storePathCommitLog", "logDir")
 
 
 def _default_broker_name() -> str:
@@ -105,6 +108,14 @@ class BrokerConfig:
     # checks run every min(3 s, interval / 4), the first after min(10 s, interval), as Apache's fixed schedule does
     # with the default.
     slave_synchronize_interval: int = 60_000
+    # Apache's: logs under logDir/{brokerName}_{brokerId}, so that brokers of one host keep apart.
+    isolate_log_enable: bool = False
+    # rmq only: where the log files go and how they roll (broker/common/logs.py). Apache's broker takes the
+    # directory from -Duser.home and the sizes from its logback file.
+    log_dir: str = field(default_factory=default_log_dir)
+    log_max_file_size: int = 0  # bytes; 0: Apache's size of each file (128 MiB for broker.log, store.log)
+    log_max_index: int = 0  # rolled files kept in otherdays/; 0: Apache's count of each file
+    log_console_level: LogLevel = field(default_factory=default_console_level)  # stderr gets this level and above
     # MessageStoreConfig keys in Java
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
@@ -119,6 +130,13 @@ class BrokerConfig:
     @property
     def effective_register_name_server_period(self) -> int:
         return max(10_000, min(self.register_name_server_period, 60_000))
+
+    def log_settings(self) -> LogSettings:
+        """The log files' settings; with isolateLogEnable, under {brokerName}_{brokerId} as Apache's are."""
+        log_dir = self.log_dir
+        if self.isolate_log_enable:
+            log_dir = os.path.join(log_dir, f"{self.broker_name}_{self.broker_id}")
+        return LogSettings(log_dir, self.log_max_file_size, self.log_max_index, self.log_console_level)
 
     def delay_level_table(self) -> tuple[int, ...]:
         """Milliseconds per delay level; level N (1-based, as in messages) is index N - 1."""
@@ -226,6 +244,7 @@ def _checked(config: BrokerConfig) -> BrokerConfig:
     if not 0 <= config.listen_port <= 65535:
         raise ConfigError(f"bad value for listenPort: {config.listen_port}")
     parse_delay_levels(config.message_delay_level)
+    config.log_settings()  # ConfigError for a bad log* value
     if config.broker_role is BrokerRole.SLAVE:
         if config.broker_id <= 0:
             raise ConfigError(f"bad value for brokerId: {config.broker_id} (a SLAVE's brokerId must be > 0)")
@@ -238,9 +257,12 @@ def load_broker_config(
     path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None
 ) -> tuple[BrokerConfig, MessageStoreConfig]:
     """``mqbroker -c path`` plus command-line ``overrides`` (``-n`` is ``{"namesrvAddr": ...}``), applied after the
-    file. Java applies command-line properties to BrokerConfig only; here they reach MessageStoreConfig too."""
-    props = read_properties(path) if path is not None else {}
-    props.update(overrides or {})
+    file. Java applies command-line properties to BrokerConfig only; here they reach MessageStoreConfig too.
+
+    Relative paths (``PATH_KEYS``) are taken from the file's directory (``read_config_file`` says why), those of
+    ``overrides`` from the working directory (they come from a command line)."""
+    props = read_config_file(path, PATH_KEYS) if path is not None else {}
+    props.update(absolute_paths(overrides or {}, PATH_KEYS, os.getcwd()))
     return configs_from_properties(props)
 
 

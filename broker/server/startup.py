@@ -1,4 +1,8 @@
-"""``mqbroker``: start a broker as RocketMQ's ``mqbroker -c conf/broker.conf [-n namesrvAddr] [-p]``."""
+"""``mqbroker``: start a broker as RocketMQ's ``mqbroker -c conf/broker.conf [-n namesrvAddr] [-p]``.
+
+Before the boot line it prints where its files are, as absolute paths: the store (storePathRootDir, the CommitLog)
+and the logs (broker/common/logs.py: broker.log, store.log, remoting.log... Apache's names, under logDir).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,12 @@ import signal
 import sys
 
 from broker.common.errors import RmqError
+from broker.common.logs import BROKER_LAYOUT, HeldRecords, start_logging
 from broker.remoting.server import run_server
 from broker.server.broker_controller import BrokerController
 from broker.server.config import format_config, load_broker_config
+
+log = logging.getLogger("broker.server.startup")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,15 +48,28 @@ async def serve(controller: BrokerController) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s - %(message)s")
     overrides = {"namesrvAddr": args.namesrv_addr} if args.namesrv_addr else {}
+    held = HeldRecords()  # reading the config may warn: those lines belong in broker.log too
     try:
         broker_config, store_config = load_broker_config(args.config_file, overrides)
     except (RmqError, OSError) as err:
+        held.to_stderr()
         sys.exit(f"mqbroker: {err}")
     if args.print_config:
+        held.to_stderr()
         print(format_config(broker_config, store_config))
         return
+    settings = broker_config.log_settings()
+    try:
+        start_logging(settings, BROKER_LAYOUT, held)
+    except OSError as err:
+        held.to_stderr()
+        sys.exit(f"mqbroker: cannot write logs under {settings.log_dir}: {err}")
+    # Absolute, whatever the file said: the directories an operator must back up, watch and never share.
+    print(f"The broker's store: {store_config.store_path_root_dir} (CommitLog {store_config.commit_log_dir}); "
+          f"logs: {settings.log_dir}", flush=True)
+    log.info("storePathRootDir %s, CommitLog %s, logs under %s", store_config.store_path_root_dir,
+             store_config.commit_log_dir, settings.log_dir)
     run_server(serve(BrokerController(broker_config, store_config)))
 
 

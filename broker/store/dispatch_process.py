@@ -18,9 +18,11 @@ readers (pull, offsets, query by key) and only follows what the child reports::
   starts from the recovered state (``ChildStart``). The tagsCode hook is sent pickled, so it must be importable.
 - The flush of ConsumeQueue and IndexFile, and the checkpoint, stay in the broker process: ``msync`` of a shared file
   map writes back pages dirtied through any process's map, and the checkpoint needs only the reported store time.
-- The child dies with the broker (``PR_SET_PDEATHSIG``, SIGKILL). If it dies alone, the reader thread says so at
-  ERROR level and starts another from the last reported state. The index file it was writing may hold entries its
-  header does not count yet, so the index is reloaded as after a crash and rebuilt from where that drops it.
+- The child dies with the broker (``PR_SET_PDEATHSIG``, SIGKILL) and ignores SIGINT and SIGTERM, which a terminal's
+  Ctrl-C or systemd's stop sends to the broker's whole process group: the broker stops it. If it dies alone, the
+  reader thread says so at ERROR level and starts another from the last reported state (none once shutdown began).
+  The index file it was writing may hold entries its header does not count yet, so the index is reloaded as after a
+  crash and rebuilt from where that drops it.
 - Memory ordering: the record bytes are copied into the map before the cell is stored, and x86-64 keeps stores in
   order; the child reads the cell before the bytes.
 """
@@ -44,6 +46,7 @@ from multiprocessing.connection import Connection
 
 import broker
 from broker.common.errors import StoreError
+from broker.common.logs import LINE_FORMAT, LogLayout, LogSettings, current_logging, follow_logging
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import (
@@ -85,6 +88,7 @@ class ChildStart:
     queues: dict[tuple[str, int], QueueState]
     indexed_through: int
     log_level: int
+    log_files: tuple[LogSettings, LogLayout] | None  # the broker's (broker/common/logs.py), None: stderr only
 
 
 @dataclass(slots=True)
@@ -296,7 +300,7 @@ class DispatchProcess(ServiceThread):
         start = ChildStart(self.config, self.reput.tags_code_of, self.reput_from_offset, self.last_store_timestamp,
                            self.consume_queues.states(),
                            self.index.indexed_through if self.index is not None else -1,
-                           logging.getLogger("broker").getEffectiveLevel())
+                           logging.getLogger("broker").getEffectiveLevel(), current_logging())
         with self._send_lock:
             parent_end.send(start)
         self._apply(parent_end.recv())  # the child's first Step: it has loaded everything and dispatches now
@@ -318,13 +322,16 @@ class DispatchProcess(ServiceThread):
                                          self.commit_log.min_offset)
         if self._conn is not None:
             self._conn.close()
-        while not self.is_stopped():
-            time.sleep(RESTART_PAUSE_S)
+        while not self.pause(RESTART_PAUSE_S):  # no new child once shutdown began
             try:
                 self._spawn()
-                return
             except (OSError, EOFError):
                 log.exception("cannot start another dispatch process; trying again")
+                continue
+            if self.is_stopped():  # shutdown began while it started: its Stop went to the dead child's pipe
+                with self._send_lock:
+                    self._conn.send(Stop(self.commit_log.max_offset))
+            return
 
 
 # -- the child side -------------------------------------------------------------------------------------------------
@@ -454,10 +461,18 @@ class DispatchChild:
 def main(argv: list[str]) -> int:
     conn_fd, end_fd, parent_pid = (int(arg) for arg in argv)
     _die_with_parent(parent_pid)
+    # A signal to the whole process group (Ctrl-C in a terminal, systemd stopping the unit's cgroup) is for the
+    # broker: it stops this child with Stop once everything written is dispatched, and its death kills this one.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(conn_fd)
     start: ChildStart = conn.recv()
-    # stderr, as the broker's (broker/server/startup.py); "dispatch" tells the two processes' lines apart
-    logging.basicConfig(level=start.log_level, format="%(asctime)s %(levelname)s dispatch %(name)s - %(message)s")
+    threading.current_thread().name = "DispatchProcess"  # tells the two processes' lines apart
+    if start.log_files is not None:
+        follow_logging(*start.log_files)  # the broker's files, which the broker rolls
+    else:  # a store embedded without log files: stderr, at the embedding process's level
+        logging.basicConfig(level=start.log_level, format=LINE_FORMAT)
+    log.info("dispatch process %d dispatches from CommitLog offset %d", os.getpid(), start.reput_from_offset)
     end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
     child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
     try:

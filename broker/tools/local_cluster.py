@@ -3,8 +3,8 @@ NameServer is given, and what integration tests start for the whole system.
 
 ``start_namesrv`` runs ``python -m broker.namesrv -c namesrv.conf`` and ``start_broker`` runs
 ``python -m broker -c broker.conf``, each with a generated config on free ports and its files (config, store, console
-log) under the directory given. A server is ready when its port accepts connections and a route query answers: for
-the NameServer any answer; for a broker, the NameServer's route of TBW102 must list its address (it has
+log, ``logs/``) under the directory given. A server is ready when its port accepts connections and a route query
+answers: for the NameServer any answer; for a broker, the NameServer's route of TBW102 must list its address (it has
 registered, so clients can find it). ``start_cluster`` does both; ``Cluster`` stops everything on exit.
 
 Examples:
@@ -198,9 +198,14 @@ def _start_with_retries(start_once: Callable[[], ServerProcess]) -> ServerProces
     raise AssertionError("unreachable")
 
 
+def _log_conf(home: Path) -> dict[str, object]:
+    """Each server's log files under its own directory; its console file (what tests read) gets every INFO line."""
+    return {"logDir": home / "logs", "logConsoleLevel": "INFO"}
+
+
 def namesrv_conf(port: int, home: Path, **conf: object) -> dict[str, object]:
     return {"listenPort": port, "bindAddress": HOST, "kvConfigPath": home / "kvConfig.json",
-            "configStorePath": home / "namesrv.properties", **conf}
+            "configStorePath": home / "namesrv.properties", **_log_conf(home), **conf}
 
 
 def start_namesrv(home: Path, *, timeout: float = BOOT_TIMEOUT_S, **conf: object) -> ServerProcess:
@@ -249,7 +254,8 @@ def start_broker(home: Path, namesrv_addr: str, *, store_dir: Path | None = None
     def start_once() -> ServerProcess:
         port = fixed_port or free_broker_port()
         store = Path(store_dir) if store_dir is not None else Path(home) / "store"
-        proc = _spawn("broker", "broker", Path(home), port, broker_conf(port, namesrv_addr, store, **conf), env)
+        full_conf = broker_conf(port, namesrv_addr, store, **{**_log_conf(Path(home)), **conf})
+        proc = _spawn("broker", "broker", Path(home), port, full_conf, env)
         try:
             _await_ready(proc, lambda: all(_registered(ns, proc.addr) for ns in namesrvs), timeout)
         except BaseException:

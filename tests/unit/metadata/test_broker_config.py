@@ -290,3 +290,33 @@ def test_promoted_keys_are_fields(tmp_path):
     assert store.flush_delay_offset_interval == 500 and broker.extra == {}
     lines = set(format_config(broker, store).splitlines())
     assert {"regionId=eu", "traceOn=false", "slaveSynchronizeInterval=1000", "flushDelayOffsetInterval=500"} <= lines
+
+
+# -- paths and log settings -------------------------------------------------------------------------------------------
+
+
+def test_relative_paths_are_the_config_files_and_overrides_the_working_directorys(tmp_path, monkeypatch):
+    conf_dir, cwd = tmp_path / "etc", tmp_path / "cwd"
+    conf_dir.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    path = conf_dir / "broker.conf"
+    path.write_text("storePathRootDir=data/store\nstorePathCommitLog=../cl\nlogDir=~/rmq-logs\n")
+    broker, store = load_broker_config(Path("..") / "etc" / "broker.conf")
+    assert store.store_path_root_dir == str(conf_dir / "data" / "store")
+    assert store.commit_log_dir == str(tmp_path / "cl")
+    assert broker.log_dir == str(Path.home() / "rmq-logs")
+    _, store = load_broker_config(path, {"storePathRootDir": "here"})  # a command line's path: the working dir's
+    assert store.store_path_root_dir == str(cwd / "here")
+    assert load_broker_config(None, {"storePathCommitLog": ""})[1].store_path_commit_log == ""  # the default
+
+
+def test_log_settings_are_checked_when_the_config_is_read(tmp_path):
+    broker, _ = load_broker_config(write(tmp_path, "brokerName=b\nbrokerId=0\nisolateLogEnable=true\nlogDir=/l\n"
+                                                   "logConsoleLevel=WARNING\nlogMaxIndex=3\n"))
+    settings = broker.log_settings()
+    assert (settings.log_dir, settings.max_index, settings.console_level.value) == ("/l/b_0", 3, "WARN")
+    for line, key in (("logMaxFileSize=-1", "logMaxFileSize"), ("logConsoleLevel=LOUD", "logConsoleLevel"),
+                      ("logMaxIndex=x", "logMaxIndex")):
+        with pytest.raises(ConfigError, match=key):
+            load_broker_config(write(tmp_path, line + "\n"))

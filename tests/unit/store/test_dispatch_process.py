@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -117,6 +118,37 @@ def test_a_dispatch_process_killed_alone_is_noticed_and_replaced(tmp_path, caplo
     finally:
         store.shutdown()
     assert not os.path.exists(store.config.abort_path)  # everything was dispatched: a clean shutdown
+
+
+def test_a_dispatch_process_ignores_group_signals_and_no_new_one_starts_once_shutdown_began(tmp_path, caplog):
+    """Ctrl-C in a terminal and systemd's stop signal the broker's whole process group: the child keeps
+    dispatching (the broker stops it). A child that dies while the broker shuts down is not replaced: a new one would
+    never be told to stop, and the shutdown would wait for it for ever."""
+    store = MessageStore(tiny_config(tmp_path / "store", DispatchMode.PROCESS))
+    store.start()
+    stopper = threading.Thread(target=store.shutdown, name="test-shutdown")
+    try:
+        dispatch = store.dispatch
+        assert isinstance(dispatch, DispatchProcess) and dispatch.pid is not None
+        first = dispatch.pid
+        os.kill(first, signal.SIGTERM)
+        os.kill(first, signal.SIGINT)
+        put_all(store, messages(0, 30))
+        wait_dispatched(store)
+        assert (dispatch.pid, dispatch.restarts) == (first, 0)
+        with caplog.at_level(logging.ERROR, logger="broker.store.dispatch_process"):
+            os.kill(first, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while dispatch.restarts == 0 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert dispatch.restarts == 1  # the reader saw it die and pauses before starting another
+            stopper.start()
+            stopper.join(30)
+            assert not stopper.is_alive(), "the shutdown waits for a dispatch process started after it began"
+        assert dispatch.pid == first  # none started after the shutdown began
+    finally:
+        if not stopper.is_alive() and stopper.ident is None:
+            store.shutdown()
 
 
 @pytest.mark.parametrize("mode", list(DispatchMode))
