@@ -146,6 +146,12 @@ class TopicConfigManager(ConfigManager[TopicTables]):
 
     # -- changes ------------------------------------------------------------------------------------------------------
 
+    def bump_data_version(self) -> None:
+        """A change the table does not show (brokerPermission, which masks every topic's perm in a registration): a
+        new data version makes the NameServers take the broker's topics again at its next registration."""
+        with self._lock:
+            self._bump()
+
     def _bump(self) -> None:
         self._data_version = self._data_version.next_version(self._state_version())
 
