@@ -47,7 +47,10 @@ GROUP = "MqadminGroup"
 ROUTE_TIMEOUT_S = 10.0
 REQUIRED_COMMANDS = ("updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
                      "brokerStatus", "consumerProgress", "consumerConnection", "queryMsgById", "queryMsgByKey",
-                     "queryMsgByOffset", "updateSubGroup", "resetOffsetByTime")
+                     "queryMsgByOffset", "updateSubGroup", "resetOffsetByTime", "getBrokerConfig",
+                     "updateBrokerConfig", "updateTopicPerm", "wipeWritePerm", "addWritePerm", "statsAll",
+                     "sendMessage", "consumeMessage", "checkMsgSendRT", "updateKvConfig", "deleteKvConfig",
+                     "getNamesrvConfig", "updateNamesrvConfig")
 
 
 def rows(text: str, first: str) -> list[list[str]]:
@@ -444,6 +447,169 @@ def all_groups(broker_addr: str) -> dict[str, dict[str, object]]:
         response = client.invoke(create_request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
     assert response.code == ResponseCode.SUCCESS
     return decode_json(response.body.decode())["subscriptionGroupTable"]
+
+
+# -- operators' commands: broker and NameServer config, permissions, send and consume, stats -------------------------
+
+
+def perms(ns: str, topic: str) -> list[int]:
+    """The perm of each broker's queues of ``topic`` in the NameServer's route."""
+    return [q["perm"] for q in decode_json(ok("topicRoute", "-n", ns, "-t", topic))["queueDatas"]]
+
+
+def test_broker_config_get_and_update(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0]
+    listed = ok("getBrokerConfig", "-n", ns, "-b", broker.addr).splitlines()
+    assert listed[0] == f"============{broker.addr}============" and listed[-1] == ""
+    assert f"{'fileReservedTime':<50}=  72" in listed and f"{'brokerName':<50}=  {BROKER_NAME}" in listed
+    out = ok("updateBrokerConfig", "-n", ns, "-b", broker.addr, "-k", "fileReservedTime", "-v", "48")
+    assert out == f"update broker config success, {broker.addr}\n"
+    by_cluster = ok("getBrokerConfig", "-n", ns, "-c", DEFAULT_CLUSTER).splitlines()
+    assert by_cluster[0] == f"============Master: {broker.addr}============"
+    assert f"{'fileReservedTime':<50}=  48" in by_cluster
+    assert "fileReservedTime=48" in (broker.home / "broker.conf").read_text().splitlines()  # what a restart reads
+    run = mqadmin("updateBrokerConfig", "-n", ns, "-b", broker.addr, "-k", "listenPort", "-v", "1")
+    assert run.code == 1 and "CODE: 16" in run.err and "Can not update config at runtime: listenPort" in run.err
+    run = mqadmin("updateBrokerConfig", "-n", ns, "-b", broker.addr, "-k", "brokerConfigPath", "-v", "/etc/x")
+    assert run.code == 1 and "Can not update config in black list." in run.err
+    # brokerPermission: the broker registers again at once, so its topics are read-only in the route and producers
+    # find no queue to send to (the broker itself refuses only ordered topics' sends, as Java's)
+    try:
+        out = ok("updateBrokerConfig", "-n", ns, "-c", DEFAULT_CLUSTER, "-k", "brokerPermission", "-v", "4")
+        assert out == f"update broker config success, {broker.addr}\n"
+        wait_until("the route of a read-only broker", lambda: perms(ns, TOPIC) == [4], ROUTE_TIMEOUT_S, interval=0.1)
+        run = mqadmin("sendMessage", "-n", ns, "-t", TOPIC, "-p", "refused")
+        assert run.code == 1 and "No route info" in run.err, run.err
+    finally:
+        ok("updateBrokerConfig", "-n", ns, "-b", broker.addr, "-k", "brokerPermission", "-v", "6")
+        ok("updateBrokerConfig", "-n", ns, "-b", broker.addr, "-k", "fileReservedTime", "-v", "72")
+    wait_until("the route of a writable broker", lambda: perms(ns, TOPIC) == [6], ROUTE_TIMEOUT_S, interval=0.1)
+
+
+def test_topic_perm_and_broker_write_perm(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", "MqadminPerm", "-r", "2", "-w", "2")
+    await_route(ns, "MqadminPerm")
+    assert ok("updateTopicPerm", "-n", ns, "-b", broker, "-t", "MqadminPerm", "-p", "4").splitlines() == [
+        f"update topic perm from 6 to 4 in {broker} success.",
+        "TopicConfig [topicName=MqadminPerm, readQueueNums=2, writeQueueNums=2, perm=R--, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}].",
+    ]
+    wait_until("perm 4 in the route", lambda: perms(ns, "MqadminPerm") == [4], ROUTE_TIMEOUT_S, interval=0.1)
+    assert ok("updateTopicPerm", "-n", ns, "-b", broker, "-t", "MqadminPerm", "-p", "4") == \
+        "new perm equals to the old one!\n"
+    assert ok("updateTopicPerm", "-n", ns, "-b", "127.0.0.1:1", "-t", "MqadminPerm", "-p", "6") == \
+        "updateTopicPerm error broker not exit or broker is not master!.\n"
+    assert ok("updateTopicPerm", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", "MqadminPerm", "-p", "6") == \
+        f"update topic perm from 4 to 6 in {broker} success.\n"
+    wait_until("perm 6 in the route", lambda: perms(ns, "MqadminPerm") == [6], ROUTE_TIMEOUT_S, interval=0.1)
+    # the NameServer's routes only: every topic of the broker loses write permission, then gets it back
+    topics = len([t for t in ok("topicList", "-n", ns).split() if BROKER_NAME in
+                  [b["brokerName"] for b in decode_json(ok("topicRoute", "-n", ns, "-t", t))["brokerDatas"]]])
+    wiped = ok("wipeWritePerm", "-n", ns, "-b", BROKER_NAME)
+    assert wiped == f"wipe write perm of broker[{BROKER_NAME}] in name server[{ns}] OK, {topics}\n"
+    assert perms(ns, TOPIC) == [4] and perms(ns, "MqadminPerm") == [4]
+    added = ok("addWritePerm", "-n", ns, "-b", BROKER_NAME)
+    assert added == f"add write perm of broker[{BROKER_NAME}] in name server[{ns}] OK, {topics}\n"
+    assert perms(ns, TOPIC) == [6] and perms(ns, "MqadminPerm") == [6]
+    dead = f"127.0.0.1:{free_port()}"
+    run = mqadmin("wipeWritePerm", "-n", f"{ns};{dead}", "-b", BROKER_NAME)
+    assert run.out.splitlines()[1] == f"wipe write perm of broker[{BROKER_NAME}] in name server[{dead}] Failed"
+    assert run.code == 1 and dead in run.err
+    ok("addWritePerm", "-n", ns, "-b", BROKER_NAME)
+
+
+def test_kv_and_namesrv_config(cluster: Cluster) -> None:
+    ns = cluster.namesrv_addr
+    assert ok("updateKvConfig", "-n", ns, "-s", "MqadminNs", "-k", "k1", "-v", "v1") == \
+        "create or update kv config to namespace success.\n"
+    assert asyncio.run(kv_value(ns, "MqadminNs", "k1")) == "v1"
+    assert ok("deleteKvConfig", "-n", ns, "-s", "MqadminNs", "-k", "k1") == \
+        "delete kv config from namespace success.\n"
+    assert asyncio.run(kv_value(ns, "MqadminNs", "k1")) is None
+    config = ok("getNamesrvConfig", "-n", ns).splitlines()
+    assert config[0] == f"============{ns}============"
+    assert f"{'orderMessageEnable':<50}=  false" in config
+    try:
+        assert ok("updateNamesrvConfig", "-n", ns, "-k", "orderMessageEnable", "-v", "true") == \
+            f"update name server config success![{ns}]\norderMessageEnable : true\n"
+        assert f"{'orderMessageEnable':<50}=  true" in ok("getNamesrvConfig", "-n", ns).splitlines()
+    finally:
+        ok("updateNamesrvConfig", "-n", ns, "-k", "orderMessageEnable", "-v", "false")
+    run = mqadmin("updateNamesrvConfig", "-n", ns, "-k", "kvConfigPath", "-v", "/etc/x")
+    assert run.code == 1 and "Can not update config in black list." in run.err
+
+
+async def kv_value(ns: str, namespace: str, key: str) -> str | None:
+    from broker.common.errors import MQClientError
+    from broker.tools import MQAdminExt
+
+    async with MQAdminExt(ns) as admin:
+        try:
+            return await admin.get_kv_config(namespace, key)
+        except MQClientError:
+            return None
+
+
+def test_send_and_consume_message(cluster: Cluster) -> None:
+    ns = cluster.namesrv_addr
+    ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", "MqadminSend", "-r", "2", "-w", "2")
+    await_route(ns, "MqadminSend")
+    out = ok("sendMessage", "-n", ns, "-t", "MqadminSend", "-p", "héllo", "-k", "key1", "-c", "TagS",
+             "-b", BROKER_NAME, "-i", "1").splitlines()
+    assert out[0] == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId"
+    assert out[1].split()[:3] == [BROKER_NAME, "1", "SEND_OK"]
+    msg_id = out[1].split()[3]
+    assert ok("sendMessage", "-n", ns, "-t", "MqadminSend", "-p", "second").splitlines()[1].split()[2] == "SEND_OK"
+    consumed = ok("consumeMessage", "-n", ns, "-t", "MqadminSend", "-b", BROKER_NAME, "-i", "1").splitlines()
+    assert consumed[0] == "Consume ok"
+    assert consumed[1].startswith(f"MSGID: {msg_id} MessageExt [brokerName={BROKER_NAME}, queueId=1, ")
+    assert "properties={" in consumed[1] and "KEYS=key1" in consumed[1] and "TAGS=TagS" in consumed[1]
+    assert "body=[104, -61, -87, 108, 108, 111], transactionId='null'}] BODY: héllo" in consumed[1]
+    assert consumed[-1].startswith(f"MessageQueue [topic=MqadminSend, brokerName={BROKER_NAME}, queueId=1] "
+                                   "print msg finished. status=NO_NEW_MSG, offset=")
+    everything = ok("consumeMessage", "-n", ns, "-t", "MqadminSend")
+    assert everything.count("MSGID: ") == 2 and "BODY: second" in everything
+    limited = ok("consumeMessage", "-n", ns, "-t", TOPIC, "-c", "1")
+    assert limited.count("MSGID: ") == 1 and "The older -1 message of the " in limited  # Java's arithmetic
+    assert ok("consumeMessage", "-n", ns, "-t", "MqadminSend", "-i", "1") == "Please set the brokerName before queueId!"
+    assert ok("sendMessage", "-n", ns, "-t", "MqadminSend", "-p", "x", "-i", "1") == \
+        "Broker name must be set if the queue is chosen!"
+    rt = ok("checkMsgSendRT", "-n", ns, "-t", "MqadminSend", "-a", "3", "-s", "16").splitlines()
+    assert rt[0] == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #RT"
+    assert [r.split()[:3] for r in rt[1:4]] == [[BROKER_NAME, "0", "true"], [BROKER_NAME, "1", "true"],
+                                                [BROKER_NAME, "0", "true"]]
+    assert re.fullmatch(r"Avg RT: \d+\.\d\d", rt[4])
+
+
+def stats_row(ns: str, topic: str) -> list[str]:
+    rows = [line.split() for line in ok("statsAll", "-n", ns, "-t", topic).splitlines()[1:]]
+    return rows[0] if rows else []
+
+
+def test_stats_all(cluster: Cluster) -> None:
+    """A topic's puts and a group's gets, as the broker's stats items count them (sampled every 10 s)."""
+    ns, broker = cluster.namesrv_addr, cluster.brokers[0].addr
+    header = ok("statsAll", "-n", ns, "-t", "none").splitlines()
+    assert header == [f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} "
+                      f"{'#OutTPS':>11} {'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"]
+    topic, group = "MqadminStats", "MqadminStatsGroup"
+    ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", topic, "-r", "1", "-w", "1")
+    await_route(ns, topic)
+    assert stats_row(ns, topic) == [topic, "0", "0.00", "0", "NO_CONSUMER"]
+    for body in ("a", "b", "c"):
+        ok("sendMessage", "-n", ns, "-t", topic, "-p", body)
+    ok("updateSubGroup", "-n", ns, "-b", broker, "-g", group)
+    with BlockingRemotingClient(broker) as client:  # the group consumes the topic: it has an offset there
+        mq = MessageQueue(topic, BROKER_NAME, 0)
+        assert client.invoke(protocol.update_consumer_offset_request(group, mq, 1)).code == 0
+    assert ok("consumeMessage", "-n", ns, "-t", topic, "-g", group).count("Consume ok") == 1
+    wait_until("statsAll counting the puts and gets", lambda: stats_row(ns, topic)[-2:] == ["3", "3"], 15.0,
+               interval=0.5)
+    row = stats_row(ns, topic)
+    assert row[:3] == [topic, group, "2"] and float(row[3]) > 0 and float(row[4]) > 0
+    active = {line.split()[0] for line in ok("statsAll", "-n", ns, "-a").splitlines()[1:]}
+    assert topic in active and "TBW102" not in active and "MqadminPerm" not in active  # no puts, no gets
 
 
 # -- Apache's mqadmin beside ours --------------------------------------------------------------------------------------
