@@ -236,8 +236,9 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         opt("i", "queueId", "Queue Id"),
         opt("o", "offset", "Queue offset"),
         opt("g", "consumerGroup", "Consumer group name"),
-        opt("s", "beginTimestamp", "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"),
-        opt("e", "endTimestamp", "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"),
+        # Java's long names end with a blank (so only -s and -e work there); its help shows it
+        opt("s", "beginTimestamp ", "Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"),
+        opt("e", "endTimestamp ", "End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"),
         opt("c", "MessageNumber", "Number of message to be consumed"),
     ), consume_message),
     SubCommand("checkMsgSendRT", "Check message send response time.", (
