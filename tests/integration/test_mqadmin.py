@@ -6,9 +6,13 @@ offsets after sends, a consumer group's offsets after commits and after resetOff
 by offsetMsgId, by UNIQ_KEY and by queue offset. Failures (unknown command, bad option, unreachable NameServer)
 must be one line and exit code 1, never a traceback, also when run as ``python -m broker.tools``.
 
+The operators' commands change the servers and are checked there: a broker's config live and in its file, a topic's
+and a broker's write permission in the routes, KV and NameServer config, sends, pulls and the stats items.
+
 The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache's version) beside ours on the same
 servers and compares what both print, line by line, after masking what changes between two runs (uptime, disk
-usage, the age of the oldest message).
+usage, the age of the oldest message, rates, send times). Apache's commands are JVMs: independent ones run two at a
+time, in steps ordered so that no step changes what another one reads.
 """
 
 from __future__ import annotations
