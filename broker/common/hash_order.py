@@ -21,7 +21,7 @@ modelled either. Neither happens with the few brokers and clusters of a NameServ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from broker.common.message import java_hash
@@ -62,8 +62,10 @@ def table_size_for(capacity: int) -> int:
     return min(max(n, 1), MAXIMUM_CAPACITY)
 
 
-def hash_map_order(keys: Iterable[K], initial_capacity: int = DEFAULT_CAPACITY) -> list[K]:
-    """``new HashMap<>(initial_capacity)`` after putting ``keys`` in this order: its iteration order.
+def hash_map_order(keys: Iterable[K], initial_capacity: int = DEFAULT_CAPACITY, *,
+                   hash_of: Callable[[K], int] = key_hash) -> list[K]:
+    """``new HashMap<>(initial_capacity)`` after putting ``keys`` in this order: its iteration order. ``hash_of`` is
+    the keys' ``hashCode()`` (a String's or a Long's by default).
 
     Examples:
         >>> hash_map_order(["broker-a", "broker-b"])  # "broker-b".hashCode() lands in an earlier bin
@@ -74,7 +76,7 @@ def hash_map_order(keys: Iterable[K], initial_capacity: int = DEFAULT_CAPACITY) 
     while len(keys) > capacity * 3 // 4 and capacity < MAXIMUM_CAPACITY:
         capacity <<= 1
     mask = capacity - 1
-    ranked = sorted(range(len(keys)), key=lambda i: (_spread(key_hash(keys[i])) & mask, i))
+    ranked = sorted(range(len(keys)), key=lambda i: (_spread(hash_of(keys[i])) & mask, i))
     return [keys[i] for i in ranked]
 
 

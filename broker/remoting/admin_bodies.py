@@ -1,5 +1,5 @@
 """The JSON bodies of the admin answers (remoting ``protocol/admin`` and ``protocol/body``): TopicStatsTable,
-ConsumeStats, Connection and ConsumerConnection. The broker writes them, ``mqadmin`` reads them.
+ConsumeStats, Connection, ConsumerConnection and BrokerStatsData. The broker writes them, ``mqadmin`` reads them.
 
 Rule 1: the field names of these bodies appear here and nowhere else. fastjson writes bean properties in
 alphabetical order, so ``to_json`` lists them that way, and a map keyed by a MessageQueue with each key a JSON
@@ -164,3 +164,41 @@ class ConsumerConnection:
 
     def compute_min_version(self) -> int:
         return min((c.version for c in self.connection_set), default=2**31 - 1)
+
+
+# -- VIEW_BROKER_STATS_DATA --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsItem:
+    """One window of a broker stats item: the sum added in it, per second, and per call (avgpt)."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"avgpt": JavaDouble(self.avgpt), "sum": self.sum, "tps": JavaDouble(self.tps)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> BrokerStatsItem:
+        data = data or {}
+        return cls(int(data.get("sum", 0)), float(data.get("tps", 0.0)), float(data.get("avgpt", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsData:
+    """A stats item (BrokerStatsManager's TOPIC_PUT_NUMS of a topic...) over its last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statsDay": self.stats_day.to_json(), "statsHour": self.stats_hour.to_json(),
+                "statsMinute": self.stats_minute.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BrokerStatsData:
+        return cls(BrokerStatsItem.from_json(data.get("statsMinute")), BrokerStatsItem.from_json(data.get("statsHour")),
+                   BrokerStatsItem.from_json(data.get("statsDay")))

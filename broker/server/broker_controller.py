@@ -41,7 +41,7 @@ from broker.server.processors.topic_admin import TopicAdminProcessor
 from broker.server.producer_manager import ProducerManager
 from broker.server.schedule import ScheduleMessageService
 from broker.server.slave_synchronize import SlaveSynchronize
-from broker.server.stats import BrokerStats
+from broker.server.stats import HOURS_S, MINUTES_S, SECONDS_S, BrokerStats, BrokerStatsManager
 from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
 from broker.store.commit_log import StoreMessage
 from broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
@@ -100,6 +100,7 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.stats: BrokerStats  # made at start(), once the store has recovered
+        self.stats_manager = BrokerStatsManager(broker_config.broker_cluster_name)  # statsAll's per-topic items
         self.processors: dict[str, RequestProcessor] = {}  # made at start(), by registry.MODULES name
         self.started = False
 
@@ -131,6 +132,9 @@ class BrokerController:
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
         self.every(1.0, self.stats.sample)
+        self.every(SECONDS_S, self.stats_manager.sample_seconds)
+        self.every(MINUTES_S, self.stats_manager.sample_minutes)
+        self.every(HOURS_S, self.stats_manager.sample_hours)
         await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
                     lambda: register_broker_all(self))
@@ -231,14 +235,15 @@ class BrokerController:
             broker_config=self.broker_config, store_config=self.store_config,
             topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service,
-            transactional_message_service=self.transactional_message_service, put_messages=self._put)
+            transactional_message_service=self.transactional_message_service, put_messages=self._put,
+            stats_manager=self.stats_manager)
 
     def _pull_processor(self) -> PullMessageProcessor:
         processor = PullMessageProcessor(
             broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
             subscription_group_manager=self.subscription_group_manager,
             consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager,
-            consumer_filter_manager=self.consumer_filter_manager, stats=self.stats)
+            consumer_filter_manager=self.consumer_filter_manager, stats=self.stats, stats_manager=self.stats_manager)
         processor.start(self.every)
         return processor
 
@@ -263,7 +268,8 @@ class BrokerController:
                 broker_config=self.broker_config, store_config=self.store_config, store=self.store, stats=self.stats,
                 topic_config_manager=self.topic_config_manager, consumer_manager=self.consumer_manager,
                 schedule_message_service=self.schedule_message_service, broker_active=self._special_service_running,
-                ha_state=self.ha_service.runtime_state),
+                ha_state=self.ha_service.runtime_state, stats_manager=self.stats_manager,
+                register_broker=lambda: register_broker_all(self)),
             TopicAdminProcessor(
                 broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
                 consumer_offset_manager=self.consumer_offset_manager,

@@ -104,6 +104,8 @@ class BrokerConfig:
     use_server_side_reset_offset: bool = True
     channel_expired_timeout: int = 120_000  # ms without heartbeat before a client channel is dropped
     enable_create_sys_group: bool = True
+    # the -c file (BrokerStartup sets it): UPDATE_BROKER_CONFIG writes accepted changes there; "" when started without
+    broker_config_path: str = field(default="", compare=False)
     # rmq only (Apache's broker has no such key): ms between a slave's full metadata syncs from its master; the
     # checks run every min(3 s, interval / 4), the first after min(10 s, interval), as Apache's fixed schedule does
     # with the default.
@@ -223,7 +225,7 @@ def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, Mes
     broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
     broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
-    broker = _checked(broker)
+    broker = check_broker_config(broker)
     return broker, _store_for(broker, store)
 
 
@@ -237,7 +239,7 @@ def _store_for(broker: BrokerConfig, store: MessageStoreConfig) -> MessageStoreC
     return dataclasses.replace(store, **changes) if changes else store
 
 
-def _checked(config: BrokerConfig) -> BrokerConfig:
+def check_broker_config(config: BrokerConfig) -> BrokerConfig:
     """The checks Java makes at startup (BrokerStartup, PermName), as errors that name the key."""
     if not 0 <= config.broker_permission < 8:
         raise ConfigError(f"bad value for brokerPermission: {config.broker_permission} (a PermName value, 0-7)")
@@ -262,6 +264,8 @@ def load_broker_config(
     Relative paths (``PATH_KEYS``) are taken from the file's directory (``read_config_file`` says why), those of
     ``overrides`` from the working directory (they come from a command line)."""
     props = read_config_file(path, PATH_KEYS) if path is not None else {}
+    if path is not None:
+        props["brokerConfigPath"] = os.path.abspath(path)
     props.update(absolute_paths(overrides or {}, PATH_KEYS, os.getcwd()))
     return configs_from_properties(props)
 

@@ -1,11 +1,14 @@
-"""BrokerStats: message counts sampled every second, for GET_BROKER_RUNTIME_INFO (Java's StoreStatsService TPS
-windows and BrokerStats' daily totals)."""
+"""The broker's statistics: BrokerStats, message counts sampled every second for GET_BROKER_RUNTIME_INFO (Java's
+StoreStatsService TPS windows and BrokerStats' daily totals), and BrokerStatsManager, the per-topic and per-group
+items behind VIEW_BROKER_STATS_DATA (``mqadmin statsAll``)."""
 
 from __future__ import annotations
 
 import collections
 import datetime
+from dataclasses import dataclass
 
+from broker.remoting.admin_bodies import BrokerStatsData, BrokerStatsItem
 from broker.server.consumer_manager import now_ms
 from broker.store.message_store import MessageStore
 
@@ -71,3 +74,109 @@ class BrokerStats:
     def put_size_total(self) -> int:
         """CommitLog bytes appended since boot (file-end padding included)."""
         return max(0, self.store.max_phy_offset - self._boot_log_offset)
+
+
+# -- BrokerStatsManager: per-topic and per-group items (mqadmin statsAll, VIEW_BROKER_STATS_DATA) --------------------
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # key: topic; messages stored by sends (value) in send requests (times)
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"  # key: topic; bytes appended
+GROUP_GET_NUMS = "GROUP_GET_NUMS"  # key: "topic@group"; messages handed out by pulls
+GROUP_GET_SIZE = "GROUP_GET_SIZE"  # key: "topic@group"; their bytes
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"  # key: the cluster name; messages stored by sends (no times, as Java)
+BROKER_GET_NUMS = "BROKER_GET_NUMS"  # key: the cluster name; messages handed out by pulls
+MINUTE_SAMPLES, HOUR_SAMPLES, DAY_SAMPLES = 7, 7, 25  # StatsItem: 10 s, 10 min and 1 h apart
+SECONDS_S, MINUTES_S, HOURS_S = 10.0, 600.0, 3600.0  # StatsItemSet's sampling periods
+
+
+@dataclass(frozen=True, slots=True)
+class CallSnapshot:
+    timestamp: int
+    times: int
+    value: int
+
+
+class StatsItem:
+    """StatsItem: a value and a call count, snapshotted into three windows; a window's figures are its last snapshot
+    minus its first. A new item's windows are empty (all zero) until its set samples it, and the first sample of a
+    window is preceded by a zero one a period earlier, as in Java."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.times = 0
+        self._windows: dict[str, collections.deque[CallSnapshot]] = {
+            "minute": collections.deque(maxlen=MINUTE_SAMPLES), "hour": collections.deque(maxlen=HOUR_SAMPLES),
+            "day": collections.deque(maxlen=DAY_SAMPLES)}
+
+    def add(self, value: int, times: int) -> None:
+        self.value += value
+        self.times += times
+
+    def sample(self, window: str, period_s: float) -> None:
+        snapshots, now = self._windows[window], now_ms()
+        if not snapshots:
+            snapshots.append(CallSnapshot(now - int(period_s * 1000), 0, 0))
+        snapshots.append(CallSnapshot(now, self.times, self.value))
+
+    def snapshot(self, window: str) -> BrokerStatsItem:
+        """computeStatsData: (sum, per second, per call) over the window."""
+        snapshots = self._windows[window]
+        if not snapshots:
+            return BrokerStatsItem()
+        first, last = snapshots[0], snapshots[-1]
+        total, calls = last.value - first.value, last.times - first.times
+        return BrokerStatsItem(total, total * 1000.0 / max(1, last.timestamp - first.timestamp),
+                               total / calls if calls > 0 else 0.0)
+
+    def data(self) -> BrokerStatsData:
+        return BrokerStatsData(self.snapshot("minute"), self.snapshot("hour"), self.snapshot("day"))
+
+
+class BrokerStatsManager:
+    """BrokerStatsManager's items that rmq feeds: what sends stored per topic, what pulls handed out per topic and
+    group, and the broker's totals. The send and pull processors add to them; the controller calls ``sample_*`` every
+    10 s, 10 min and hour (StatsItemSet's periods); VIEW_BROKER_STATS_DATA reads one item."""
+
+    STATS_NAMES = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, BROKER_PUT_NUMS, BROKER_GET_NUMS)
+
+    def __init__(self, cluster_name: str) -> None:
+        self.cluster_name = cluster_name
+        self._sets: dict[str, dict[str, StatsItem]] = {name: {} for name in self.STATS_NAMES}
+
+    def _add(self, stats_name: str, key: str, value: int, times: int) -> None:
+        items = self._sets[stats_name]
+        item = items.get(key)
+        if item is None:
+            item = items[key] = StatsItem()
+        item.add(value, times)
+
+    def record_put(self, topic: str, msg_num: int, wrote_bytes: int) -> None:
+        """A send stored ``msg_num`` messages (one call; a batch is one call too)."""
+        self._add(TOPIC_PUT_NUMS, topic, msg_num, 1)
+        self._add(TOPIC_PUT_SIZE, topic, wrote_bytes, 1)
+        self._add(BROKER_PUT_NUMS, self.cluster_name, msg_num, 0)
+
+    def record_get(self, group: str, topic: str, msg_num: int, size: int) -> None:
+        """A pull handed ``msg_num`` messages of ``topic`` to ``group``."""
+        key = f"{topic}@{group}"
+        self._add(GROUP_GET_NUMS, key, msg_num, 1)
+        self._add(GROUP_GET_SIZE, key, size, 1)
+        self._add(BROKER_GET_NUMS, self.cluster_name, msg_num, 0)
+
+    def stats_data(self, stats_name: str, stats_key: str) -> BrokerStatsData | None:
+        """The item's minute, hour and day figures; None when no such item exists (yet)."""
+        item = self._sets.get(stats_name, {}).get(stats_key)
+        return None if item is None else item.data()
+
+    def _sample(self, window: str, period_s: float) -> None:
+        for items in self._sets.values():
+            for item in items.values():
+                item.sample(window, period_s)
+
+    def sample_seconds(self) -> None:
+        self._sample("minute", SECONDS_S)
+
+    def sample_minutes(self) -> None:
+        self._sample("hour", MINUTES_S)
+
+    def sample_hours(self) -> None:
+        self._sample("day", HOURS_S)

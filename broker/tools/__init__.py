@@ -1,11 +1,13 @@
 """Admin tools: ``mqadmin`` (RocketMQ's admin command line) and the async MQAdminExt API it is built on.
 
 Modules: ``admin`` (MQAdminExt: the admin calls; offsets and messages), ``admin_client`` (its transport and the calls
-about the cluster), ``results`` (what the admin calls answer beside the wire bodies, which are ``broker.remoting``'s),
-``topic_commands``, ``commands`` and ``messages`` (what each command does and prints: topics, brokers and clusters;
-groups and offsets; messages), ``cli`` (what the commands share: parsed options, Java's text forms) and ``mqadmin``
-(the command line: options, help, exit codes), ``local_cluster`` (a NameServer and brokers as local processes on free
-ports, for the demo job and the tests).
+about the cluster), ``admin_config`` (the calls about broker and NameServer config, KV, write permission and stats),
+``results`` (what the admin calls answer beside the wire bodies, which are ``broker.remoting``'s), ``topic_commands``,
+``commands``, ``messages``, ``ha_commands``, ``broker_commands``, ``namesrv_commands``, ``message_commands`` and
+``stats_commands`` (what each command does and prints, by concept; the later ones declare their commands too),
+``cli`` (what the commands share: options, parsed options, Java's text forms) and ``mqadmin`` (the command line:
+the command table, help, exit codes), ``local_cluster`` (a NameServer and brokers as local processes on free ports,
+for the demo job and the tests).
 
 May import: ``broker.common``, ``broker.remoting`` and ``broker.client``; it starts servers only as processes.
 

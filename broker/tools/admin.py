@@ -14,7 +14,7 @@ import time
 
 from broker.client import protocol
 from broker.client.message import MessageExt, MessageQueue, PullResult, decode_messages
-from broker.client.route import MASTER_ID, QueueData
+from broker.client.route import MASTER_ID, QueueData, subscribe_queues
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.message import KEY_SEPARATOR, decode_message_id
 from broker.common.validation import LMQ_PREFIX, TOOLS_CONSUMER_GROUP
@@ -29,7 +29,8 @@ from broker.remoting.headers import (
     UniqueKeyQueryHeader,
     ViewMessageRequestHeader,
 )
-from broker.tools.admin_client import AdminClient, answer_json, check_answer, route_topic
+from broker.tools.admin_client import answer_json, check_answer, route_topic
+from broker.tools.admin_config import ConfigAdminClient
 from broker.tools.results import MessageTrack, QueryResult, RollbackStats, TrackType
 
 UNIQ_KEY_LOOKBACK_MS = 3 * 24 * 3600 * 1000  # MQAdminImpl.queryMessageByUniqKey: the last three days
@@ -38,7 +39,7 @@ JAVA_LONG_MAX = 2**63 - 1
 INDEX_KEY_TYPE, INDEX_UNIQUE_TYPE, INDEX_TAG_TYPE = "K", "U", "T"  # MessageConst: the indexes QUERY_MESSAGE reads
 
 
-class MQAdminExt(AdminClient):
+class MQAdminExt(ConfigAdminClient):
     """The admin calls of DefaultMQAdminExt over one RemotingClient: AdminClient's calls about the cluster, plus
     searching, committing and resetting consumer offsets, viewing, querying, pulling and tracking messages, and a
     broker's replication status.
@@ -199,16 +200,43 @@ class MQAdminExt(AdminClient):
     async def pull_one(self, mq: MessageQueue, offset: int, route_topic: str | None = None) -> PullResult:
         """One message at ``offset`` of ``mq``, pulled as the TOOLS_CONSUMER group (queryMsgByOffset); the broker
         is looked up in the route of ``route_topic`` when given (an LMQ queue has no route of its own)."""
+        return await self.pull(mq, offset, 1, route_topic=route_topic)
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int, *, group: str = TOOLS_CONSUMER_GROUP,
+                   route_topic: str | None = None) -> PullResult:
+        """Up to ``max_nums`` messages of ``mq`` from ``offset`` (every tag), as DefaultMQPullConsumer.pull: no
+        suspending, no offset commit; the broker caps one answer (32 messages by default)."""
+        addr = await self.queue_broker_addr(mq, route_topic)
+        subscription = protocol.build_subscription_data(mq.topic, "*")
+        request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription)
+        result = protocol.parse_pull_response(await self.invoke(addr, request), addr)
+        protocol.decode_pull_result(result, mq, subscription)
+        return result
+
+    async def queue_broker_addr(self, mq: MessageQueue, route_topic: str | None = None) -> str:
+        """The address of the broker (its master, else a replica) that serves ``mq``."""
         route = await self.examine_topic_route_info(route_topic or mq.topic)
         broker = route.broker(mq.broker_name)
         addr = broker.select_broker_addr() if broker is not None else None
         if addr is None:
             raise MQClientError(ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION, f"The broker[{mq.broker_name}] not exist")
-        subscription = protocol.build_subscription_data(mq.topic, "*")
-        request = protocol.pull_message_request(TOOLS_CONSUMER_GROUP, mq, offset, 1, subscription=subscription)
-        result = protocol.parse_pull_response(await self.invoke(addr, request), addr)
-        protocol.decode_pull_result(result, mq, subscription)
-        return result
+        return addr
+
+    async def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """fetchSubscribeMessageQueues: the readable queues of the topic's route."""
+        return subscribe_queues(topic, await self.examine_topic_route_info(topic))
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        addr = await self.queue_broker_addr(mq)
+        return protocol.parse_offset_response(await self.invoke(addr, protocol.min_offset_request(mq)), addr)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        addr = await self.queue_broker_addr(mq)
+        return protocol.parse_offset_response(await self.invoke(addr, protocol.max_offset_request(mq)), addr)
+
+    async def search_queue_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP to the broker that serves ``mq``."""
+        return await self.search_offset(await self.queue_broker_addr(mq), mq, timestamp_ms)
 
     async def message_track_detail(self, msg: MessageExt) -> list[MessageTrack]:
         """For each group that consumes the message's topic: consumed, not yet, pulled by a pull consumer, offline."""

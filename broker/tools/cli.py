@@ -1,5 +1,9 @@
-"""What every ``mqadmin`` command shares: its parsed options (commons-cli's CommandLine), the two signals it may
-raise (UsageError, ShowHelp), and Java's text forms the commands print with.
+"""What every ``mqadmin`` command shares: how it declares its options (commons-cli's Option and OptionGroup, in a
+SubCommand), its parsed options (CommandLine), the two signals it may raise (UsageError, ShowHelp), and Java's text
+forms the commands print with.
+
+Each command module declares its commands (``SUB_COMMANDS``: name, description, options, runner) beside the runners;
+``mqadmin`` puts the tables together.
 
 Java's ``String.valueOf`` shows through where Java prints a null ("null") or a boolean ("true"), and maps print as
 Java's HashMap does ("{0=127.0.0.1:10911}", in HashMap order).
@@ -8,12 +12,18 @@ Java's HashMap does ("{0=127.0.0.1:10911}", in HashMap order).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+from broker.client.route import MASTER_ID
 from broker.common.errors import RmqError
 from broker.common.hash_order import hash_map_order
+from broker.tools.admin_client import CLUSTER_NOT_FOUND
+
+if TYPE_CHECKING:
+    from broker.tools.admin import MQAdminExt
 
 
 class UsageError(RmqError):
@@ -56,6 +66,80 @@ class CommandLine:
         """Boolean.parseBoolean: "true" in any case is true, anything else false."""
         raw = self.value(key)
         return default if raw is None else raw.lower() == "true"
+
+
+# -- options (commons-cli's model: an Option, a required OptionGroup, the HelpFormatter layout) ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option: ``-t,--topic <arg>``. ``short`` is None for a long-only option (updateSubGroup --attributes)."""
+
+    short: str | None
+    long: str
+    has_arg: bool
+    description: str
+    required: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.short or self.long
+
+    def flag(self) -> str:
+        return f"-{self.short}" if self.short else f"--{self.long}"
+
+
+@dataclass(frozen=True, slots=True)
+class OptionGroup:
+    """Exactly one of ``options`` must be given (an OptionGroup with setRequired(true))."""
+
+    options: tuple[Option, ...]
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(f"{o.flag()} {o.description}" for o in self.options) + "]"
+
+
+STANDARD_OPTIONS = (
+    Option("h", "help", False, "Print help"),
+    Option("n", "namesrvAddr", True, "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"),
+)
+
+Runner = Callable[["MQAdminExt", "CommandLine", TextIO], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SubCommand:
+    name: str
+    desc: str
+    options: tuple[Option | OptionGroup, ...]
+    run: Runner
+
+    def all_options(self) -> list[Option]:
+        """The standard options, then the command's; a command's own -n replaces the standard one (commons-cli's
+        Options.addOption keeps the last option of a name)."""
+        own = [o for item in self.options for o in (item.options if isinstance(item, OptionGroup) else [item])]
+        keys = {o.key for o in own}
+        return [o for o in STANDARD_OPTIONS if o.key not in keys] + own
+
+def opt(short: str | None, long: str, description: str, *, arg: bool = True, required: bool = False) -> Option:
+    """``new Option(short, long, hasArg, description)`` with ``setRequired(required)``."""
+    return Option(short, long, arg, description, required)
+
+
+# -- CommandUtil: the brokers of a cluster -----------------------------------------------------------------------------
+
+
+async def cluster_addrs(admin: MQAdminExt, cluster: str, out: TextIO, *, slaves: bool = False) -> list[str]:
+    """CommandUtil.fetchMasterAddrByClusterName (``slaves``: fetchMasterAndSlaveAddrByClusterName): the addresses in
+    the order of Java's HashSet; an unknown cluster prints Java's "[error]" line (without a newline) and has none."""
+    info = await admin.examine_broker_cluster_info()
+    names = info.cluster_addr_table.get(cluster)
+    if names is None:
+        out.write(f"[error] {CLUSTER_NOT_FOUND}")
+        return []
+    brokers = [info.broker_addr_table[n] for n in names if n in info.broker_addr_table]
+    addrs = [a for b in brokers for a in (b.broker_addrs.values() if slaves else [b.broker_addrs.get(MASTER_ID)])]
+    return hash_map_order(list(dict.fromkeys(a for a in addrs if a is not None)))
 
 
 # -- Java's text forms -------------------------------------------------------------------------------------------------

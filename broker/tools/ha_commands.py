@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import TextIO
 
-from broker.client.route import MASTER_ID
-from broker.common.hash_order import hash_map_order
 from broker.remoting.ha_bodies import HARuntimeInfo
 from broker.tools.admin import MQAdminExt
-from broker.tools.admin_client import CLUSTER_NOT_FOUND
-from broker.tools.cli import CommandLine, ShowHelp, human_time2, java_fixed, js
+from broker.tools.cli import CommandLine, ShowHelp, cluster_addrs, human_time2, java_fixed, js
 
 DEFAULT_INTERVAL_S = 3  # HAStatusSubCommand: -i with a blank value
 
@@ -38,22 +35,10 @@ async def _print_selected(admin: MQAdminExt, line: CommandLine, out: TextIO) -> 
         addr = line.required("b")
         print_status(addr, await admin.get_broker_ha_status(addr), out)
     elif line.has("c"):
-        for addr in await cluster_masters(admin, line.required("c"), out):
+        for addr in await cluster_addrs(admin, line.required("c"), out):
             print_status(addr, await admin.get_broker_ha_status(addr), out)
     else:
         raise ShowHelp
-
-
-async def cluster_masters(admin: MQAdminExt, cluster: str, out: TextIO) -> list[str]:
-    """CommandUtil.fetchMasterAddrByClusterName: the masters' addresses in the order of Java's HashSet; an unknown
-    cluster prints Java's "[error]" line (without a newline) and has none."""
-    info = await admin.examine_broker_cluster_info()
-    names = info.cluster_addr_table.get(cluster)
-    if names is None:
-        out.write(f"[error] {CLUSTER_NOT_FOUND}")
-        return []
-    addrs = [info.broker_addr_table[n].broker_addrs.get(MASTER_ID) for n in names if n in info.broker_addr_table]
-    return hash_map_order(list(dict.fromkeys(a for a in addrs if a is not None)))
 
 
 def print_status(broker_addr: str, info: HARuntimeInfo, out: TextIO) -> None:

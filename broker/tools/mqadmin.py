@@ -23,72 +23,34 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
 from broker.common.errors import RmqError
-from broker.tools import commands, ha_commands, messages, topic_commands
+from broker.tools import (
+    broker_commands,
+    commands,
+    ha_commands,
+    message_commands,
+    messages,
+    namesrv_commands,
+    stats_commands,
+    topic_commands,
+)
 from broker.tools.admin import MQAdminExt
-from broker.tools.cli import CommandLine, ShowHelp, UsageError
+from broker.tools.cli import (
+    CommandLine,
+    Option,
+    OptionGroup,
+    ShowHelp,
+    SubCommand,
+    UsageError,
+    opt,
+)
 
 log = logging.getLogger(__name__)
 
 HELP_WIDTH = 110  # ServerUtil: HelpFormatter.setWidth(110)
-
-
-# -- options (commons-cli's model: an Option, a required OptionGroup, the HelpFormatter layout) ------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One option: ``-t,--topic <arg>``. ``short`` is None for a long-only option (updateSubGroup --attributes)."""
-
-    short: str | None
-    long: str
-    has_arg: bool
-    description: str
-    required: bool = False
-
-    @property
-    def key(self) -> str:
-        return self.short or self.long
-
-    def flag(self) -> str:
-        return f"-{self.short}" if self.short else f"--{self.long}"
-
-
-@dataclass(frozen=True, slots=True)
-class OptionGroup:
-    """Exactly one of ``options`` must be given (an OptionGroup with setRequired(true))."""
-
-    options: tuple[Option, ...]
-
-    def __str__(self) -> str:
-        return "[" + ", ".join(f"{o.flag()} {o.description}" for o in self.options) + "]"
-
-
-STANDARD_OPTIONS = (
-    Option("h", "help", False, "Print help"),
-    Option("n", "namesrvAddr", True, "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"),
-)
-
-Runner = Callable[[MQAdminExt, CommandLine, TextIO], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class SubCommand:
-    name: str
-    desc: str
-    options: tuple[Option | OptionGroup, ...]
-    run: Runner
-
-    def all_options(self) -> list[Option]:
-        """The standard options, then the command's; a command's own -n replaces the standard one (commons-cli's
-        Options.addOption keeps the last option of a name)."""
-        own = [o for item in self.options for o in (item.options if isinstance(item, OptionGroup) else [item])]
-        keys = {o.key for o in own}
-        return [o for o in STANDARD_OPTIONS if o.key not in keys] + own
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,150 +158,150 @@ def command_help(cmd: SubCommand) -> str:
     return usage + "\n" + "\n".join(rows) + "\n"
 
 
-# -- the command table ---------------------------------------------------------------------------------------------
-
-
-def _o(short: str | None, long: str, description: str, *, arg: bool = True, required: bool = False) -> Option:
-    return Option(short, long, arg, description, required)
+# -- the command table (the later commands are declared in their modules, by concept) ------------------------------
 
 
 CLUSTER_OR_LMQ = "Cluster name or lmq parent topic, lmq is used to find the route."
 
 SUB_COMMANDS: tuple[SubCommand, ...] = (
     SubCommand("updateTopic", "Update or create topic.", (
-        OptionGroup((_o("b", "brokerAddr", "create topic to which broker"),
-                     _o("c", "clusterName", "create topic to which cluster"))),
-        _o("a", "attributes", "attribute(+a=b,+c=d,-e)"),
-        _o("t", "topic", "topic name", required=True),
-        _o("r", "readQueueNums", "set read queue nums"),
-        _o("w", "writeQueueNums", "set write queue nums"),
-        _o("p", "perm", "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]"),
-        _o("o", "order", "set topic's order(true|false)"),
-        _o("u", "unit", "is unit topic (true|false)"),
-        _o("s", "hasUnitSub", "has unit sub (true|false)"),
+        OptionGroup((opt("b", "brokerAddr", "create topic to which broker"),
+                     opt("c", "clusterName", "create topic to which cluster"))),
+        opt("a", "attributes", "attribute(+a=b,+c=d,-e)"),
+        opt("t", "topic", "topic name", required=True),
+        opt("r", "readQueueNums", "set read queue nums"),
+        opt("w", "writeQueueNums", "set write queue nums"),
+        opt("p", "perm", "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]"),
+        opt("o", "order", "set topic's order(true|false)"),
+        opt("u", "unit", "is unit topic (true|false)"),
+        opt("s", "hasUnitSub", "has unit sub (true|false)"),
     ), topic_commands.update_topic),
     SubCommand("deleteTopic", "Delete topic from broker and NameServer.", (
-        _o("t", "topic", "topic name", required=True),
-        _o("c", "clusterName", "delete topic from which cluster", required=True),
+        opt("t", "topic", "topic name", required=True),
+        opt("c", "clusterName", "delete topic from which cluster", required=True),
     ), topic_commands.delete_topic),
     SubCommand("updateSubGroup", "Update or create subscription group.", (
-        _o("b", "brokerAddr", "create subscription group to which broker"),
-        _o("c", "clusterName", "create subscription group to which cluster"),
-        _o("g", "groupName", "consumer group name", required=True),
-        _o("s", "consumeEnable", "consume enable"),
-        _o("m", "consumeFromMinEnable", "from min offset"),
-        _o("d", "consumeBroadcastEnable", "broadcast"),
-        _o("o", "consumeMessageOrderly", "consume message orderly"),
-        _o("q", "retryQueueNums", "retry queue nums"),
-        _o("r", "retryMaxTimes", "retry max times"),
-        _o("p", "groupRetryPolicy", "the json string of retry policy ( exp: "
+        opt("b", "brokerAddr", "create subscription group to which broker"),
+        opt("c", "clusterName", "create subscription group to which cluster"),
+        opt("g", "groupName", "consumer group name", required=True),
+        opt("s", "consumeEnable", "consume enable"),
+        opt("m", "consumeFromMinEnable", "from min offset"),
+        opt("d", "consumeBroadcastEnable", "broadcast"),
+        opt("o", "consumeMessageOrderly", "consume message orderly"),
+        opt("q", "retryQueueNums", "retry queue nums"),
+        opt("r", "retryMaxTimes", "retry max times"),
+        opt("p", "groupRetryPolicy", "the json string of retry policy ( exp: "
            '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":5000,"max":7200000,"multiplier":2}} '
            '{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,5000,10000]}} )'),
-        _o("i", "brokerId", "consumer from which broker id"),
-        _o("w", "whichBrokerWhenConsumeSlowly", "which broker id when consume slowly"),
-        _o("a", "notifyConsumerIdsChanged", "notify consumerId changed"),
-        _o(None, "attributes", "attribute(+a=b,+c=d,-e)"),
+        opt("i", "brokerId", "consumer from which broker id"),
+        opt("w", "whichBrokerWhenConsumeSlowly", "which broker id when consume slowly"),
+        opt("a", "notifyConsumerIdsChanged", "notify consumerId changed"),
+        opt(None, "attributes", "attribute(+a=b,+c=d,-e)"),
     ), commands.update_sub_group),
     SubCommand("deleteSubGroup", "Delete subscription group from broker.", (
-        _o("b", "brokerAddr", "delete subscription group from which broker"),
-        _o("c", "clusterName", "delete subscription group from which cluster"),
-        _o("g", "groupName", "subscription group name", required=True),
-        _o("r", "removeOffset", "remove offset"),
+        opt("b", "brokerAddr", "delete subscription group from which broker"),
+        opt("c", "clusterName", "delete subscription group from which cluster"),
+        opt("g", "groupName", "subscription group name", required=True),
+        opt("r", "removeOffset", "remove offset"),
     ), commands.delete_sub_group),
     SubCommand("topicRoute", "Examine topic route info.", (
-        _o("t", "topic", "topic name", required=True),
-        _o("l", "list", "Use list format to print data", arg=False),
+        opt("t", "topic", "topic name", required=True),
+        opt("l", "list", "Use list format to print data", arg=False),
     ), topic_commands.topic_route),
     SubCommand("topicStatus", "Examine topic Status info.", (
-        _o("t", "topic", "topic name", required=True),
-        _o("c", "cluster", "cluster name or lmq parent topic, lmq is used to find the route."),
+        opt("t", "topic", "topic name", required=True),
+        opt("c", "cluster", "cluster name or lmq parent topic, lmq is used to find the route."),
     ), topic_commands.topic_status),
     SubCommand("topicClusterList", "Get cluster info for topic.", (
-        _o("t", "topic", "topic name", required=True),
+        opt("t", "topic", "topic name", required=True),
     ), topic_commands.topic_cluster_list),
     SubCommand("brokerStatus", "Fetch broker runtime status data.", (
-        OptionGroup((_o("b", "brokerAddr", "Broker address"), _o("c", "clusterName", "which cluster"))),
+        OptionGroup((opt("b", "brokerAddr", "Broker address"), opt("c", "clusterName", "which cluster"))),
     ), topic_commands.broker_status),
     SubCommand("deleteExpiredCommitLog", "Delete expired CommitLog files.", (
-        _o("n", "namesrvAddr", "Name server address"),
-        _o("b", "brokerAddr", "Broker address"),
-        _o("c", "cluster", "clustername"),
+        opt("n", "namesrvAddr", "Name server address"),
+        opt("b", "brokerAddr", "Broker address"),
+        opt("c", "cluster", "clustername"),
     ), topic_commands.delete_expired_commit_log),
     SubCommand("queryMsgById", "Query Message by Id.", (
-        _o("t", "topic", "topic name", required=True),
-        _o("i", "msgId", "Message Id", required=True),
-        _o("g", "consumerGroup", "consumer group name"),
-        _o("d", "clientId", "The consumer's client id"),
-        _o("s", "sendMessage", "resend message"),
-        _o("u", "unitName", "unit name"),
-        _o("f", "bodyFormat", "print message body by the specified format"),
-        _o("c", "cluster", CLUSTER_OR_LMQ),
+        opt("t", "topic", "topic name", required=True),
+        opt("i", "msgId", "Message Id", required=True),
+        opt("g", "consumerGroup", "consumer group name"),
+        opt("d", "clientId", "The consumer's client id"),
+        opt("s", "sendMessage", "resend message"),
+        opt("u", "unitName", "unit name"),
+        opt("f", "bodyFormat", "print message body by the specified format"),
+        opt("c", "cluster", CLUSTER_OR_LMQ),
     ), messages.query_msg_by_id),
     SubCommand("queryMsgByKey", "Query Message by Key.", (
-        _o("t", "topic", "Topic name", required=True),
-        _o("k", "msgKey", "Message Key", required=True),
-        _o("b", "beginTimestamp", "Begin timestamp(ms). default:0, eg:1676730526212"),
-        _o("e", "endTimestamp", "End timestamp(ms). default:Long.MAX_VALUE, eg:1676730526212"),
-        _o("m", "maxNum", "The maximum number of messages returned by the query, default:64"),
-        _o("c", "cluster", CLUSTER_OR_LMQ),
-        _o("p", "keyType", "Index key type, default index key type is K, you can use K for keys OR T for tags"),
-        _o("l", "lastKey", "Last Key"),
+        opt("t", "topic", "Topic name", required=True),
+        opt("k", "msgKey", "Message Key", required=True),
+        opt("b", "beginTimestamp", "Begin timestamp(ms). default:0, eg:1676730526212"),
+        opt("e", "endTimestamp", "End timestamp(ms). default:Long.MAX_VALUE, eg:1676730526212"),
+        opt("m", "maxNum", "The maximum number of messages returned by the query, default:64"),
+        opt("c", "cluster", CLUSTER_OR_LMQ),
+        opt("p", "keyType", "Index key type, default index key type is K, you can use K for keys OR T for tags"),
+        opt("l", "lastKey", "Last Key"),
     ), messages.query_msg_by_key),
     SubCommand("queryMsgByUniqueKey", "Query Message by Unique key.", (
-        _o("i", "msgId", "Message Id", required=True),
-        _o("g", "consumerGroup", "consumer group name"),
-        _o("d", "clientId", "The consumer's client id"),
-        _o("t", "topic", "The topic of msg", required=True),
-        _o("a", "showAll", "Print all message, the limit is 32", arg=False),
-        _o("c", "cluster", CLUSTER_OR_LMQ),
-        _o("s", "startTime", "startTime"),
-        _o("e", "endTime", "endTime"),
+        opt("i", "msgId", "Message Id", required=True),
+        opt("g", "consumerGroup", "consumer group name"),
+        opt("d", "clientId", "The consumer's client id"),
+        opt("t", "topic", "The topic of msg", required=True),
+        opt("a", "showAll", "Print all message, the limit is 32", arg=False),
+        opt("c", "cluster", CLUSTER_OR_LMQ),
+        opt("s", "startTime", "startTime"),
+        opt("e", "endTime", "endTime"),
     ), messages.query_msg_by_unique_key),
     SubCommand("queryMsgByOffset", "Query Message by offset.", (
-        _o("t", "topic", "topic name", required=True),
-        _o("b", "brokerName", "Broker Name", required=True),
-        _o("i", "queueId", "Queue Id", required=True),
-        _o("o", "offset", "Queue Offset", required=True),
-        _o("f", "bodyFormat", "print message body by the specified format"),
-        _o("r", "routeTopic", "the topic which is used to find route info"),
+        opt("t", "topic", "topic name", required=True),
+        opt("b", "brokerName", "Broker Name", required=True),
+        opt("i", "queueId", "Queue Id", required=True),
+        opt("o", "offset", "Queue Offset", required=True),
+        opt("f", "bodyFormat", "print message body by the specified format"),
+        opt("r", "routeTopic", "the topic which is used to find route info"),
     ), messages.query_msg_by_offset),
     SubCommand("producerConnection", "Query producer's socket connection and client version.", (
-        _o("g", "producerGroup", "producer group name", required=True),
-        _o("t", "topic", "topic name", required=True),
+        opt("g", "producerGroup", "producer group name", required=True),
+        opt("t", "topic", "topic name", required=True),
     ), commands.producer_connection),
     SubCommand("consumerConnection", "Query consumer's socket connection, client version and subscription.", (
-        _o("g", "consumerGroup", "consumer group name", required=True),
-        _o("b", "brokerAddr", "broker address"),
+        opt("g", "consumerGroup", "consumer group name", required=True),
+        opt("b", "brokerAddr", "broker address"),
     ), commands.consumer_connection),
     SubCommand("consumerProgress", "Query consumer's progress, speed.", (
-        _o("g", "groupName", "consumer group name"),
-        _o("t", "topicName", "topic name"),
-        _o("s", "showClientIP", "Show Client IP per Queue"),
-        _o("c", "cluster", CLUSTER_OR_LMQ),
+        opt("g", "groupName", "consumer group name"),
+        opt("t", "topicName", "topic name"),
+        opt("s", "showClientIP", "Show Client IP per Queue"),
+        opt("c", "cluster", CLUSTER_OR_LMQ),
     ), commands.consumer_progress),
     SubCommand("clusterList", "List cluster infos.", (
-        _o("m", "moreStats", "Print more stats", arg=False),
-        _o("i", "interval", "specify intervals numbers, it is in seconds"),
-        _o("c", "clusterName", "which cluster"),
+        opt("m", "moreStats", "Print more stats", arg=False),
+        opt("i", "interval", "specify intervals numbers, it is in seconds"),
+        opt("c", "clusterName", "which cluster"),
     ), topic_commands.cluster_list),
     SubCommand("haStatus", "Fetch ha runtime status data.", (
-        _o("c", "clusterName", "which cluster"),
-        _o("b", "brokerAddr", "which broker to fetch"),
-        _o("i", "interval", "the interval(second) of get info"),
+        opt("c", "clusterName", "which cluster"),
+        opt("b", "brokerAddr", "which broker to fetch"),
+        opt("i", "interval", "the interval(second) of get info"),
     ), ha_commands.ha_status),
     SubCommand("topicList", "Fetch all topic list from name server.", (
-        _o("c", "clusterModel", "clusterModel", arg=False),
+        opt("c", "clusterModel", "clusterModel", arg=False),
     ), topic_commands.topic_list),
     SubCommand("resetOffsetByTime", "Reset consumer offset by timestamp(without client restart).", (
-        _o("g", "group", "set the consumer group", required=True),
-        _o("t", "topic", "set the topic", required=True),
-        _o("s", "timestamp", "set the timestamp[now|currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]", required=True),
-        _o("f", "force", "set the force rollback by timestamp switch[true|false]. Deprecated."),
-        _o("b", "broker", "broker addr"),
-        _o("q", "queue", "queue id"),
-        _o("o", "offset", "Expect queue offset, not support old version broker"),
-        _o("c", "cluster", CLUSTER_OR_LMQ),
+        opt("g", "group", "set the consumer group", required=True),
+        opt("t", "topic", "set the topic", required=True),
+        opt("s", "timestamp", "set the timestamp[now|currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]", required=True),
+        opt("f", "force", "set the force rollback by timestamp switch[true|false]. Deprecated."),
+        opt("b", "broker", "broker addr"),
+        opt("q", "queue", "queue id"),
+        opt("o", "offset", "Expect queue offset, not support old version broker"),
+        opt("c", "cluster", CLUSTER_OR_LMQ),
     ), commands.reset_offset_by_time),
+    *broker_commands.SUB_COMMANDS,
+    *namesrv_commands.SUB_COMMANDS,
+    *message_commands.SUB_COMMANDS,
+    *stats_commands.SUB_COMMANDS,
 )
 
 

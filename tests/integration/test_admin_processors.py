@@ -13,10 +13,12 @@ from typing import Any
 from broker.common.attributes import parse_attributes
 from broker.common.fastjson import decode_json
 from broker.common.message import decode_offset_msg_id
+from broker.common.properties import parse_properties
 from broker.common.record import decode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.server.broker_controller import BrokerController
+from broker.server.config_update import write_config_file
 from broker.server.metadata.attributes import alter_attributes
 from broker.server.processors.admin import human_bytes
 from tests.integration.test_client_processors import (
@@ -272,7 +274,7 @@ def test_subscription_groups_are_created_listed_and_deleted(tmp_path: Path) -> N
 # -- the broker itself ---------------------------------------------------------------------------------------------
 
 
-def test_broker_config_is_listed_and_not_changed_at_runtime(tmp_path: Path) -> None:
+def test_broker_config_is_listed_and_changed_at_runtime(tmp_path: Path) -> None:
     async def scenario(broker: BrokerController) -> None:
         async with Client(broker, "admin") as admin:
             response = await admin.call(RequestCode.GET_BROKER_CONFIG)
@@ -283,10 +285,35 @@ def test_broker_config_is_listed_and_not_changed_at_runtime(tmp_path: Path) -> N
             refused = await admin.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerConfigPath=/etc/x\n")
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION,
                                                       "Can not update config in black list.")
-            refused = await admin.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
-            assert refused.code == ResponseCode.NO_PERMISSION and "brokerPermission" in refused.remark
+            refused = await admin.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=1\nfileReservedTime=9\n")
+            assert refused.code == ResponseCode.NO_PERMISSION
+            assert refused.remark.startswith("Can not update config at runtime: listenPort (")
+            for body, named in ((b"noSuchKey=1\n", "noSuchKey"), (b"fileReservedTime=soon\n", "fileReservedTime"),
+                                (b"deleteWhen=25\n", "deleteWhen")):
+                refused = await admin.call(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+                assert refused.code == ResponseCode.SYSTEM_ERROR and named in refused.remark, refused.remark
+            assert broker.store_config.file_reserved_time == 72  # a refused update changes nothing
+            applied = await admin.call(RequestCode.UPDATE_BROKER_CONFIG,
+                                       body=b"fileReservedTime=48\nlongPollingEnable=false\n")
+            assert applied.code == ResponseCode.SUCCESS, applied.remark
+            assert broker.store_config.file_reserved_time == 48 and broker.broker_config.long_polling_enable is False
+            listed = await admin.call(RequestCode.GET_BROKER_CONFIG)
+            lines = dict(line.split("=", 1) for line in listed.body.decode().splitlines())
+            assert (lines["fileReservedTime"], lines["longPollingEnable"]) == ("48", "false")
+            assert json.loads(listed.ext_fields["version"])["counter"] > json.loads(
+                response.ext_fields["version"])["counter"]
 
     on_broker(tmp_path, scenario)
+
+
+def test_config_file_keeps_its_lines_and_takes_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("# the broker\nbrokerName = broker-a\nfileReservedTime=72\n  fileReservedTime: 10\n")
+    write_config_file(str(path), {"fileReservedTime": "48", "deleteWhen": "04;05", "regionId": "a b\\c#"})
+    assert path.read_text() == ("# the broker\nbrokerName = broker-a\nfileReservedTime=48\ndeleteWhen=04;05\n"
+                                "regionId=a b\\\\c\\#\n")
+    assert parse_properties(path.read_text())["regionId"] == "a b\\c#"
+    assert (tmp_path / "broker.conf.bak").exists()
 
 
 def test_runtime_info_reports_what_the_broker_measures(tmp_path: Path) -> None:

@@ -137,6 +137,12 @@ class TopicConfigManager(VersionedTable[TopicTables, TopicConfig]):
 
     # -- changes ------------------------------------------------------------------------------------------------------
 
+    def bump_data_version(self) -> None:
+        """A change the table does not show (brokerPermission, which masks every topic's perm in a registration): a
+        new data version makes the NameServers take the broker's topics again at its next registration."""
+        with self._lock:
+            self._bump()
+
     def _changed(self) -> None:
         persist_quietly(self.persist, self.path)
 

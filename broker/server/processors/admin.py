@@ -1,6 +1,7 @@
 """What ``mqadmin`` and the clients' admin APIs ask a broker about its queues and itself: queue offsets and times,
-ConsumeQueue units (queryCq), broker config, runtime info and replication status (haStatus), delay offsets, and the
-cleanups of expired and unused ConsumeQueues and expired CommitLog files.
+ConsumeQueue units (queryCq), broker config (read, and changed at runtime), runtime info, stats items (statsAll),
+replication status (haStatus), delay offsets, and the cleanups of expired and unused ConsumeQueues and expired
+CommitLog files.
 
 Java's AdminBrokerProcessor serves these and more; here its topic requests are ``topic_admin``'s, its subscription
 group requests ``group_admin``'s, and the queries by key or offset (Java's QueryMessageProcessor)
@@ -18,7 +19,7 @@ import asyncio
 import logging
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.common import validation
@@ -39,6 +40,7 @@ from broker.remoting.headers import (
     ViewBrokerStatsDataRequestHeader,
 )
 from broker.server.config import format_config
+from broker.server.config_update import UpdateStatus, apply_update, write_config_file
 from broker.server.processors.common import (
     Handler,
     guarded,
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from broker.server.consumer_manager import ConsumerManager
     from broker.server.metadata.topics import TopicConfigManager
     from broker.server.schedule import ScheduleMessageService
-    from broker.server.stats import BrokerStats
+    from broker.server.stats import BrokerStats, BrokerStatsManager
     from broker.store.config import MessageStoreConfig
     from broker.store.message_store import MessageStore
 
@@ -67,7 +69,6 @@ BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the
 # arrive, so its queues are always empty and nothing waits at their head.
 REQUEST_QUEUE_CAPACITIES = {"send": 10000, "pull": 100000, "litePull": 100000, "query": 20000, "ack": 100000}
 END_TRANSACTION_QUEUE_CAPACITY = 100000
-CONFIG_BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
 
 
 def human_bytes(count: int) -> str:
@@ -102,7 +103,8 @@ class AdminBrokerProcessor:
     def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig, store: MessageStore,
                  stats: BrokerStats, topic_config_manager: TopicConfigManager, consumer_manager: ConsumerManager,
                  schedule_message_service: ScheduleMessageService, broker_active: Callable[[], bool],
-                 ha_state: Callable[[], HAState]) -> None:
+                 ha_state: Callable[[], HAState], stats_manager: BrokerStatsManager,
+                 register_broker: Callable[[], Awaitable[None]]) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -112,7 +114,9 @@ class AdminBrokerProcessor:
         self.schedule_message_service = schedule_message_service
         self.broker_active = broker_active
         self.ha_state = ha_state
-        self.config_version = DataVersion.new()  # Configuration.dataVersion (rmq never changes its config live)
+        self.stats_manager = stats_manager
+        self.register_broker = register_broker
+        self.config_version = DataVersion.new()  # Configuration.dataVersion: the next one after each update
 
     def handlers(self) -> dict[int, Handler]:
         handlers: dict[int, Handler] = {
@@ -191,20 +195,33 @@ class AdminBrokerProcessor:
         return success(request, text.encode(), header.to_ext())
 
     async def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """rmq's configuration is fixed for the process's life: refused, naming the keys (black-listed ones as Java
-        refuses them)."""
+        """Apply the properties in the body to the running broker and write them to its config file
+        (``broker/server/config_update.py`` says which keys and why); a brokerPermission change registers the
+        broker again at once, so the NameServers' routes show it (as Java's registerBrokerAll here)."""
+        log.info("Broker receive request to update config, caller address=%s", conn.remote_address)
         if not request.body:
             return success(request)
         try:
-            keys = sorted(parse_properties(request.body.decode("utf-8", errors="replace")))
-        except ConfigError:
+            props = parse_properties(request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ConfigError):
             return create_response(request, ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        if CONFIG_BLACK_LIST.intersection(keys):
-            return create_response(request, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        log.warning("refused to change broker config %s at runtime, requested by %s", keys, conn.remote_address)
-        return create_response(request, ResponseCode.NO_PERMISSION,
-                               f"rmq does not change broker config at runtime: {', '.join(keys)}; "
-                               "edit the broker's config file and restart it")
+        outcome = apply_update(self.broker_config, self.store_config, props)
+        if outcome.status is not UpdateStatus.APPLIED:
+            log.warning("updateBrokerConfig %s refused (%s), client: %s", props, outcome.remark, conn.remote_address)
+            code = ResponseCode.SYSTEM_ERROR if outcome.status is UpdateStatus.REFUSED else ResponseCode.NO_PERMISSION
+            return create_response(request, code, outcome.remark)
+        log.info("updateBrokerConfig, new config: [%s] client: %s", props, conn.remote_address)
+        self.config_version = self.config_version.next_version()
+        if self.broker_config.broker_config_path:
+            try:
+                await asyncio.to_thread(write_config_file, self.broker_config.broker_config_path, props)
+            except OSError:
+                log.exception("updateBrokerConfig: the change is live but %s could not be written",
+                              self.broker_config.broker_config_path)
+        if "brokerPermission" in props:
+            self.topic_config_manager.bump_data_version()
+            await self.register_broker()
+        return success(request)
 
     async def get_broker_runtime_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         table = await asyncio.to_thread(self._runtime_info)
@@ -287,10 +304,14 @@ class AdminBrokerProcessor:
         return create_response(request, ResponseCode.SUCCESS, body=json_body({"messageRequestModeMap": {}}))
 
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """rmq keeps no BrokerStatsManager items: every stats name is unknown."""
+        """One BrokerStatsManager item over its last minute, hour and day (``mqadmin statsAll``); an item nothing
+        has added to yet, or a stats name rmq does not keep, does not exist (Java's answer)."""
         h = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
-        return create_response(request, ResponseCode.SYSTEM_ERROR,
-                               f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        data = self.stats_manager.stats_data(h.stats_name, h.stats_key)
+        if data is None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        return success(request, json_body(data.to_json()))
 
     async def clean_expired_consume_queue(self, conn: RemotingConnection,
                                           request: RemotingCommand) -> RemotingCommand:

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from broker.server.metadata.groups import SubscriptionGroupManager
     from broker.server.metadata.offsets import ConsumerOffsetManager
     from broker.server.metadata.topics import TopicConfigManager
-    from broker.server.stats import BrokerStats
+    from broker.server.stats import BrokerStats, BrokerStatsManager
     from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class PullMessageProcessor:
     def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
                  subscription_group_manager: SubscriptionGroupManager, consumer_offset_manager: ConsumerOffsetManager,
                  consumer_manager: ConsumerManager, consumer_filter_manager: ConsumerFilterManager,
-                 stats: BrokerStats) -> None:
+                 stats: BrokerStats, stats_manager: BrokerStatsManager | None = None) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topic_config_manager = topic_config_manager
@@ -180,6 +180,7 @@ class PullMessageProcessor:
         self.consumer_manager = consumer_manager
         self.consumer_filter_manager = consumer_filter_manager
         self.stats = stats
+        self.stats_manager = stats_manager
         self._slave = is_slave(broker_config)
         self._loop = asyncio.get_running_loop()
         self.hold_service = PullRequestHoldService(store, self.execute_request_when_wakeup, self._loop)
@@ -248,6 +249,9 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             body = tuple(result.buffers)  # views of the CommitLog, framed and written without a copy
             self.stats.record_get(result.message_count)
+            if self.stats_manager is not None:  # statsAll's GROUP_GET_NUMS
+                self.stats_manager.record_get(header.consumer_group, header.topic, result.message_count,
+                                              sum(len(b) for b in result.buffers))
         return create_response(request, code, result.status.name, ext_fields=header_ext, body=body)
 
     # -- checks -------------------------------------------------------------------------------------------------------

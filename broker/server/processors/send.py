@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from broker.server.metadata.groups import SubscriptionGroupManager
     from broker.server.metadata.topics import TopicConfigManager
     from broker.server.schedule import PutMessages, ScheduleMessageService
+    from broker.server.stats import BrokerStatsManager
     from broker.server.transaction.service import TransactionalMessageService
     from broker.store.config import MessageStoreConfig
 
@@ -137,7 +138,8 @@ class SendMessageProcessor:
                  topic_config_manager: TopicConfigManager, subscription_group_manager: SubscriptionGroupManager,
                  schedule_message_service: ScheduleMessageService,
                  transactional_message_service: TransactionalMessageService, put_messages: PutMessages,
-                 max_puts_in_flight: int | None = None, max_bytes_in_flight: int | None = None) -> None:
+                 stats_manager: BrokerStatsManager | None = None, max_puts_in_flight: int | None = None,
+                 max_bytes_in_flight: int | None = None) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.topic_config_manager = topic_config_manager
@@ -145,6 +147,7 @@ class SendMessageProcessor:
         self.schedule_message_service = schedule_message_service
         self.transactional_message_service = transactional_message_service
         self.put_messages = put_messages
+        self.stats_manager = stats_manager
         self.region_id = broker_config.region_id
         self.trace_on = "true" if broker_config.trace_on else "false"
         self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
@@ -351,10 +354,13 @@ class SendMessageProcessor:
         self.puts_in_flight += 1
         self.bytes_in_flight += size
         try:
-            return await self.put_messages(msgs)
+            result = await self.put_messages(msgs)
         finally:
             self.puts_in_flight -= 1
             self.bytes_in_flight -= size
+        if result.ok and result.append is not None and self.stats_manager is not None:  # statsAll's TOPIC_PUT_NUMS
+            self.stats_manager.record_put(msgs[0].topic, len(msgs), result.append.wrote_bytes)
+        return result
 
     def put_response(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
                      transaction_id: str | None) -> RemotingCommand:
