@@ -204,10 +204,11 @@ def print_next_steps(table: str, workdir: Path) -> None:
   python -m jobs.ingest --help      # topics streamed into Delta, exactly once, available-now or processing-time
   python -m jobs.replay --help      # a Delta table (or a version range) back into a topic, transactionally
   python -m jobs.main --namesrv HOST:PORT   # this demo against a running NameServer
-
-logs: {workdir / LOG_NAME} (Spark, Ivy, log4j), {workdir / 'resolvers'} (the sink's resolver)""" + (
-        f", {workdir / 'cluster'} (NameServer, broker)" if (workdir / "cluster").is_dir() else ""), flush=True)
-
+""")
+    logs = [(workdir / LOG_NAME, "Spark, Ivy and log4j: the JVM's console"),
+            (workdir / "cluster", "NameServer, broker"), (workdir / "resolvers", "the sink's resolver")]
+    present = [f"{path}  ({what})" for path, what in logs if path.exists()]
+    print("logs: " + "\n      ".join(present), flush=True)
 
 def main(argv: list[str] | None = None) -> int:
     conf = JobsConf.load()

@@ -38,8 +38,8 @@ class ArrivalCheck:
     def render(self) -> str:
         verdict = ("every row of the table arrived exactly once" if self.exactly_once
                    else "NOT exactly once: see the counts above")
-        return (f"read back {self.messages} messages in {self.seconds:.1f} s; per key against the table's "
-                f"{self.table_rows} rows: {self.keys_exact} of {self.keys} keys match, {self.missing} rows missing, "
+        return (f"read back {self.messages} messages in {self.seconds:.1f} s, counted per key against the table's "
+                f"{self.table_rows} rows:\n{self.keys_exact} of {self.keys} keys match, {self.missing} rows missing, "
                 f"{self.duplicates} duplicates\n=> {verdict}")
 
 
