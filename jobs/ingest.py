@@ -1,8 +1,9 @@
 """Ingest: topics streamed into a Delta table with a checkpoint, exactly once into the table.
 
 Two triggers: ``available-now`` (the default; for scheduled runs: read everything up to the offsets seen at start,
-in micro-batches of at most --max-offsets-per-trigger, then stop) and ``continuous`` (a micro-batch every
---interval until stopped with Ctrl-C, SIGTERM or --timeout).
+in micro-batches of at most --max-offsets-per-trigger, then stop) and ``processing-time`` (Spark's
+Trigger.ProcessingTime: a micro-batch every --interval until stopped with Ctrl-C, SIGTERM or --timeout). The older
+name ``continuous`` still works, with a note on stderr: it never meant Spark's continuous processing trigger.
 
 Exactly once: Spark's checkpoint holds the source offsets of every micro-batch, and each batch is written by
 foreachBatch with Delta's idempotent-write options txnAppId (this query's identity, derived from the checkpoint
@@ -13,7 +14,7 @@ appended, so the table may also receive backfills of overlapping ranges without 
 
 Examples:
     python -m jobs.ingest --topic Orders --table ./data/delta/orders --checkpoint ./data/checkpoints/orders
-    python -m jobs.ingest --topic Orders,Payments --table t --checkpoint c --trigger continuous --interval '5 seconds'
+    python -m jobs.ingest --topic A,B --table t --checkpoint c --trigger processing-time --interval '5 seconds'
     python -m jobs.ingest --topic-pattern 'Orders.*' --table t --checkpoint c --from -1d --merge
 
 --from applies to the first run only (later runs resume from the checkpoint): earliest | latest | an ISO 8601 time |
@@ -49,7 +50,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 PROG = "python -m jobs.ingest"
-TRIGGERS = ("available-now", "continuous")
+TRIGGERS = ("available-now", "processing-time")
+# Older names still accepted, each with a one-line note on stderr, so scripts and jobs.conf files keep working.
+RENAMED_TRIGGERS = {"continuous": "processing-time"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +62,7 @@ class IngestJob:
     checkpoint: str
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
-    trigger: Literal["available-now", "continuous"] = "available-now"
+    trigger: Literal["available-now", "processing-time"] = "available-now"
     interval: str = "10 seconds"
     start: Bound = field(default_factory=lambda: Bound("earliest"))
     max_offsets_per_trigger: int | None = None
@@ -70,6 +73,9 @@ class IngestJob:
     app_id: str | None = None
     timeout_s: float | None = None
     progress_interval_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger", trigger_named(self.trigger))
 
     def source_options(self) -> dict[str, str]:
         options = {"namesrvAddr": self.namesrv, **subscription_options(self.topics, self.topic_pattern)}
@@ -112,6 +118,18 @@ class IngestSummary:
         return head + "\n" + format_table(("topic", "broker", "queue", "next offset"), queues)
 
 
+def trigger_named(name: str) -> str:
+    """The trigger called ``name`` (a renamed one with a note on stderr); a JobError naming the choices otherwise."""
+    if name in RENAMED_TRIGGERS:
+        new = RENAMED_TRIGGERS[name]
+        print(f"{PROG}: --trigger {name} is deprecated, use --trigger {new} (micro-batches every --interval; Spark's "
+              f"continuous trigger is something else)", file=sys.stderr)
+        return new
+    if name not in TRIGGERS:
+        raise JobError(f"--trigger must be one of {', '.join(TRIGGERS)}, got {name!r}")
+    return name
+
+
 def start_ingest(spark: SparkSession, job: IngestJob) -> StreamingQuery:
     """Start the streaming query (the table is created first, so it exists even before any row arrives)."""
     reader = spark.readStream.format("rmq")
@@ -143,7 +161,7 @@ def start_ingest(spark: SparkSession, job: IngestJob) -> StreamingQuery:
 
 
 def run_ingest(spark: SparkSession, job: IngestJob, *, out: Any = None) -> IngestSummary:
-    """Run the query to its end (available-now), or until --timeout / Ctrl-C (continuous); print one line per
+    """Run the query to its end (available-now), or until --timeout / Ctrl-C (processing-time); print one line per
     micro-batch to ``out`` (stderr by default)."""
     out = out or sys.stderr
     started = time.monotonic()
@@ -202,10 +220,11 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[IngestJob, objec
     parser.add_argument("--topic-pattern", metavar="REGEX", help="read every topic whose name matches")
     parser.add_argument("--table", required=True, help="the Delta table's path (created when missing)")
     parser.add_argument("--checkpoint", required=True, help="the query's checkpoint directory")
-    parser.add_argument("--trigger", choices=TRIGGERS, default=conf.ingest_trigger,
-                        help="available-now: up to now, then stop; continuous: until stopped (default: %(default)s)")
+    parser.add_argument("--trigger", default=conf.ingest_trigger, metavar="{" + ",".join(TRIGGERS) + "}",
+                        help="available-now: up to now, then stop; processing-time: a micro-batch every --interval "
+                        "until stopped (default: %(default)s)")
     parser.add_argument("--interval", default=conf.ingest_interval,
-                        help="micro-batch interval of --trigger continuous (default: %(default)s)")
+                        help="micro-batch interval of --trigger processing-time (default: %(default)s)")
     parser.add_argument("--from", dest="start", default=conf.ingest_starting_offsets,
                         help="where a new query starts (default: %(default)s)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=conf.max_offsets_per_trigger,
@@ -217,11 +236,9 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[IngestJob, objec
     parser.add_argument("--merge", action="store_true", help="MERGE each batch on the message key instead of "
                         "appending (when backfills write to the same table)")
     parser.add_argument("--app-id", help="Delta txnAppId (default: derived from the checkpoint location)")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="stop a continuous run after this long")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="stop a processing-time run after this long")
     args = parser.parse_args(argv)
     try:
-        if args.trigger not in TRIGGERS:
-            raise JobError(f"--trigger must be one of {', '.join(TRIGGERS)}, got {args.trigger!r}")
         if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
             raise JobError(f"--max-offsets-per-trigger must be >= 1, got {args.max_offsets_per_trigger}")
         if args.timeout is not None and args.timeout <= 0:

@@ -120,14 +120,14 @@ def table_txns(path: str) -> list[tuple[str, int]]:
     return txns
 
 
-def test_ingest_continuous_with_merge(spark, namesrv, new_topic, produce, tmp_path):
+def test_ingest_processing_time_with_merge(spark, namesrv, new_topic, produce, tmp_path):
     topic = new_topic(2)
     produce(topic, 0, 50)
     path = str(tmp_path / "t")
-    # A backfill first, then a continuous ingest with --merge into the same table: overlapping rows land once.
+    # A backfill first, then a processing-time ingest with --merge into the same table: overlapping rows land once.
     backfill(spark, BackfillJob(namesrv=namesrv, table=path, topics=(topic,)))
     job = IngestJob(namesrv=namesrv, table=path, checkpoint=str(tmp_path / "c"), topics=(topic,),
-                    trigger="continuous", interval="1 second", merge=True)
+                    trigger="processing-time", interval="1 second", merge=True)
     query = start_ingest(spark, job)
     try:
         query.processAllAvailable()

@@ -20,6 +20,7 @@ from jobs.common import (
     range_options,
     subscription_options,
 )
+from jobs.ingest import IngestJob
 from jobs.replay import ReplayJob
 from jobs.spark import REPO
 
@@ -49,7 +50,8 @@ def test_help(name: str) -> None:
     ("backfill", ["--table", "t", "--topic", "T", "--from", '{"T": {"broker-a": {"0": "x"}}}'], "offsets must look"),
     ("backfill", ["--table", "t", "--topic", "T", "--conf", "novalue"], "argument --conf: expects KEY=VALUE"),
     ("ingest", ["--table", "t", "--topic", "T"], "the following arguments are required: --checkpoint"),
-    ("ingest", ["--table", "t", "--topic", "T", "--checkpoint", "c", "--trigger", "once"], "invalid choice"),
+    ("ingest", ["--table", "t", "--topic", "T", "--checkpoint", "c", "--trigger", "once"],
+     "--trigger must be one of available-now, processing-time, got 'once'"),
     ("ingest", ["--table", "t", "--topic", "T", "--checkpoint", "c", "--max-offsets-per-trigger", "0"], ">= 1"),
     ("replay", ["--table", "t", "--topic", "T", "--version", "1", "--from-version", "0"], "choose one selection"),
     ("replay", ["--table", "t", "--topic", "T", "--to-version", "3"], "--to-version needs --from-version"),
@@ -73,6 +75,22 @@ def test_unreachable_namesrv(name: str, tmp_path) -> None:
     assert f"no NameServer answers at {UNREACHABLE}" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "t").exists()  # nothing started
+
+
+def test_trigger_continuous_is_processing_time(tmp_path, capsys) -> None:
+    """The old name keeps working (scripts, jobs.conf files), with one line on stderr naming the new one."""
+    done = run_job("ingest", "--namesrv", UNREACHABLE, "--table", str(tmp_path / "t"), "--topic", "T",
+                   "--checkpoint", str(tmp_path / "c"), "--trigger", "continuous")
+    first, *rest = done.stderr.splitlines()
+    assert first == ("python -m jobs.ingest: --trigger continuous is deprecated, use --trigger processing-time "
+                     "(micro-batches every --interval; Spark's continuous trigger is something else)")
+    assert done.returncode == 2 and f"no NameServer answers at {UNREACHABLE}" in rest[0]  # it went on as asked
+    job = IngestJob("n", "t", "c", topics=("T",), trigger="continuous")
+    assert job.trigger == "processing-time"
+    assert "use --trigger processing-time" in capsys.readouterr().err
+    assert IngestJob("n", "t", "c", topics=("T",), trigger="processing-time").trigger == "processing-time"
+    with pytest.raises(JobError, match="--trigger must be one of available-now, processing-time, got 'once'"):
+        IngestJob("n", "t", "c", topics=("T",), trigger="once")
 
 
 def test_missing_topic(namesrv: str, tmp_path) -> None:
