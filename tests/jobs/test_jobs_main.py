@@ -7,8 +7,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from broker.tools.local_cluster import port_accepts
 from jobs.spark import REPO
+
+pytestmark = pytest.mark.smoke
 
 
 def test_main_command_runs_to_completion(tmp_path) -> None:
