@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -61,6 +62,8 @@ def launcher_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     conf_dir = environ.get("SPARK_CONF_DIR") or (f"{environ['SPARK_HOME']}/conf" if environ.get("SPARK_HOME") else "")
     defaults = Path(conf_dir, "spark-defaults.conf") if conf_dir else None
     conf = read_spark_defaults(defaults) if defaults is not None and defaults.is_file() else {}
+    if environ.get("PYSPARK_PYTHON"):
+        conf["spark.pyspark.python"] = environ["PYSPARK_PYTHON"]
     args = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
     for flag, value in zip(args, args[1:], strict=False):
         if flag == "--master":
@@ -72,9 +75,11 @@ def launcher_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 
 def session_settings(launcher: Mapping[str, str], defaults: Mapping[str, str], *, master: str | None = None,
-                     conf: Mapping[str, str] | None = None) -> dict[str, str]:
+                     conf: Mapping[str, str] | None = None, python: str = sys.executable) -> dict[str, str]:
     """The builder's settings: ``defaults`` where ``launcher`` has nothing, then ``conf``, then ``master``; Delta's
-    jars added to the launcher's packages unless they are there."""
+    jars added to the launcher's packages unless they are there. On a local master whose workers' Python nobody
+    chose, the workers run ``python`` (this interpreter): Spark's default is ``python3`` on the PATH, which in an
+    unactivated virtual environment, or beside a second Python, is another version, and PySpark refuses that."""
     settings = {key: value for key, value in defaults.items() if key not in launcher}
     packages = launcher.get("spark.jars.packages", "")
     if "io.delta:delta-spark" not in packages:
@@ -82,6 +87,9 @@ def session_settings(launcher: Mapping[str, str], defaults: Mapping[str, str], *
     settings.update(conf or {})
     if master is not None:
         settings["spark.master"] = master
+    local = settings.get("spark.master", launcher.get("spark.master", "")).startswith("local")
+    if local and "spark.pyspark.python" not in {**launcher, **settings}:
+        settings["spark.pyspark.python"] = python
     return settings
 
 
