@@ -99,7 +99,10 @@ def build_session(app_name: str, *, master: str | None = None, conf: Mapping[str
     from connector import register
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in session_settings(launcher_conf(), read_spark_defaults(), master=master, conf=conf).items():
+    settings = session_settings(launcher_conf(), read_spark_defaults(), master=master, conf=conf)
+    if "spark.pyspark.python" in settings:  # a driver in Python reads it from here only (spark-submit sets it so)
+        os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
