@@ -1,7 +1,18 @@
-"""The one C extension (broker._speedups, the store's per-message loops); everything else is in pyproject.toml.
-``optional``: without a C compiler the install still succeeds, and the store runs the same loops in Python."""
+"""The packages and the one C extension; the rest is in pyproject.toml.
 
-from setuptools import Extension, setup
+- ``broker``, ``connector``, ``jobs``, and ``conf/`` as the package ``rmq_conf``: the jobs read their defaults
+  (``jobs.conf``, ``spark-defaults.conf``) through it, so an installed wheel has them wherever it runs, and a checkout
+  (an editable install maps ``rmq_conf`` to ``conf/``) reads the files users edit. The servers' sample configs ship too.
+- ``broker._speedups`` (the store's per-message loops) is ``optional``: without a C compiler the install still
+  succeeds, and the store runs the same loops in Python.
+"""
 
-setup(ext_modules=[Extension("broker._speedups", ["broker/_speedups.c"], libraries=["z"],
-                             extra_compile_args=["-O2"], optional=True)])
+from setuptools import Extension, find_namespace_packages, setup
+
+setup(
+    packages=[*find_namespace_packages(include=["broker*", "connector*", "jobs*"]), "rmq_conf"],
+    package_dir={"rmq_conf": "conf"},
+    package_data={"rmq_conf": ["*.conf"]},
+    ext_modules=[Extension("broker._speedups", ["broker/_speedups.c"], libraries=["z"], extra_compile_args=["-O2"],
+                           optional=True)],
+)

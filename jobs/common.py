@@ -29,13 +29,13 @@ from broker.common.errors import ConfigError, ConnectorError, JobError, Remoting
 from broker.common.properties import read_properties
 from broker.remoting.client import parse_address
 from broker.remoting.codes import ResponseCode
-from jobs.spark import REPO
+from jobs.spark import default_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 T = TypeVar("T")
-JOBS_CONF = REPO / "conf" / "jobs.conf"
+JOBS_CONF = default_conf("jobs.conf")  # conf/jobs.conf of the checkout, or the copy the package ships
 JOBS_CONF_ENV = "RMQ_JOBS_CONF"  # another jobs.conf, e.g. one per environment
 AUTO_CREATE_TOPIC = "TBW102"  # a topic every broker registers, so a route query always has something to say
 # Spark's own console bar fights with ours (jobs/progress.py) for the terminal line.
@@ -111,7 +111,8 @@ def job_parser(prog: str, description: str, conf: JobsConf, *, namesrv: bool = T
     if namesrv:
         parser.add_argument("--namesrv", default=conf.namesrv_addr, metavar="HOST:PORT[;HOST:PORT]",
                             help="NameServer address(es) (default from conf/jobs.conf: %(default)s)")
-    parser.add_argument("--master", help="Spark master (default: spark.master in conf/spark-defaults.conf)")
+    parser.add_argument("--master", help="Spark master (default: spark-submit's or SPARK_CONF_DIR's, else local[2] "
+                                         "from conf/spark-defaults.conf)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=key_value_arg,
                         help="a Spark setting, over conf/spark-defaults.conf (repeatable)")
     return parser

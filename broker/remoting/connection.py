@@ -199,6 +199,11 @@ class RemotingConnection:
             self._writer.write(b"".join(out))
         else:
             self._writer.writelines(out)
+            # asyncio's writelines (Python 3.12.0 to 3.12.8 and 3.13.0 to 3.13.1, CPython gh-127655) never pauses
+            # the protocol, so drain() would not wait for a peer that stops reading; setting the same limits again
+            # makes the transport check its buffer against them (any loop, any version: one comparison).
+            low, high = self._writer.transport.get_write_buffer_limits()
+            self._writer.transport.set_write_buffer_limits(high=high, low=low)
 
     # -- incoming ---------------------------------------------------------------------------------------------
 

@@ -144,13 +144,16 @@ class RemotingServer:
         if self._server is None:
             return
         self._stopping = True
-        for server in (self._server, *self._extra_servers):
+        servers = (self._server, *self._extra_servers)
+        for server in servers:
             server.close()
-            await server.wait_closed()
-        self._extra_servers = []
         connections = list(self._connections)
         await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in connections))
         await asyncio.gather(*(conn.wait_closed() for conn in connections))
+        # Since Python 3.12.1 wait_closed() also waits for every accepted connection to end: close them first.
+        for server in servers:
+            await server.wait_closed()
+        self._extra_servers = []
         self._server = None
         log.info("remoting server on %s:%s stopped", self.host, self._requested_port)
 

@@ -47,7 +47,7 @@ from multiprocessing.connection import Connection
 import broker
 from broker.common.errors import StoreError
 from broker.common.logs import LINE_FORMAT, LogLayout, LogSettings, current_logging, follow_logging
-from broker.store.config import MessageStoreConfig
+from broker.store.config import DispatchMode, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import (
     ArrivalListener,
@@ -72,6 +72,27 @@ RESTART_PAUSE_S = 1.0  # between a dead child and the next one
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Not ``-m`` this module: then its classes would be pickled as __main__'s, which the broker cannot load.
 _CHILD_MAIN = "import sys; from broker.store.dispatch_process import main; sys.exit(main(sys.argv[1:]))"
+
+
+def unsupported_reason() -> str | None:
+    """Why this platform cannot run the dispatch process, or None when it can. It needs ``os.memfd_create`` (Linux)
+    for the shared CommitLog-end cell and ``prctl(PR_SET_PDEATHSIG)`` so the child dies with the broker; macOS has
+    neither (and Apple's ARM cores do not keep stores in order, which the cell relies on)."""
+    if not hasattr(os, "memfd_create"):
+        return "os.memfd_create is not available on this platform"
+    if not sys.platform.startswith("linux"):
+        return f"PR_SET_PDEATHSIG is Linux only (this is {sys.platform})"
+    return None
+
+
+def effective_dispatch_mode(config: MessageStoreConfig) -> DispatchMode:
+    """``config.dispatch_mode``, except PROCESS where the platform cannot run it: THREAD then, with one WARNING line
+    (the broker works the same, dispatch shares the broker's GIL)."""
+    if config.dispatch_mode is DispatchMode.PROCESS and (reason := unsupported_reason()) is not None:
+        log.warning("dispatchMode=PROCESS is not supported here (%s): dispatching in a thread (dispatchMode=THREAD)",
+                    reason)
+        return DispatchMode.THREAD
+    return config.dispatch_mode
 
 
 # -- the messages -------------------------------------------------------------------------------------------------

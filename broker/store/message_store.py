@@ -31,7 +31,7 @@ from broker.store.dispatch import (
     ReputMessageService,
     TagsCodeHook,
 )
-from broker.store.dispatch_process import DispatchProcess
+from broker.store.dispatch_process import DispatchProcess, effective_dispatch_mode
 from broker.store.flush import (
     CleanCommitLogService,
     FlushConsumeQueueService,
@@ -75,7 +75,7 @@ class MessageStore:
         # (dispatchMode=THREAD) or in the dispatch process (PROCESS), whose reports the views here follow.
         self.reput = ReputMessageService(self.commit_log.queue, dispatchers)
         self.dispatch: DispatchService = (
-            self.reput if config.dispatch_mode is DispatchMode.THREAD
+            self.reput if effective_dispatch_mode(config) is DispatchMode.THREAD
             else DispatchProcess(config, self.commit_log.queue, self.consume_queues, self.index, self.reput,
                                  self._index_checkpoint))
         self._disk_usage = disk_usage

@@ -27,6 +27,7 @@ def sink_options(cluster: Cluster, resolver_dir: Path, **extra: object) -> dict[
     return options
 
 
+@pytest.mark.smoke
 def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Path, topic_name: str) -> None:
     from pyspark.sql import Row
 

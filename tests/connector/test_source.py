@@ -92,6 +92,7 @@ def as_set(rows: list[Row]) -> set[tuple[str, int, int, bytes]]:
 # -- batch reads -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_batch_read_of_an_offset_range_equals_what_was_produced(spark, cluster: Cluster, topic_name: str) -> None:
     queues = create_topic(cluster.namesrv_addr, topic_name, 2, brokers=2)
     assert {mq.broker_name for mq in queues} == set(BROKERS)

@@ -8,9 +8,13 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from broker.tools.local_cluster import port_accepts
 from connector.resolver import resolver_pid
 from jobs.spark import REPO
+
+pytestmark = pytest.mark.smoke
 
 # What the JVM prints on its own: the launcher, Ivy's resolution report, log4j's console appender.
 JVM_LINES = re.compile(r"^(:: (loading settings|resolving dependencies|resolution report) ::|WARNING: |"

@@ -18,6 +18,8 @@ from broker.store import commit_log, dispatch, index_file
 from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
 from broker.store.layout import index_file_size
 
+pytestmark = pytest.mark.smoke  # the C loops and their Python twins, on every interpreter .ci/run tries
+
 pack_c = _speedups.pack_records
 
 HOST_V4 = pack_host("10.0.0.7", 54321)
