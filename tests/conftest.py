@@ -17,12 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from tests.integration.cluster import ClusterPool
 
 
 SPARK_DIRS = ("tests/connector/", "tests/jobs/")
+
+# Property tests assert what the code does with each input, not how fast inputs come: on 2 busy cores (two workers,
+# brokers and JVMs beside them) Hypothesis's per-example deadline and its too-slow health check measure the machine.
+settings.register_profile("rmq", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rmq")
 
 try:
     from xdist.scheduler import LoadScopeScheduling
