@@ -9,10 +9,7 @@ must be one line and exit code 1, never a traceback, also when run as ``python -
 The operators' commands change the servers and are checked there: a broker's config live and in its file, a topic's
 and a broker's write permission in the routes, KV and NameServer config, sends, pulls and the stats items.
 
-The ``java`` test runs Apache's own ``mqadmin`` (rocketmq-tools, tests/apache's version) beside ours on the same
-servers and compares what both print, line by line, after masking what changes between two runs (uptime, disk
-usage, the age of the oldest message, rates, send times). Apache's commands are JVMs: independent ones run two at a
-time, in steps ordered so that no step changes what another one reads.
+Apache's own ``mqadmin`` beside ours on the same scenario: test_mqadmin_apache.py.
 """
 
 from __future__ import annotations
@@ -22,137 +19,38 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from broker.client import BlockingClient, Message, protocol
+from broker.client import protocol
 from broker.client.blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue, SendResult
 from broker.common.attributes import parse_attributes
 from broker.common.fastjson import decode_json
-from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
-from broker.tools import commands, messages
+from broker.tools import commands
 from broker.tools.admin import decode_message_id, route_topic
 from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command
 from broker.tools.results import version_desc
-from tests.helpers import MqadminRun, free_port, mqadmin, wait_until
+from tests.helpers import free_port, mqadmin, wait_until
 from tests.helpers import mqadmin_ok as ok
-from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster, start_cluster
-
-if TYPE_CHECKING:
-    from tests.javatools import JavaProgram
-
-BROKER_NAME = "broker-a"
-TOPIC = "MqadminTopic"
-GROUP = "MqadminGroup"
-ROUTE_TIMEOUT_S = 10.0
-REQUIRED_COMMANDS = ("updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
-                     "brokerStatus", "consumerProgress", "consumerConnection", "queryMsgById", "queryMsgByKey",
-                     "queryMsgByOffset", "updateSubGroup", "resetOffsetByTime", "getBrokerConfig",
-                     "updateBrokerConfig", "updateTopicPerm", "wipeWritePerm", "addWritePerm", "statsAll",
-                     "sendMessage", "consumeMessage", "checkMsgSendRT", "updateKvConfig", "deleteKvConfig",
-                     "getNamesrvConfig", "updateNamesrvConfig")
-
-
-def rows(text: str, first: str) -> list[list[str]]:
-    """The whitespace-split lines of a table that start with ``first``."""
-    return [line.split() for line in text.splitlines() if line.split()[:1] == [first]]
-
-
-def await_route(namesrv: str, topic: str) -> None:
-    wait_until(f"a route for {topic}", lambda: mqadmin("topicRoute", "-n", namesrv, "-t", topic).code == 0,
-               ROUTE_TIMEOUT_S, interval=0.1)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("mqadmin")) as started:
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def body_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """queryMsgById and friends save bodies where Java does (/tmp/rocketmq/msgbodys); tests keep them in tmp_path."""
-    monkeypatch.setattr(messages, "MSG_BODY_DIR", str(tmp_path / "msgbodys"))
-    return tmp_path / "msgbodys"
-
-
-@pytest.fixture(scope="module")
-def sent(cluster: Cluster) -> dict[int, list[SendResult]]:
-    """TOPIC with 4 queues (created by updateTopic) and 1, 2, 3, 0 messages in queues 0-3, keyed k<q>-<i> and "all"."""
-    ns = cluster.namesrv_addr
-    out = ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4")
-    assert f"create topic to {cluster.brokers[0].addr} success." in out
-    await_route(ns, TOPIC)
-    results: dict[int, list[SendResult]] = {0: [], 1: [], 2: [], 3: []}
-    with BlockingClient(ns) as client:
-        for queue_id, count in enumerate((1, 2, 3, 0)):
-            for i in range(count):
-                msg = Message(TOPIC, f"body {queue_id}-{i}".encode(), tags="TagA", keys=[f"k{queue_id}-{i}", "all"])
-                results[queue_id].append(client.send(msg, MessageQueue(TOPIC, BROKER_NAME, queue_id)))
-    return results
-
-
-class OnlineConsumer:
-    """A push consumer of GROUP as the broker sees one: a HEART_BEAT on a connection kept open by its own thread."""
-
-    CLIENT_ID = "127.0.0.1@mqadmin-test"
-
-    def __init__(self, broker_addr: str) -> None:
-        self.broker_addr = broker_addr
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    async def _run(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        data = protocol.ConsumerData(GROUP, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
-                                     [protocol.build_subscription_data(TOPIC, "TagA")])
-        try:
-            async with RemotingClient() as client:
-                response = await client.invoke(self.broker_addr, protocol.heartbeat_request(self.CLIENT_ID, [], [data]))
-                assert response.code == ResponseCode.SUCCESS, response.remark
-                self._ready.set()
-                await self._stop.wait()
-        except BaseException as err:
-            self._error = err
-            self._ready.set()
-
-    def __enter__(self) -> OnlineConsumer:
-        self._thread.start()
-        assert self._ready.wait(10), "the consumer did not come up"
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-
-def commit(broker_addr: str, offsets: dict[int, int]) -> None:
-    with BlockingRemotingClient(broker_addr) as client:
-        for queue_id, offset in offsets.items():
-            mq = MessageQueue(TOPIC, BROKER_NAME, queue_id)
-            assert client.invoke(protocol.update_consumer_offset_request(GROUP, mq, offset)).code == 0
-
-
-def progress(ns: str) -> dict[int, tuple[int, int]]:
-    """consumerProgress -g GROUP -t TOPIC: queue id -> (broker offset, consumer offset)."""
-    table = rows(ok("consumerProgress", "-n", ns, "-g", GROUP, "-t", TOPIC), TOPIC)
-    return {int(r[2]): (int(r[3]), int(r[4])) for r in table}
-
+from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster
+from tests.integration.mqadmin.scenario import (
+    BROKER_NAME,
+    GROUP,
+    REQUIRED_COMMANDS,
+    ROUTE_TIMEOUT_S,
+    TOPIC,
+    OnlineConsumer,
+    await_route,
+    commit,
+    perms,
+    progress,
+    rows,
+)
 
 # -- the command line itself -------------------------------------------------------------------------------------------
 
@@ -461,11 +359,6 @@ def all_groups(broker_addr: str) -> dict[str, dict[str, object]]:
 # -- operators' commands: broker and NameServer config, permissions, send and consume, stats -------------------------
 
 
-def perms(ns: str, topic: str) -> list[int]:
-    """The perm of each broker's queues of ``topic`` in the NameServer's route."""
-    return [q["perm"] for q in decode_json(ok("topicRoute", "-n", ns, "-t", topic))["queueDatas"]]
-
-
 def test_broker_config_get_and_update(cluster: Cluster, sent: dict[int, list[SendResult]]) -> None:
     ns, broker = cluster.namesrv_addr, cluster.brokers[0]
     listed = ok("getBrokerConfig", "-n", ns, "-b", broker.addr).splitlines()
@@ -619,120 +512,3 @@ def test_stats_all(cluster: Cluster) -> None:
     assert row[:3] == [topic, group, "2"] and float(row[3]) > 0 and float(row[4]) > 0
     active = {line.split()[0] for line in ok("statsAll", "-n", ns, "-a").splitlines()[1:]}
     assert topic in active and "TBW102" not in active and "MqadminPerm" not in active  # no puts, no gets
-
-
-# -- Apache's mqadmin beside ours --------------------------------------------------------------------------------------
-
-# What differs between two runs a second apart: uptime, disk usage, the age of the oldest message, tmp paths, rates,
-# send times, message ids.
-VOLATILE = [
-    (re.compile(r"(runtime\s*: ).*"), r"\1*"),
-    (re.compile(r"((?:putTps|getTransferredTps)\s*: ).*"), r"\1*"),  # 10 s windows: empty in a young broker
-    (re.compile(r"(remainHowManyDataToFlush\s*: ).*"), r"\1*"),  # the flush runs every 500 ms
-    (re.compile(r"(DiskRatio\S*\s*: ).*"), r"\1*"),
-    (re.compile(r"(commitLogDirCapacity\s*: ).*"), r"\1*"),
-    (re.compile(r"(Message Body Path:\s+).*"), r"\1*"),
-    (re.compile(r"\d+\.\d\d(\s+)\d\.\d{4}(\s+true)"), r"*\1*\2"),  # clusterList #Hour and #SPACE
-    (re.compile(r"\b\d+\.\d\d(?=\()"), "*"),  # clusterList #InTPS / #OutTPS: rates over the last seconds
-    (re.compile(r"(SEND_OK\s+)[0-9A-F]{32,}"), r"\1*"),  # sendMessage: each run sends a new message
-    (re.compile(r"(?m)^(\S+\s+\d+\s+(?:true|false)\s+)\d+$"), r"\1*"),  # checkMsgSendRT: each send's time
-    (re.compile(r"Avg RT: \S+"), "Avg RT: *"),
-]
-# statsAll: the rates and 24-hour sums of rolling windows, sampled every 10 s between the two runs.
-STATS_ROW = re.compile(r"(?m)^(MqadminTopic\s.*?)(\s+[\d.]+\s+[\d.]*\s+\d+\s+(?:\d+|NO_CONSUMER))$")
-
-
-def masked(text: str) -> str:
-    for pattern, replacement in VOLATILE:
-        text = pattern.sub(replacement, text)
-    text = STATS_ROW.sub(lambda m: m[1] + re.sub(r"[\d.]+", "*", m[2]), text)
-    return text.rstrip("\n")
-
-
-JAVA_WORKERS = 2  # Apache's mqadmin is a JVM per command (1.5-3 s of start-up): independent ones run side by side
-
-
-@pytest.fixture(scope="module")
-def apache_mqadmin(tmp_path_factory: pytest.TempPathFactory) -> JavaProgram:
-    from tests.apache import DRIVER_JVM_ARGS, apache_artifact
-    from tests.javatools import JavaProgram, resolve_classpath
-
-    home = tmp_path_factory.mktemp("apache-mqadmin")
-    return JavaProgram(resolve_classpath([apache_artifact("rocketmq-tools")]),
-                       "org.apache.rocketmq.tools.command.MQAdminStartup",
-                       (*DRIVER_JVM_ARGS, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}"))
-
-
-def java_text(tool: JavaProgram, args: list[str]) -> str:
-    """What Apache's mqadmin printed. A run whose request timed out on the client side (Java's 3 s, which a loaded
-    2-core machine can exceed while JVMs start) runs once more: that is the machine, not an answer to compare."""
-    for _ in range(2):
-        done = tool.run(*args, check=False, timeout=120)
-        text = done.stdout.decode() + done.stderr.decode()
-        if "RemotingTimeoutException" not in text:
-            break
-    return text
-
-
-def assert_same(args: list[str], java: str, ours: MqadminRun) -> None:
-    expected = masked(java)
-    assert masked(ours.err + ours.out) == expected or masked(ours.out + ours.err) == expected, \
-        f"mqadmin {' '.join(args)}:\n--- Apache\n{java}\n--- ours\n{ours.err}{ours.out}"
-
-
-def run_side_by_side(tool: JavaProgram, phase: list[list[str]]) -> None:
-    """Apache's and our mqadmin for each command of ``phase`` (independent of each other): Apache's JVMs run
-    concurrently while ours run in this thread, then each pair is compared."""
-    with ThreadPoolExecutor(JAVA_WORKERS) as pool:
-        javas = [pool.submit(java_text, tool, args) for args in phase]
-        ours = [mqadmin(*args) for args in phase]
-        for args, java, our in zip(phase, javas, ours, strict=True):
-            assert_same(args, java.result(), our)
-
-
-@pytest.mark.java
-@pytest.mark.slow
-def test_apache_mqadmin_prints_the_same(cluster: Cluster, sent: dict[int, list[SendResult]],
-                                        apache_mqadmin: JavaProgram) -> None:
-    ns, broker, one = cluster.namesrv_addr, cluster.brokers[0].addr, sent[2][1]
-    reading = [
-        ["clusterList"], ["topicRoute", "-t", TOPIC], ["topicRoute", "-t", TOPIC, "-l"], ["topicStatus", "-t", TOPIC],
-        ["topicClusterList", "-t", TOPIC], ["brokerStatus", "-b", broker], ["queryMsgByKey", "-t", TOPIC, "-k", "all"],
-        ["queryMsgById", "-t", TOPIC, "-i", one.offset_msg_id], ["queryMsgById", "-t", TOPIC, "-i", one.msg_id],
-        ["queryMsgByUniqueKey", "-t", TOPIC, "-i", one.msg_id], ["topicList"], ["topicList", "-c"],
-        ["consumerProgress"], ["consumerProgress", "-g", GROUP, "-t", TOPIC], ["updateTopic", "-t", "X"],
-        ["getBrokerConfig", "-b", broker], ["getBrokerConfig", "-c", DEFAULT_CLUSTER], ["getNamesrvConfig"],
-        ["statsAll", "-t", TOPIC],
-    ]
-    helps = [["help", name] for name in ("updateTopic", "resetOffsetByTime", "updateBrokerConfig", "updateTopicPerm",
-                                         "sendMessage", "consumeMessage", "statsAll", "checkMsgSendRT")]
-    ok("updateSubGroup", "-n", ns, "-b", broker, "-g", GROUP)  # a reset needs the group to exist
-    run_side_by_side(apache_mqadmin, [[*run, "-n", ns] for run in reading] + helps)
-    changing = [  # in order: each step's commands are independent of each other
-        # after the reads, as pulls count in brokerStatus' gets
-        [["consumeMessage", "-t", TOPIC], ["queryMsgByOffset", "-t", TOPIC, "-b", BROKER_NAME, "-i", "2", "-o", "1"],
-         ["consumeMessage", "-t", TOPIC, "-b", BROKER_NAME, "-i", "2", "-o", "1"],
-         ["consumeMessage", "-t", TOPIC, "-c", "2"]],
-        [["resetOffsetByTime", "-g", GROUP, "-t", TOPIC, "-s", "0"]],  # it moves the group's offsets: the tracks change
-        [["updateBrokerConfig", "-b", broker, "-k", "fileReservedTime", "-v", "72"],
-         ["updateKvConfig", "-s", "MqadminNs", "-k", "k", "-v", "v"],
-         ["updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false"],
-         ["sendMessage", "-t", TOPIC, "-p", "again", "-b", BROKER_NAME, "-i", "3"],
-         ["checkMsgSendRT", "-t", TOPIC, "-a", "2", "-s", "8"]],
-        [["deleteKvConfig", "-s", "MqadminNs", "-k", "k"], ["wipeWritePerm", "-b", BROKER_NAME]],
-        [["addWritePerm", "-b", BROKER_NAME]],
-    ]
-    for step in changing:
-        run_side_by_side(apache_mqadmin, [[*run, "-n", ns] for run in step])
-    assert perms(ns, TOPIC) == [6]
-    # updateTopicPerm prints the perm it replaced: each tool takes the topic from 6 to 4 and back in turn
-    to_read_only, to_read_write = ["updateTopicPerm", "-b", broker, "-t", TOPIC, "-p", "4", "-n", ns], \
-        ["updateTopicPerm", "-c", DEFAULT_CLUSTER, "-t", TOPIC, "-p", "6", "-n", ns]
-    java_read_only = java_text(apache_mqadmin, to_read_only)
-    wait_until("perm 4 in the route", lambda: perms(ns, TOPIC) == [4], ROUTE_TIMEOUT_S, interval=0.1)
-    ours_read_write = mqadmin(*to_read_write)
-    wait_until("perm 6 in the route", lambda: perms(ns, TOPIC) == [6], ROUTE_TIMEOUT_S, interval=0.1)
-    assert_same(to_read_only, java_read_only, mqadmin(*to_read_only))
-    wait_until("perm 4 in the route", lambda: perms(ns, TOPIC) == [4], ROUTE_TIMEOUT_S, interval=0.1)
-    assert_same(to_read_write, java_text(apache_mqadmin, to_read_write), ours_read_write)
-    wait_until("perm 6 in the route", lambda: perms(ns, TOPIC) == [6], ROUTE_TIMEOUT_S, interval=0.1)
