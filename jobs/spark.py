@@ -17,12 +17,12 @@ appender, and what the Python workers it forks print) can go to a file instead o
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -38,7 +38,15 @@ def default_conf(name: str) -> Path:
     checkout = REPO / "conf" / name
     if checkout.is_file():
         return checkout
-    return Path(str(resources.files(CONF_PACKAGE) / name))
+    # The package's directories, not importlib.resources: rmq_conf is a namespace package, and where a second copy
+    # is visible (a venv with the system's site-packages holding an editable install) resources.files fails on
+    # the editable install's path hook; the first real directory that has the file is the one that shipped.
+    spec = importlib.util.find_spec(CONF_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = Path(location) / name
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{name}: neither {checkout} nor the installed package {CONF_PACKAGE} has it")
 
 
 def read_spark_defaults(path: Path | None = None) -> dict[str, str]:

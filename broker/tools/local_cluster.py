@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -46,7 +47,28 @@ DEFAULT_CLUSTER = "DefaultCluster"
 SMALL_COMMIT_LOG = 1024 * 1024  # small files so tests roll them; Java's default is 1 GiB
 
 
+LOWEST_PORT = 20000  # servers' ports are drawn from here up to the start of the kernel's ephemeral range
+
+
+def ephemeral_port_start() -> int:
+    """Where the kernel starts handing out ports to outgoing connections (Linux's ip_local_port_range, else the
+    common 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A free port below the ephemeral range. A port the kernel chose (bind to 0) can be handed to any process's
+    next outgoing connection as soon as it is released, so a server stopped and restarted on it (a broker's restart
+    keeps its port) could find it taken; ports below that range are only ever taken by a bind."""
+    top = ephemeral_port_start()
+    if top > LOWEST_PORT + 1000:
+        for _ in range(200):
+            port = random.randrange(LOWEST_PORT + 2, top - 1)  # room for a broker's listenPort - 2 and + 1
+            if _port_free(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
@@ -65,7 +87,7 @@ def free_broker_port() -> int:
     """A listenPort with listenPort + 1 (the HA port) and listenPort - 2 (the VIP channel) free too."""
     for _ in range(100):
         port = free_port()
-        if 2 < port < 65535 and _port_free(port + 1) and _port_free(port - 2):
+        if LOWEST_PORT <= port - 2 and port + 1 < 65535 and _port_free(port + 1) and _port_free(port - 2):
             return port
     raise ServerError("no free port p with p+1 and p-2 free after 100 tries")
 
