@@ -227,9 +227,10 @@ def put_all_order(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
     return [keys[i] for i in ranked]
 
 
-def parse_timestamp(text: str) -> int:
-    """"now", epoch milliseconds, or local "yyyy-MM-dd#HH:mm:ss:SSS" (ResetOffsetByTimeCommand)."""
-    if text == "now":
+def parse_timestamp(text: str, *, allow_now: bool = True) -> int:
+    """"now" (unless ``allow_now`` is off: ConsumeMessageCommand has no such word), epoch milliseconds, or local
+    "yyyy-MM-dd#HH:mm:ss:SSS" (ResetOffsetByTimeCommand, ConsumeMessageCommand.timestampFormat)."""
+    if allow_now and text == "now":
         return time.time_ns() // 1_000_000
     try:
         return int(text)
@@ -238,7 +239,8 @@ def parse_timestamp(text: str) -> int:
     try:
         parsed = datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
     except ValueError:
-        raise UsageError(f"timestamp {text!r} is not now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS") from None
+        forms = "now, milliseconds" if allow_now else "milliseconds"
+        raise UsageError(f"timestamp {text!r} is not {forms} or yyyy-MM-dd#HH:mm:ss:SSS") from None
     return int(time.mktime(parsed.timetuple())) * 1000 + parsed.microsecond // 1000
 
 

@@ -10,7 +10,6 @@ is printed as Java's MessageExt.toString.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any, TextIO
 
 from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
@@ -20,8 +19,8 @@ from broker.common.hash_order import hash_map_order
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker.common.validation import TOOLS_CONSUMER_GROUP
 from broker.tools.admin import MQAdminExt
-from broker.tools.cli import CommandLine, SubCommand, UsageError, java_fixed, java_map, js, opt
-from broker.tools.commands import mq_hash
+from broker.tools.cli import CommandLine, SubCommand, java_fixed, java_map, js, opt
+from broker.tools.commands import mq_hash, parse_timestamp
 from broker.tools.messages import MESSAGE_PROPERTIES_CAPACITY
 
 RESULT_ROW = "{:<32}  {:<4}  {:<20}    {}\n"  # "%-32s  %-4s  %-20s    %s%n"
@@ -103,19 +102,6 @@ def _average(total: int, count: int) -> str:
 # -- consumeMessage ----------------------------------------------------------------------------------------------------
 
 
-def _timestamp(text: str) -> int:
-    """ConsumeMessageCommand.timestampFormat: milliseconds, or local "yyyy-MM-dd#HH:mm:ss:SSS"."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
-    except ValueError:
-        raise UsageError(f"timestamp {text!r} is not milliseconds or yyyy-MM-dd#HH:mm:ss:SSS") from None
-    return int(time.mktime(parsed.timetuple())) * 1000 + parsed.microsecond // 1000
-
-
 def message_text(msg: MessageExt) -> str:
     """MessageExt.toString (hosts as InetSocketAddress prints them, the body as Arrays.toString of its bytes)."""
     props = msg.properties
@@ -147,11 +133,11 @@ async def consume_message(admin: MQAdminExt, line: CommandLine, out: TextIO) -> 
         out.write("Please set queueId before offset!")
         return
     now = time.time_ns() // 1_000_000
-    begin = _timestamp(line.required("s")) if line.has("s") else 0
+    begin = parse_timestamp(line.required("s"), allow_now=False) if line.has("s") else 0
     if begin > now:
         out.write("Please set the beginTimestamp before now!")
         return
-    end = _timestamp(line.required("e")) if line.has("e") else 0
+    end = parse_timestamp(line.required("e"), allow_now=False) if line.has("e") else 0
     if line.has("e") and end > now:
         out.write("Please set the endTimestamp before now!")
         return
