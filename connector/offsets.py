@@ -30,6 +30,7 @@ from broker.common.message import local_address
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.remoting.heartbeat import build_subscription_data
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from connector.replicas import DownList, broker_addrs, is_master, read_addresses
 
@@ -316,7 +317,7 @@ class OffsetOracle:
         protocol.expect_success(response, remote.address)
 
     def _heartbeat(self, group: str) -> RemotingCommand:
-        subscriptions = [protocol.build_subscription_data(topic, "*") for topic in self.topics()]
+        subscriptions = [build_subscription_data(topic, "*") for topic in self.topics()]
         consumer = protocol.ConsumerData(group, "CONSUME_ACTIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
                                          subscriptions)
         return protocol.heartbeat_request(self.client_id, (), [consumer])

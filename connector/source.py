@@ -49,6 +49,7 @@ from broker.client.message import MessageQueue, PullResult, PullStatus
 from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
 from broker.common.validation import DEFAULT_CONSUMER_GROUP
 from broker.remoting.command import RemotingCommand
+from broker.remoting.heartbeat import build_subscription_data
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
 from connector.records import decode_records
@@ -120,7 +121,7 @@ class _Puller:
         self.subscription = protocol.SubscriptionData(part.topic)
         if part.sub_expression is not None:
             if part.expression_type == protocol.EXPRESSION_TAG:
-                self.subscription = protocol.build_subscription_data(part.topic, part.sub_expression)
+                self.subscription = build_subscription_data(part.topic, part.sub_expression)
             else:
                 self.subscription = protocol.SubscriptionData(part.topic, part.sub_expression,
                                                               expression_type=part.expression_type)

@@ -29,6 +29,7 @@ from broker.client.route import TopicRouteData
 from broker.common.errors import ClientErrorCode, MQClientError, RemotingError
 from broker.common.topic import TopicConfig
 from broker.remoting.client import DEFAULT_TIMEOUT_MS
+from broker.remoting.heartbeat import build_subscription_data
 
 
 def get_route(namesrv_addr: str | Sequence[BlockingRemotingClient], topic: str,
@@ -72,7 +73,7 @@ def pull(client: BlockingRemotingClient, group: str, mq: MessageQueue, offset: i
          sub_expression: str = "*", timeout_ms: float = DEFAULT_TIMEOUT_MS, decode: bool = False) -> PullResult:
     """One PULL_MESSAGE without suspending; ``result.body`` holds the records, ``result.messages`` is filled only
     with ``decode`` (then tag collisions are filtered out as Java's client does)."""
-    subscription = protocol.build_subscription_data(mq.topic, sub_expression)
+    subscription = build_subscription_data(mq.topic, sub_expression)
     request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription)
     result = protocol.parse_pull_response(client.invoke(request, timeout_ms), client.address)
     if decode:

@@ -50,6 +50,7 @@ from broker.client.running_info import (
 )
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
+from broker.remoting.heartbeat import build_subscription_data
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ class LitePullConsumer:
             raise MQClientError(-1, "Message queues can not be null or empty.")
         if sub_expression is not None:
             for topic in {mq.topic for mq in mqs}:
-                self._sub_expressions[topic] = protocol.build_subscription_data(topic, sub_expression)
+                self._sub_expressions[topic] = build_subscription_data(topic, sub_expression)
         removed = [mq for mq in self._assigned if mq not in mqs]
         for mq in removed:
             state = self._assigned.pop(mq)
@@ -310,7 +311,7 @@ class LitePullConsumer:
             raise MQClientError(-1, "offset < 0")
         if max_nums <= 0:
             raise MQClientError(-1, "maxNums <= 0")
-        subscription = protocol.build_subscription_data(mq.topic, sub_expression)
+        subscription = build_subscription_data(mq.topic, sub_expression)
         timeout_ms = self.config.consumer_pull_timeout_millis if timeout_ms is None else timeout_ms
         return await self.pull_api.pull_kernel(mq, offset, max_nums, subscription=subscription, timeout_ms=timeout_ms,
                                                decode=decode)
@@ -320,7 +321,7 @@ class LitePullConsumer:
     def _subscription(self, topic: str) -> protocol.SubscriptionData:
         sub = self._sub_expressions.get(topic)
         if sub is None:
-            sub = self._sub_expressions[topic] = protocol.build_subscription_data(topic, "*")
+            sub = self._sub_expressions[topic] = build_subscription_data(topic, "*")
         return sub
 
     def _start_pull_task(self, mq: MessageQueue) -> None:

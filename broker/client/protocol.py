@@ -37,7 +37,6 @@ from broker.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PullSysFlag,
     encode_properties,
-    java_hash,
 )
 from broker.common.topic import TopicConfig
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
@@ -62,7 +61,6 @@ from broker.remoting.headers import (
 )
 from broker.remoting.heartbeat import (
     EXPRESSION_TAG,
-    SUB_ALL,
     ConsumerData,
     HeartbeatData,
     SubscriptionData,
@@ -73,22 +71,6 @@ def expect_success(response: RemotingCommand, address: str | None) -> RemotingCo
     if response.code != ResponseCode.SUCCESS:
         raise broker_error(response.code, response.remark, address)
     return response
-
-
-# -- subscriptions -----------------------------------------------------------------------------------------------------
-
-
-def build_subscription_data(topic: str, sub_expression: str | None) -> SubscriptionData:
-    """FilterAPI.buildSubscriptionData: "*" (or empty) is everything, else tags joined by "||".
-
-    Examples:
-        >>> build_subscription_data("T", "TagA || TagB").tags_set
-        ['TagA', 'TagB']
-    """
-    if not sub_expression or sub_expression == SUB_ALL:
-        return SubscriptionData(topic)
-    tags = [tag.strip() for tag in sub_expression.split("||") if tag.strip()]
-    return SubscriptionData(topic, sub_expression, tags_set=tags, code_set=[java_hash(tag) for tag in tags])
 
 
 # -- NameServer --------------------------------------------------------------------------------------------------------

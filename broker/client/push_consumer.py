@@ -86,6 +86,7 @@ from broker.common.message import PROPERTY_RETRY_TOPIC
 from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
+from broker.remoting.heartbeat import EXPRESSION_SQL92, build_subscription_data
 
 __all__ = [  # the listener's vocabulary is concurrently.py's; the consumer's users find it here too
     "ConsumeConcurrentlyContext",
@@ -98,7 +99,6 @@ __all__ = [  # the listener's vocabulary is concurrently.py's; the consumer's us
 
 log = logging.getLogger(__name__)
 
-EXPRESSION_SQL92 = "SQL92"  # ExpressionType.SQL92
 
 RETRY_ROUTE_WAIT_S, RETRY_ROUTE_ATTEMPTS = 0.5, 20  # a new group's retry topic: route looked up for up to 10 s
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -175,7 +175,7 @@ class PushConsumer:
     # -- setup --------------------------------------------------------------------------------------------------
 
     def subscribe(self, topic: str, sub_expression: str = "*") -> None:
-        self.subscriptions[topic] = protocol.build_subscription_data(topic, sub_expression)
+        self.subscriptions[topic] = build_subscription_data(topic, sub_expression)
 
     def subscribe_sql(self, topic: str, expression: str) -> None:
         """MessageSelector.bySql: the broker (with enablePropertyFilter) delivers the messages whose properties
@@ -201,7 +201,7 @@ class PushConsumer:
             raise MQClientError(-1, "messageListener is null")
         if self.config.message_model is MessageModel.CLUSTERING:  # copySubscription: retries come back this way
             topic = retry_topic(self.group)
-            self.subscriptions.setdefault(topic, protocol.build_subscription_data(topic, "*"))
+            self.subscriptions.setdefault(topic, build_subscription_data(topic, "*"))
         self.instance.register_consumer(self)
         await self.offset_store.load()
         await self.instance.start()

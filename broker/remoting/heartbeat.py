@@ -22,11 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.common.errors import RemoteProtocolError
+from broker.common.errors import FilterExpressionError, RemoteProtocolError
+from broker.common.message import java_hash
 
 SUB_ALL = "*"  # SubscriptionData.SUB_ALL: every message of the topic
 EXPRESSION_TAG = "TAG"  # ExpressionType.TAG
 EXPRESSION_SQL92 = "SQL92"  # ExpressionType.SQL92
+TAG_SEPARATOR = "||"
 
 
 def _now_ms() -> int:
@@ -79,6 +81,42 @@ class SubscriptionData:
             sub_version=int(data.get("subVersion") or 0),
             class_filter_mode=bool(data.get("classFilterMode", False)),
         )
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """ExpressionType.isTagType: no type at all also means TAG."""
+    return not expression_type or expression_type == EXPRESSION_TAG
+
+
+def parse_subscription(topic: str, sub_string: str | None,
+                       expression_type: str | None = None) -> SubscriptionData | None:
+    """FilterAPI.build, as both sides read an expression: "*" (or empty) is every message; a TAG expression is
+    tags split at "||", trimmed and de-duplicated, with their String.hashCode; another type is kept as text. None
+    where Java throws (an expression made only of separators, or an empty non-TAG expression)."""
+    if not is_tag_type(expression_type):
+        return SubscriptionData(topic, sub_string, expression_type) if sub_string else None
+    if not sub_string or sub_string == SUB_ALL:
+        return SubscriptionData(topic, SUB_ALL, EXPRESSION_TAG)
+    parts = sub_string.split(TAG_SEPARATOR)
+    while parts and parts[-1] == "":  # String.split drops trailing empty strings; nothing left is an error
+        parts.pop()
+    if not parts:
+        return None
+    tags = list(dict.fromkeys(tag.strip() for tag in parts if tag.strip()))
+    return SubscriptionData(topic, sub_string, EXPRESSION_TAG, tags_set=tags, code_set=[java_hash(t) for t in tags])
+
+
+def build_subscription_data(topic: str, sub_expression: str | None) -> SubscriptionData:
+    """FilterAPI.buildSubscriptionData: a consumer's TAG expression; FilterExpressionError where Java throws.
+
+    Examples:
+        >>> build_subscription_data("T", "TagA || TagB").tags_set
+        ['TagA', 'TagB']
+    """
+    subscription = parse_subscription(topic, sub_expression)
+    if subscription is None:
+        raise FilterExpressionError(f"subscription expression {sub_expression!r} of topic {topic} holds no tag")
+    return subscription
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from broker.remoting.headers import (
     UniqueKeyQueryHeader,
     ViewMessageRequestHeader,
 )
+from broker.remoting.heartbeat import build_subscription_data
 from broker.tools.admin_client import answer_json, check_answer, route_topic
 from broker.tools.admin_config import ConfigAdminClient
 from broker.tools.results import MessageTrack, QueryResult, RollbackStats, TrackType
@@ -207,7 +208,7 @@ class MQAdminExt(ConfigAdminClient):
         """Up to ``max_nums`` messages of ``mq`` from ``offset`` (every tag), as DefaultMQPullConsumer.pull: no
         suspending, no offset commit; the broker caps one answer (32 messages by default)."""
         addr = await self.queue_broker_addr(mq, route_topic)
-        subscription = protocol.build_subscription_data(mq.topic, "*")
+        subscription = build_subscription_data(mq.topic, "*")
         request = protocol.pull_message_request(group, mq, offset, max_nums, subscription=subscription)
         result = protocol.parse_pull_response(await self.invoke(addr, request), addr)
         protocol.decode_pull_result(result, mq, subscription)

@@ -21,7 +21,6 @@ import pytest
 from broker.client import Message
 from broker.client.blocking import BlockingRemotingClient
 from broker.client.protocol import (
-    build_subscription_data,
     create_topic_request,
     end_transaction_request,
     heartbeat_request,
@@ -47,6 +46,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import ConsumerSendMsgBackRequestHeader, PullMessageResponseHeader
+from broker.remoting.heartbeat import build_subscription_data
 from broker.remoting.server import REJECT_REQUEST_REMARK
 from broker.remoting.subscription import SubscriptionGroupConfig
 from tests.helpers import eventually, mqadmin_ok, run, unique_topic, wait_until

@@ -23,9 +23,10 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from broker.remoting.heartbeat import parse_subscription
 from broker.server.broker_controller import BrokerController
 from broker.server.consumer_manager import ClientChannelInfo, SubscriptionData
-from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data
+from broker.server.filter.message_filter import TagMessageFilter
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.metadata.groups import SubscriptionGroupConfig
 from broker.server.processors import send
@@ -317,7 +318,7 @@ def test_subscription_registered_by_heartbeat(tmp_path):
             missing = await b.pull("TopicHb", 0, group="HB", subscription=None)
             assert (missing.code, missing.remark) == (ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                                       f"the consumer's group info not exist{FAQ_HINT}")
-            sub = build_subscription_data("TopicHb", "TagB")
+            sub = parse_subscription("TopicHb", "TagB")
             sub = dataclasses.replace(sub, sub_version=100)
             channel = ClientChannelInfo(StubConnection(), "client-1")
             b.controller.consumer_manager.register_consumer("HB", channel, "CONSUME_ACTIVELY", "CLUSTERING",
@@ -540,7 +541,7 @@ def test_hold_service_wakes_on_a_matching_arrival_from_another_thread():
         loop = asyncio.get_running_loop()
         store, woken = FakeStore(), []
         hold = PullRequestHoldService(store, woken.append, loop)
-        tag_a = TagMessageFilter(build_subscription_data("T", "TagA"))
+        tag_a = TagMessageFilter(parse_subscription("T", "TagA"))
         held = PullRequest(create_request(RequestCode.PULL_MESSAGE), StubConnection(), 5000, time.monotonic(), 1,
                            SubscriptionData("T"), tag_a)
         hold.suspend_pull_request("T", 0, held)

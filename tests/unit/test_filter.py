@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from broker.common.message import java_hash, tags_code
+from broker.remoting.heartbeat import is_tag_type, parse_subscription
 from broker.server.consumer_manager import SubscriptionData
-from broker.server.filter.message_filter import TagMessageFilter, build_subscription_data, is_tag_type
+from broker.server.filter.message_filter import TagMessageFilter
 
 
 @pytest.mark.parametrize(
@@ -21,7 +22,7 @@ from broker.server.filter.message_filter import TagMessageFilter, build_subscrip
     ],
 )
 def test_tags_are_split_trimmed_and_hashed(sub_string, tags):
-    sub = build_subscription_data("T", sub_string)
+    sub = parse_subscription("T", sub_string)
     assert sub is not None
     assert (sub.topic, sub.sub_string, sub.expression_type) == ("T", sub_string, "TAG")
     assert sub.tags_set == tags
@@ -31,17 +32,17 @@ def test_tags_are_split_trimmed_and_hashed(sub_string, tags):
 
 @pytest.mark.parametrize("sub_string", ["*", "", None])
 def test_star_or_nothing_subscribes_to_everything(sub_string):
-    sub = build_subscription_data("T", sub_string, "TAG")
+    sub = parse_subscription("T", sub_string, "TAG")
     assert sub is not None and sub.sub_string == "*" and sub.code_set == []
     message_filter = TagMessageFilter(sub)
     assert all(message_filter.is_matched_by_consume_queue(code) for code in (0, 1, -5, java_hash("TagZ")))
 
 
 def test_expressions_java_cannot_parse():
-    assert build_subscription_data("T", "||") is None  # split leaves nothing: "subString split error"
-    assert build_subscription_data("T", "||||") is None
-    assert build_subscription_data("T", "", "SQL92") is None  # "Expression can't be null!"
-    sql = build_subscription_data("T", "a > 1", "SQL92")
+    assert parse_subscription("T", "||") is None  # split leaves nothing: "subString split error"
+    assert parse_subscription("T", "||||") is None
+    assert parse_subscription("T", "", "SQL92") is None  # "Expression can't be null!"
+    sql = parse_subscription("T", "a > 1", "SQL92")
     assert sql is not None and (sql.expression_type, sql.code_set) == ("SQL92", [])
 
 
@@ -51,7 +52,7 @@ def test_tag_type():
 
 
 def test_tag_filter_matches_on_hash_codes_only():
-    message_filter = TagMessageFilter(build_subscription_data("T", "TagA || TagB"))
+    message_filter = TagMessageFilter(parse_subscription("T", "TagA || TagB"))
     assert message_filter.is_matched_by_consume_queue(tags_code("TagA"))
     assert message_filter.is_matched_by_consume_queue(tags_code("TagB"))
     assert not message_filter.is_matched_by_consume_queue(tags_code("TagC"))
@@ -61,13 +62,13 @@ def test_tag_filter_matches_on_hash_codes_only():
     # Java compares hash codes, so colliding tags ("Aa" and "BB" hash alike) pass the broker's filter too;
     # the client filters again by the tag itself.
     assert java_hash("Aa") == java_hash("BB")
-    assert TagMessageFilter(build_subscription_data("T", "Aa")).is_matched_by_consume_queue(tags_code("BB"))
+    assert TagMessageFilter(parse_subscription("T", "Aa")).is_matched_by_consume_queue(tags_code("BB"))
 
 
 def test_long_tags_codes_are_compared_as_ints():
     """The ConsumeQueue's tagsCode is a long; Java's filter looks up its intValue()."""
     code = java_hash("TagA")
-    message_filter = TagMessageFilter(build_subscription_data("T", "TagA"))
+    message_filter = TagMessageFilter(parse_subscription("T", "TagA"))
     assert message_filter.is_matched_by_consume_queue(code + (7 << 32))
     assert not message_filter.is_matched_by_consume_queue(code + 1 + (7 << 32))
 

@@ -9,10 +9,10 @@ compiled expression of every SQL92 subscription a heartbeat registered (Java's C
 filter bit maps, which need the ConsumeQueue extension rmq does not write).
 
 Examples:
-    >>> sub = build_subscription_data("TopicTest", "TagA || TagB")
+    >>> sub = parse_subscription("TopicTest", "TagA || TagB")
     >>> sub.tags_set, TagMessageFilter(sub).is_matched_by_consume_queue(java_hash("TagB"))
     (['TagA', 'TagB'], True)
-    >>> TagMessageFilter(build_subscription_data("TopicTest", "*")).is_matched_by_consume_queue(12345)
+    >>> TagMessageFilter(parse_subscription("TopicTest", "*")).is_matched_by_consume_queue(12345)
     True
 """
 
@@ -24,44 +24,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from broker.common.errors import CorruptRecord, FilterExpressionError
-from broker.common.message import java_hash
 from broker.common.record import decode_record_properties
-from broker.server.consumer_manager import SubscriptionData
+from broker.remoting.heartbeat import (
+    EXPRESSION_SQL92,
+    SUB_ALL,
+    SubscriptionData,
+    is_tag_type,
+)
 from broker.server.filter.sql92 import CompiledSelector, compile_selector
 
 log = logging.getLogger(__name__)
-
-SUB_ALL = "*"
-TAG = "TAG"  # ExpressionType.TAG
-SQL92 = "SQL92"  # ExpressionType.SQL92
-TAG_SEPARATOR = "||"
-
-
-def is_tag_type(expression_type: str | None) -> bool:
-    """ExpressionType.isTagType: no type at all also means TAG."""
-    return not expression_type or expression_type == TAG
-
-
-def build_subscription_data(topic: str, sub_string: str | None,
-                            expression_type: str | None = None) -> SubscriptionData | None:
-    """FilterAPI.build: the SubscriptionData a pull with the SUBSCRIPTION flag carries; None when Java's would throw
-    (an expression made only of separators, or an empty non-TAG expression), i.e. SUBSCRIPTION_PARSE_FAILED."""
-    now_ms = time.time_ns() // 1_000_000  # SubscriptionData.subVersion defaults to the creation time
-    if not is_tag_type(expression_type):
-        if not sub_string:
-            return None
-        return SubscriptionData(topic, sub_string, expression_type, sub_version=now_ms)
-    if not sub_string or sub_string == SUB_ALL:
-        return SubscriptionData(topic, SUB_ALL, TAG, sub_version=now_ms)
-    parts = sub_string.split(TAG_SEPARATOR)
-    while parts and parts[-1] == "":  # String.split drops trailing empty strings; nothing left is an error
-        parts.pop()
-    if not parts:
-        return None
-    tags = list(dict.fromkeys(tag.strip() for tag in parts if tag.strip()))
-    return SubscriptionData(topic, sub_string, TAG, tags_set=tags, code_set=[java_hash(t) for t in tags],
-                            sub_version=now_ms)
-
 
 def _int_value(tags_code: int) -> int:
     """Long.intValue(): the ConsumeQueue stores a long tagsCode, the subscription's codes are ints."""
@@ -96,7 +68,7 @@ class TagMessageFilter:
 def compile_expression(expression_type: str | None, expression: str) -> CompiledSelector:
     """FilterFactory.INSTANCE.get(type).compile(expression); FilterExpressionError with the reason Java's broker
     puts in its remark. SQL92 is the only expression type besides TAG."""
-    if expression_type != SQL92:
+    if expression_type != EXPRESSION_SQL92:
         raise FilterExpressionError(f"java.lang.NullPointerException: no filter for expression type {expression_type}")
     return compile_selector(expression)
 

@@ -38,7 +38,7 @@ from broker.remoting.headers import (
     HeartbeatResponseHeader,
     UnregisterClientRequestHeader,
 )
-from broker.remoting.heartbeat import ConsumerData, HeartbeatData
+from broker.remoting.heartbeat import ConsumerData, HeartbeatData, is_tag_type
 from broker.server.consumer_manager import ClientChannelInfo
 from broker.server.filter.message_filter import compile_expression
 from broker.server.processors.common import (
@@ -252,7 +252,7 @@ class ClientManageProcessor:
         if not isinstance(sub, dict):
             return success(request)
         expression_type = sub.get("expressionType")
-        if not expression_type or expression_type == "TAG":
+        if is_tag_type(expression_type):
             return success(request)
         if not self.broker_config.enable_property_filter:
             return create_response(request, ResponseCode.SYSTEM_ERROR,

@@ -51,15 +51,10 @@ from broker.remoting.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
+from broker.remoting.heartbeat import is_tag_type, parse_subscription
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.consumer_manager import CLUSTERING, CONSUME_PASSIVELY, SubscriptionData
-from broker.server.filter.message_filter import (
-    SqlMessageFilter,
-    TagMessageFilter,
-    build_subscription_data,
-    compile_expression,
-    is_tag_type,
-)
+from broker.server.filter.message_filter import SqlMessageFilter, TagMessageFilter, compile_expression
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.processors.common import (
     INDEX_PERM_READ,
@@ -297,7 +292,7 @@ class PullMessageProcessor:
         consumers = self.consumer_manager
         consumers.compensate_basic_consumer_info(group, CONSUME_PASSIVELY, CLUSTERING)
         if header.sys_flag & _SUBSCRIPTION:
-            subscription = build_subscription_data(topic, header.subscription, header.expression_type)
+            subscription = parse_subscription(topic, header.subscription, header.expression_type)
             if subscription is None:
                 log.warning("parse the consumer's subscription[%s] failed, group: %s", header.subscription, group)
                 return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,

@@ -12,6 +12,7 @@ from broker.client.message import MessageQueue
 from broker.common.fastjson import decode_json
 from broker.remoting.client import RemotingClient
 from broker.remoting.codes import ResponseCode
+from broker.remoting.heartbeat import build_subscription_data
 from tests.helpers import mqadmin, wait_until
 from tests.helpers import mqadmin_ok as ok
 
@@ -53,7 +54,7 @@ class OnlineConsumer:
     async def _run(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         data = protocol.ConsumerData(GROUP, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
-                                     [protocol.build_subscription_data(TOPIC, "TagA")])
+                                     [build_subscription_data(TOPIC, "TagA")])
         try:
             async with RemotingClient() as client:
                 response = await client.invoke(self.broker_addr, protocol.heartbeat_request(self.CLIENT_ID, [], [data]))

@@ -20,6 +20,7 @@ from broker.common.message import PullSysFlag, encode_properties, pack_host
 from broker.common.record import encode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_response
+from broker.remoting.heartbeat import build_subscription_data
 
 MQ = MessageQueue("T", "broker-a", 1)
 
@@ -139,7 +140,7 @@ def test_send_errors_raise_broker_errors(code: int, retriable: bool) -> None:
 
 
 def test_pull_request_flags() -> None:
-    sub = protocol.build_subscription_data("T", "A || B")
+    sub = build_subscription_data("T", "A || B")
     request = protocol.pull_message_request("cg", MQ, 5, 32, subscription=sub, commit_offset=3,
                                             suspend_timeout_ms=15000)
     ext = request.ext_fields
@@ -179,7 +180,7 @@ def test_decode_pull_result_filters_tag_collisions_and_stamps_offsets() -> None:
     response = create_response(protocol.pull_message_request("g", MQ, 0, 2), ResponseCode.SUCCESS, ext_fields=ext,
                                body=record("Aa", 0) + record("BB", 1))
     result = protocol.parse_pull_response(response, "addr")
-    protocol.decode_pull_result(result, MQ, protocol.build_subscription_data("T", "Aa"))
+    protocol.decode_pull_result(result, MQ, build_subscription_data("T", "Aa"))
     assert [m.body for m in result.messages] == [b"Aa"]
     assert result.messages[0].properties["MAX_OFFSET"] == "2" and result.messages[0].broker_name == "broker-a"
 
@@ -200,7 +201,7 @@ def test_offset_responses() -> None:
 
 
 def test_heartbeat_body_is_heartbeat_data_json() -> None:
-    sub = protocol.build_subscription_data("T", "A||B")
+    sub = build_subscription_data("T", "A||B")
     consumer = protocol.ConsumerData("cg", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub])
     request = protocol.heartbeat_request("1.2.3.4@77#1", ["pg"], [consumer])
     text = request.body.decode()
@@ -213,9 +214,9 @@ def test_heartbeat_body_is_heartbeat_data_json() -> None:
 
 
 def test_subscription_expressions() -> None:
-    assert protocol.build_subscription_data("T", "*").tags_set == []
-    assert protocol.build_subscription_data("T", "").sub_string == "*"
-    sub = protocol.build_subscription_data("T", " A ||  || B ")
+    assert build_subscription_data("T", "*").tags_set == []
+    assert build_subscription_data("T", "").sub_string == "*"
+    sub = build_subscription_data("T", " A ||  || B ")
     assert sub.tags_set == ["A", "B"] and sub.matches_tag("B") and not sub.matches_tag("C")
     assert not sub.matches_tag(None)
 

@@ -8,7 +8,7 @@ import pytest
 from broker.client import protocol
 from broker.common.errors import RemoteProtocolError
 from broker.common.fastjson import decode_json
-from broker.remoting.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from broker.remoting.heartbeat import ConsumerData, HeartbeatData, SubscriptionData, build_subscription_data
 
 # The body the client sent before the client's and the broker's classes were merged.
 GOLDEN_HEARTBEAT = (
@@ -23,7 +23,7 @@ GOLDEN_HEARTBEAT = (
 
 
 def _consumer() -> ConsumerData:
-    tags = protocol.build_subscription_data("TopicTest", "TagA || TagB")
+    tags = build_subscription_data("TopicTest", "TagA || TagB")
     tags.sub_version = 1700000000000
     sql = SubscriptionData("T2", "a > 1", "SQL92", sub_version=5)
     return ConsumerData("GID", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [tags, sql])
