@@ -455,6 +455,7 @@ def test_a_restart_keeps_prepared_batches_open_and_ended_ones_ended(env: Env) ->
 
 
 @pytest.mark.java
+@pytest.mark.slow
 def test_apaches_broker_refuses_the_extension_and_takes_over_a_store_with_batches(env: Env) -> None:
     from tests.apache import start_apache_broker, start_apache_namesrv
 
