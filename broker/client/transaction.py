@@ -25,18 +25,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
 from broker.client import protocol
-from broker.client.blocking import RequestTemplate
+from broker.client.blocking import BlockingRemotingClient, RequestTemplate
 from broker.client.instance import ClientConfig, MQClientInstance
-from broker.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus, check_message
+from broker.client.message import (
+    Message,
+    MessageBatch,
+    MessageExt,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    check_message,
+)
 from broker.client.producer import Producer, ProducerConfig
 from broker.client.route import TopicPublishInfo
-from broker.common.errors import CorruptRecord, MQClientError, RemotingError
+from broker.common.errors import ConfigError, CorruptRecord, LocalProtocolError, MQClientError, RemotingError
 from broker.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
@@ -45,20 +53,26 @@ from broker.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     decode_offset_msg_id,
     encode_properties,
 )
+from broker.common.properties import parse_properties
 from broker.common.record import decode_record
 from broker.common.validation import DEFAULT_PRODUCER_GROUP
-from broker.remoting.codes import RequestCode
-from broker.remoting.command import RemotingCommand
+from broker.remoting.client import DEFAULT_TIMEOUT_MS
+from broker.remoting.codes import RequestCode, ResponseCode, RmqRequestCode
+from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
 from broker.remoting.headers import (
     CheckTransactionStateRequestHeader,
+    EndTransactionBatchRequestHeader,
+    EndTransactionBatchResponseHeader,
     HeaderError,
     SendMessageRequestHeader,
 )
+from broker.remoting.transaction_batch import TRANSACTION_BATCH_ENABLE_KEY, TransactionHandle, encode_end_batch_body
 
 log = logging.getLogger(__name__)
 
@@ -272,3 +286,97 @@ def end_transaction_template(group: str, topic: str, broker_name: str,
     template = RequestTemplate(RequestCode.END_TRANSACTION, ext)
     assert len(template.open_fields) == 4, template.open_fields
     return template
+
+
+# -- rmq's transactional batches (broker/remoting/transaction_batch.py; rmq's broker only) ----------------------------
+
+
+def broker_config_request() -> RemotingCommand:
+    """GET_BROKER_CONFIG, to the master's address: its answer says whether transactional batches are served."""
+    return create_request(RequestCode.GET_BROKER_CONFIG)
+
+
+def transaction_batch_enabled(response: RemotingCommand) -> bool:
+    """Whether a GET_BROKER_CONFIG answer says ``rmqTransactionBatchEnable=true``. Any other answer (a refusal,
+    text that does not parse, the key missing as on Apache's broker, ``false``) means no: use the per-message path."""
+    if response.code != ResponseCode.SUCCESS or not response.body:
+        return False
+    try:
+        props = parse_properties(response.body.decode("utf-8"))
+    except (UnicodeDecodeError, ConfigError):
+        return False
+    return props.get(TRANSACTION_BATCH_ENABLE_KEY, "").strip().lower() == "true"
+
+
+def supports_transaction_batch(remote: BlockingRemotingClient | Callable[[RemotingCommand], RemotingCommand],
+                               timeout_ms: float = DEFAULT_TIMEOUT_MS) -> bool:
+    """Ask the broker ``remote`` talks to (a client of the master's address, or a function that invokes a request
+    there) whether it serves transactional batches; detected, never assumed. A transport failure (RemotingError)
+    is raised: no answer says nothing either way.
+
+    Examples:
+        >>> with BlockingRemotingClient(master_addr) as broker:  # doctest: +SKIP
+        ...     batched = supports_transaction_batch(broker)
+    """
+    request = broker_config_request()
+    if isinstance(remote, BlockingRemotingClient):
+        return transaction_batch_enabled(remote.invoke(request, timeout_ms))
+    return transaction_batch_enabled(remote(request))
+
+
+def half_batch_request(group: str, mq: MessageQueue, messages: Sequence[Message]) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE of ``messages`` as half messages of ``group`` into ``mq`` (rmq's prepared batch): each
+    gets TRAN_MSG=true, PGROUP and its UNIQ_KEY (set on the messages, as a producer's send does), the header the
+    TRANSACTION_PREPARED sysFlag. MQClientError when the messages cannot make a batch (MessageBatch's rules)."""
+    for msg in messages:
+        msg.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+        msg.properties[PROPERTY_PRODUCER_GROUP] = group
+    batch = MessageBatch(messages)
+    header = protocol.send_message_header(group, batch, mq, TRANSACTION_PREPARED_TYPE, batch=True)
+    return protocol.send_message_request(header, batch.body, batch=True)
+
+
+def half_batch_handles(result: SendResult, messages: Sequence[Message]) -> list[TransactionHandle]:
+    """The handles of a prepared batch's half messages from its SendResult (``protocol.parse_send_response``): the
+    answer's offsetMsgIds in item order, the half queue offsets consecutive from its queueOffset."""
+    offset_ids = result.offset_msg_id.split(",") if result.offset_msg_id else []
+    if len(offset_ids) != len(messages):
+        raise MQClientError(-1, f"the batch answer names {len(offset_ids)} stored messages, {len(messages)} were sent")
+    return [TransactionHandle(decode_offset_msg_id(offset_id)[1], result.queue_offset + i,
+                              msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""))
+            for i, (offset_id, msg) in enumerate(zip(offset_ids, messages, strict=True))]
+
+
+def end_transaction_batch_request(group: str, topic: str, broker_name: str | None, state: LocalTransactionState,
+                                  handles: Sequence[TransactionHandle | tuple[int, int, str]]) -> RemotingCommand:
+    """END_TRANSACTION_BATCH: commit or roll back every half message ``handles`` names (all sent by ``group`` to
+    ``topic`` on ``broker_name``), answered (invoke it, not oneway). LocalProtocolError for UNKNOW (nothing to end)
+    or a handle count outside 1..END_TRANSACTION_BATCH_MAX."""
+    if state is LocalTransactionState.UNKNOW:
+        raise LocalProtocolError("END_TRANSACTION_BATCH commits or rolls back; UNKNOW is left to the check")
+    header = EndTransactionBatchRequestHeader(producer_group=group, topic=topic,
+                                              commit_or_rollback=state.transaction_type, bname=broker_name)
+    return create_request(RmqRequestCode.END_TRANSACTION_BATCH, header.to_ext(), encode_end_batch_body(handles))
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionBatchResult:
+    """What the broker answered an END_TRANSACTION_BATCH: SUCCESS with how many it ended now and how many had been
+    ended before (by a check that won a race: not a failure), or a refusal (nothing ended) with its remark."""
+
+    code: int
+    remark: str | None
+    ended: int = 0
+    already_ended: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.code == ResponseCode.SUCCESS
+
+
+def parse_end_transaction_batch_response(response: RemotingCommand) -> EndTransactionBatchResult:
+    """The answer as a status value; HeaderError when a SUCCESS answer lacks its counts."""
+    if response.code != ResponseCode.SUCCESS:
+        return EndTransactionBatchResult(response.code, response.remark)
+    header = EndTransactionBatchResponseHeader.from_ext(dict(response.ext_fields or {}))
+    return EndTransactionBatchResult(response.code, response.remark, header.ended, header.already_ended)

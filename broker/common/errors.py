@@ -94,6 +94,11 @@ class MalformedCommand(RemoteProtocolError):
         self.is_response = is_response
 
 
+class MalformedBody(RemoteProtocolError):
+    """A well-formed command whose body is not the layout its code defines (a binary body that is cut short, runs
+    on, or counts more items than allowed); the request is refused as a whole, nothing of it applied."""
+
+
 class HAProtocolError(RemoteProtocolError):
     """A replication peer broke the HA protocol (an offset this side cannot follow, a frame that does not fit): the
     HA connection closes, and the slave connects again and reports where it is."""

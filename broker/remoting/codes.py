@@ -5,6 +5,8 @@ rocketmq-remoting 5.5.1 (the release our Java oracle runs; a superset of the mir
 ``protocol/RequestCode.java`` (171 constants), ``protocol/RemotingSysResponseCode.java`` plus
 ``protocol/ResponseCode.java`` (its subclass, so one enum here), ``protocol/LanguageCode.java`` and
 ``protocol/SerializeType.java``. No two constants of one table share a value, so no enum member is an alias.
+``RmqRequestCode`` holds rmq's own request codes (extensions Apache's broker answers REQUEST_CODE_NOT_SUPPORTED),
+kept apart so that ``RequestCode`` stays exactly Apache's table; their values are ones Apache does not use.
 
 A command's ``code`` stays a plain ``int`` on the wire type: a peer may send a code this table does not know, and
 the server must still answer it (REQUEST_CODE_NOT_SUPPORTED). Compare with ``cmd.code == RequestCode.SEND_MESSAGE``.
@@ -197,6 +199,15 @@ class RequestCode(IntEnum):
     SWITCH_TIMER_ENGINE = 5001
     DELETE_TOPIC_IN_BROKER_LIST = 5002
     DELETE_SUBSCRIPTION_GROUP_LIST = 5003
+
+
+class RmqRequestCode(IntEnum):
+    """rmq's extensions of the protocol: codes no Apache RocketMQ release (up to 5.5.1) uses, below 32768 so that a
+    ROCKETMQ-serialized header (a 16-bit code) carries them."""
+
+    # END_TRANSACTION (37) for many half messages at once (broker/server/processors/end_transaction_batch.py);
+    # clients send it only to a broker whose config says rmqTransactionBatchEnable=true.
+    END_TRANSACTION_BATCH = 9037
 
 
 class ResponseCode(IntEnum):

@@ -45,6 +45,8 @@ from broker.remoting.headers.base import (
 from broker.remoting.headers.message import (
     CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
+    EndTransactionBatchRequestHeader,
+    EndTransactionBatchResponseHeader,
     EndTransactionRequestHeader,
     OffsetResponseHeader,
     PullForbiddenResponseHeader,
@@ -97,6 +99,8 @@ __all__ = [
     "CreateTopicRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
+    "EndTransactionBatchRequestHeader",
+    "EndTransactionBatchResponseHeader",
     "EndTransactionRequestHeader",
     "GetAllSubscriptionGroupResponseHeader",
     "GetAllTopicConfigRequestHeader",

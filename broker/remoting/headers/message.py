@@ -68,6 +68,27 @@ class EndTransactionRequestHeader(RpcRequestHeader):
 
 
 @dataclass(slots=True)
+class EndTransactionBatchRequestHeader(RpcRequestHeader):
+    """END_TRANSACTION_BATCH (rmq's RmqRequestCode): one commit or rollback for every half message the body names
+    (``broker.remoting.transaction_batch``), all of one producer group and one real topic. A producer's own end
+    only: the check's answers stay single END_TRANSACTIONs (``from_transaction_check`` must be false)."""
+
+    producer_group: str
+    topic: str
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+
+
+@dataclass(slots=True)
+class EndTransactionBatchResponseHeader(Header):
+    """The SUCCESS answer to END_TRANSACTION_BATCH: half messages ended now, and those a check had ended between
+    the broker's validation and its write (not failures: they are ended, as asked or as the check decided)."""
+
+    ended: int
+    already_ended: int = 0
+
+
+@dataclass(slots=True)
 class CheckTransactionStateRequestHeader(RpcRequestHeader):
     tran_state_table_offset: int
     commit_log_offset: int

@@ -1,0 +1,99 @@
+"""rmq's transactional batches on the wire: the capability key, the END_TRANSACTION_BATCH body and its limit.
+
+Rule 1: this layout is defined here once, with its encode and decode; the client writes it
+(``broker.client.transaction``), the broker reads it (``broker.server.processors.end_transaction_batch``). A broker
+says it serves transactional batches by ``rmqTransactionBatchEnable=true`` in its GET_BROKER_CONFIG answer
+(Apache's broker has no such key). The prepared batch itself is a standard SEND_BATCH_MESSAGE body
+(``broker.common.message_batch``) sent with the TRANSACTION_PREPARED sysFlag. All integers are big-endian::
+
+    off  field                 size
+    0    count                 4          handles that follow: 1 .. END_TRANSACTION_BATCH_MAX
+    then per handle:
+    0    commitLogOffset       8          the half message's commit log offset (its offsetMsgId's)
+    8    tranStateTableOffset  8          its queue offset in RMQ_SYS_TRANS_HALF_TOPIC
+    16   msgId                 short length + UTF-8   its UNIQ_KEY
+
+Examples:
+    >>> body = encode_end_batch_body([TransactionHandle(4096, 7, "7F0000011F9018B4AAC2000000000001")])
+    >>> len(body), decode_end_batch_body(body)[0].queue_offset
+    (54, 7)
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from broker.common.errors import LocalProtocolError, MalformedBody
+
+TRANSACTION_BATCH_ENABLE_KEY = "rmqTransactionBatchEnable"  # BrokerConfig.rmq_transaction_batch_enable
+END_TRANSACTION_BATCH_MAX = 1024  # handles per END_TRANSACTION_BATCH
+
+COUNT = struct.Struct(">i")
+HANDLE_HEAD = struct.Struct(
+    ">"
+    "q"  # commitLogOffset
+    "q"  # tranStateTableOffset
+    "h"  # msgId length
+)
+MSG_ID_MAX_BYTES = 2**15 - 1  # what the signed short length can say
+
+
+class TransactionHandle(NamedTuple):
+    """What names one half message to END_TRANSACTION: where it is stored and its transaction id (UNIQ_KEY). A
+    plain ``(commit_log_offset, queue_offset, msg_id)`` tuple is one too."""
+
+    commit_log_offset: int
+    queue_offset: int  # tranStateTableOffset: its offset in the half topic's queue 0
+    msg_id: str
+
+
+def encode_end_batch_body(handles: Iterable[TransactionHandle]) -> bytes:
+    """The END_TRANSACTION_BATCH body; LocalProtocolError when there are none, too many, or one does not fit."""
+    parts = [b""]
+    count = 0
+    for handle in map(TransactionHandle._make, handles):
+        msg_id = handle.msg_id.encode()
+        if len(msg_id) > MSG_ID_MAX_BYTES:
+            raise LocalProtocolError(f"handle {count}: msgId of {len(msg_id)} bytes does not fit a short length")
+        try:
+            parts += (HANDLE_HEAD.pack(handle.commit_log_offset, handle.queue_offset, len(msg_id)), msg_id)
+        except struct.error as err:
+            raise LocalProtocolError(f"handle {count}: {handle} does not fit 64-bit offsets") from err
+        count += 1
+    if not 0 < count <= END_TRANSACTION_BATCH_MAX:
+        raise LocalProtocolError(f"an END_TRANSACTION_BATCH carries 1 to {END_TRANSACTION_BATCH_MAX} handles, "
+                                 f"not {count}")
+    parts[0] = COUNT.pack(count)
+    return b"".join(parts)
+
+
+def decode_end_batch_body(buf: bytes | memoryview) -> list[TransactionHandle]:
+    """The handles of an END_TRANSACTION_BATCH body; MalformedBody naming the first thing wrong (a count out of
+    range, a handle cut short or not UTF-8, bytes left over)."""
+    try:
+        (count,) = COUNT.unpack_from(buf, 0)
+    except struct.error as err:
+        raise MalformedBody(f"the body of {len(buf)} bytes has no handle count") from err
+    if not 0 < count <= END_TRANSACTION_BATCH_MAX:
+        raise MalformedBody(f"handle count {count} is out of range 1..{END_TRANSACTION_BATCH_MAX}")
+    handles: list[TransactionHandle] = []
+    pos = COUNT.size
+    for index in range(count):
+        try:
+            commit_log_offset, queue_offset, length = HANDLE_HEAD.unpack_from(buf, pos)
+        except struct.error as err:
+            raise MalformedBody(f"handle {index} at byte {pos} is cut short") from err
+        pos += HANDLE_HEAD.size
+        if length < 0 or pos + length > len(buf):
+            raise MalformedBody(f"handle {index}: msgId length {length} runs past the body's end")
+        try:
+            msg_id = bytes(buf[pos:pos + length]).decode()
+        except UnicodeDecodeError as err:
+            raise MalformedBody(f"handle {index}: msgId is not UTF-8") from err
+        pos += length
+        handles.append(TransactionHandle(commit_log_offset, queue_offset, msg_id))
+    if pos != len(buf):
+        raise MalformedBody(f"{len(buf) - pos} bytes follow the {count} handles the body counts")
+    return handles
