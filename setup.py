@@ -3,8 +3,8 @@
 - ``broker``, ``connector``, ``jobs``, and ``conf/`` as the package ``rmq_conf``: the jobs read their defaults
   (``jobs.conf``, ``spark-defaults.conf``) through it, so an installed wheel has them wherever it runs, and a checkout
   (an editable install maps ``rmq_conf`` to ``conf/``) reads the files users edit. The servers' sample configs ship too.
-- ``broker._speedups`` (the store's per-message loops) is ``optional``: without a C compiler the install still
-  succeeds, and the store runs the same loops in Python.
+- ``broker._speedups`` (the store's per-message loops, and the remoting header codec) is ``optional``: without a C
+  compiler the install still succeeds, and the same loops run in Python.
 """
 
 from setuptools import Extension, find_namespace_packages, setup
@@ -13,6 +13,6 @@ setup(
     packages=[*find_namespace_packages(include=["broker*", "connector*", "jobs*"]), "rmq_conf"],
     package_dir={"rmq_conf": "conf"},
     package_data={"rmq_conf": ["*.conf"]},
-    ext_modules=[Extension("broker._speedups", ["broker/_speedups.c"], libraries=["z"], extra_compile_args=["-O2"],
-                           optional=True)],
+    ext_modules=[Extension("broker._speedups", ["broker/_speedups.c", "broker/_speedups_remoting.c"], libraries=["z"],
+                           extra_compile_args=["-O2"], optional=True)],
 )

@@ -12,6 +12,8 @@
  * - scan_records (dispatch._scan_records_py) and put_index_entries (index_file._put_index_entries_py): dispatch's
  *   reading of records and writing of IndexFile entries.
  * - check_records (record._check_records_py): recovery's walk over the records it must trust.
+ * - rocketmq_header_fields and encode_rocketmq_header: the remoting header, in broker/_speedups_remoting.c (added
+ *   to this module at its import).
  *
  * The byte layouts are broker/common/record.py's (the CommitLog record) and broker/store/layout.py's (the IndexFile);
  * the numbers below repeat theirs, and tests/unit/test_record_layout.py holds each one to them.
@@ -823,6 +825,8 @@ done:
     return result;
 }
 
+extern PyMethodDef rmq_remoting_methods[];  /* broker/_speedups_remoting.c */
+
 static PyMethodDef methods[] = {
     {"pack_records", pack_records, METH_VARARGS, pack_records_doc},
     {"crc32", crc32_py, METH_VARARGS, crc32_doc},
@@ -850,5 +854,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             return NULL;
     }
     detect_cpu();
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL && PyModule_AddFunctions(module, rmq_remoting_methods) < 0)
+        Py_CLEAR(module);
+    return module;
 }

@@ -10,6 +10,6 @@ ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` 
 asyncio: ``connection`` (one reader task driving an exchange), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 
-May import: ``broker.common``. This face re-exports nothing, so that ``broker.common.errors`` can read
-``codes`` without a cycle; import from the modules.
+May import: ``broker.common`` and ``broker._speedups`` (the ROCKETMQ header codec in C). This face re-exports
+nothing, so that ``broker.common.errors`` can read ``codes`` without a cycle; import from the modules.
 """

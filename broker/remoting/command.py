@@ -239,20 +239,31 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     language = cmd.language
     if type(language) is not LanguageCode:
         language = LanguageCode(language)
+    fields = (cmd.code, language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields)
+    header = encode_rocketmq_header(*fields)
+    if header is None:  # a value the C codec leaves to the Python one, which converts it or names what is wrong
+        header = _encode_rocketmq_header_py(*fields)
+    return header
+
+
+def _encode_rocketmq_header_py(code: int, language: LanguageCode, version: int, opaque: int, flag: int,
+                               remark: str | None, ext_fields: Mapping[str, str]) -> bytes:
+    """The ROCKETMQ header (``_speedups.encode_rocketmq_header`` in C, which answers None where this one raises or
+    has to convert a value); LocalProtocolError naming a value that does not fit."""
     try:
-        prefix = _PACK_PREFIX(cmd.code, language, cmd.version, cmd.opaque, cmd.flag)
+        prefix = _PACK_PREFIX(code, language, version, opaque, flag)
     except struct.error as err:
         raise LocalProtocolError(
-            f"code {cmd.code} / version {cmd.version} must fit a signed short and opaque {cmd.opaque} / "
-            f"flag {cmd.flag} a signed int in a ROCKETMQ header ({err}); send it as JSON instead"
+            f"code {code} / version {version} must fit a signed short and opaque {opaque} / "
+            f"flag {flag} a signed int in a ROCKETMQ header ({err}); send it as JSON instead"
         ) from err
     # Lone surrogates become '?', as Java's String.getBytes(UTF_8) does.
-    remark = cmd.remark.encode("utf-8", "replace") if cmd.remark else b""
-    parts = [prefix, _PACK_INT(len(remark)), remark, b""]  # b"": the extFields length, filled in below
-    _check_ext_fields(cmd.ext_fields)
+    remark_bytes = remark.encode("utf-8", "replace") if remark else b""
+    parts = [prefix, _PACK_INT(len(remark_bytes)), remark_bytes, b""]  # b"": the extFields length, filled in below
+    _check_ext_fields(ext_fields)
     ext_length = 0
-    pack_short, pack_int = _PACK_SHORT, _PACK_INT  # locals: this loop runs for every field of every command
-    for key, value in cmd.ext_fields.items():
+    pack_short, pack_int = _PACK_SHORT, _PACK_INT
+    for key, value in ext_fields.items():
         key_bytes = key.encode("utf-8", "replace")
         value_bytes = value.encode("utf-8", "replace")
         if len(key_bytes) > 0x7FFF:
@@ -269,10 +280,13 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 def decode(frame: Frame) -> RemotingCommand:
     """The command in ``frame``. Raises MalformedCommand naming what is wrong, with the opaque when it was read."""
     if frame.serialize_type == SerializeType.ROCKETMQ:
-        fields = _decode_rocketmq_header(frame.header)
-    else:
-        fields = _decode_json_header(frame.header)
-    return RemotingCommand(**fields, body=frame.body, serialize_type=frame.serialize_type)
+        fields = rocketmq_header_fields(frame.header)
+        if fields is None:
+            _decode_rocketmq_header(frame.header)  # raises, naming what is wrong
+        code, language, version, opaque, flag, remark, ext_fields = fields
+        return RemotingCommand(code, _LANGUAGES.get(language, LanguageCode.OTHER), version, opaque, flag, remark,
+                               ext_fields, frame.body, SerializeType.ROCKETMQ)
+    return RemotingCommand(**_decode_json_header(frame.header), body=frame.body, serialize_type=frame.serialize_type)
 
 
 def _decode_json_header(header: bytes) -> dict[str, Any]:
@@ -374,6 +388,24 @@ def _decode_rocketmq_header(header: bytes) -> dict[str, Any]:
         "remark": remark or None,
         "ext_fields": ext_fields,
     }
+
+
+def _rocketmq_header_fields_py(header: bytes) -> tuple[int, int, int, int, int, str | None, dict[str, str]] | None:
+    """(code, language number, version, opaque, flag, remark, extFields) of a ROCKETMQ header, or None when it is
+    malformed (``_speedups.rocketmq_header_fields`` in C)."""
+    try:
+        fields = _decode_rocketmq_header(header)
+    except MalformedCommand:
+        return None
+    return (fields["code"], header[2], fields["version"], fields["opaque"], fields["flag"], fields["remark"],
+            fields["ext_fields"])
+
+
+try:
+    from broker._speedups import encode_rocketmq_header, rocketmq_header_fields
+except ImportError:  # built without a C compiler: the same headers, slower
+    encode_rocketmq_header = _encode_rocketmq_header_py
+    rocketmq_header_fields = _rocketmq_header_fields_py
 
 
 def _too_short(header: bytes) -> str:

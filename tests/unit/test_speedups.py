@@ -4,6 +4,7 @@ bytes written, the same values returned, the same inputs refused."""
 from __future__ import annotations
 
 import zlib
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -12,8 +13,13 @@ from hypothesis import strategies as st
 from broker import _speedups  # built in place by pip install -e .
 from broker.common import message as message_module
 from broker.common import record as record_layout
+from broker.common.errors import LocalProtocolError
 from broker.common.message import SysFlag, encode_properties, pack_host
 from broker.common.record import _check_records_py, decode_record, encode_blank, iter_records
+from broker.remoting import command
+from broker.remoting.codes import LanguageCode, RequestCode, SerializeType
+from broker.remoting.command import _encode_rocketmq_header_py, _rocketmq_header_fields_py
+from broker.remoting.frame import Frame
 from broker.store import commit_log, dispatch, index_file
 from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
 from broker.store.layout import index_file_size
@@ -33,6 +39,8 @@ def test_the_store_uses_the_c_loops():
     assert index_file.put_index_entries is _speedups.put_index_entries
     assert message_module.java_hash is _speedups.java_hash
     assert record_layout.check_records is _speedups.check_records
+    assert command.rocketmq_header_fields is _speedups.rocketmq_header_fields
+    assert command.encode_rocketmq_header is _speedups.encode_rocketmq_header
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------
@@ -277,3 +285,76 @@ def test_check_records_stops_at_a_bad_crc():
     first = int.from_bytes(buf[:4], "big")
     buf[first + 88 + 10] ^= 1  # a byte of the second body
     assert _speedups.check_records(bytes(buf), 0, total) == (first, False)
+
+
+# -- the ROCKETMQ remoting header -------------------------------------------------------------------------------------
+
+texts = st.text(max_size=12) | st.sampled_from(["", "a", "TopicTest", "\ud800x", "東京😀", "k" * 40])
+int16s = st.integers(-(2**15), 2**15 - 1)
+int32s = st.integers(-(2**31), 2**31 - 1)
+header_fields = st.tuples(
+    int16s | st.sampled_from([int(RequestCode.SEND_MESSAGE_V2), 2**15, -(2**15) - 1]),  # code
+    st.sampled_from(list(LanguageCode)),
+    int16s,  # version
+    int32s | st.sampled_from([2**31, -(2**31) - 1]),  # opaque
+    int32s,  # flag
+    st.none() | texts,  # remark
+    st.dictionaries(texts, texts, max_size=6),  # extFields
+)
+
+
+def encode_either(encode, fields):
+    try:
+        return encode(*fields)
+    except LocalProtocolError:
+        return "refused"
+
+
+@settings(max_examples=500, deadline=None)
+@given(fields=header_fields)
+def test_encode_rocketmq_header_c_writes_what_python_writes_or_leaves_it_to_python(fields):
+    python = encode_either(_encode_rocketmq_header_py, fields)
+    c = _speedups.encode_rocketmq_header(*fields)
+    if python == "refused":
+        assert c is None  # the Python twin names what does not fit
+    else:
+        assert c == python
+        assert _speedups.rocketmq_header_fields(c) == _rocketmq_header_fields_py(c)
+
+
+def test_encode_rocketmq_header_c_leaves_what_is_not_plain_to_python():
+    fields = [int(RequestCode.SEND_MESSAGE_V2), LanguageCode.JAVA, 0, 1, 0, None, {"topic": "T"}]
+    assert _speedups.encode_rocketmq_header(*fields) == _encode_rocketmq_header_py(*fields)
+    for at, odd in [(6, {"topic": 1}), (6, {b"topic": "T"}), (0, 1.5), (5, b"remark"), (6, {"k" * 0x8000: "v"})]:
+        assert _speedups.encode_rocketmq_header(*fields[:at], odd, *fields[at + 1:]) is None
+    mapping = [*fields[:6], MappingProxyType({"topic": "T"})]  # a Mapping, not a dict: Python's to encode
+    assert _speedups.encode_rocketmq_header(*mapping) is None
+    assert _encode_rocketmq_header_py(*mapping) == _speedups.encode_rocketmq_header(*fields)
+
+
+@settings(max_examples=500, deadline=None)
+@given(fields=header_fields, cut=st.integers(0, 200),
+       flips=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=3))
+def test_rocketmq_header_fields_c_and_python_read_the_same(fields, cut, flips):
+    header = encode_either(_encode_rocketmq_header_py, fields)
+    if header == "refused":
+        return
+    damaged = bytearray(header[: len(header) - cut % (len(header) + 1)])
+    for at, value in flips:  # lengths that run past the end or are negative, bytes that are not UTF-8
+        if at < len(damaged):
+            damaged[at] = value
+    for data in (header, bytes(damaged)):
+        assert _speedups.rocketmq_header_fields(data) == _rocketmq_header_fields_py(data)
+
+
+def test_rocketmq_header_fields_reads_java_bytes():
+    """A SEND_MESSAGE_V2 header as the Java client writes it (RocketMQSerializable.rocketMQProtocolEncode); an entry
+    with an empty value is read as absent, as Java reads it as null."""
+    prefix = b"\x01\x36" b"\x00" b"\x01\xdb" b"\x00\x00\x00\x07" b"\x00\x00\x00\x00" b"\x00\x00\x00\x00"
+    entries = b"\x00\x01b\x00\x00\x00\x09TopicTest" b"\x00\x01e\x00\x00\x00\x013"
+    header = prefix + b"\x00\x00\x00\x1f" + entries + b"\x00\x01k\x00\x00\x00\x00"
+    assert _speedups.rocketmq_header_fields(header) == (310, 0, 475, 7, 0, None, {"b": "TopicTest", "e": "3"})
+    assert _rocketmq_header_fields_py(header) == _speedups.rocketmq_header_fields(header)
+    cmd = command.decode(Frame(SerializeType.ROCKETMQ, header, b"body"))
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.remark) == (310, LanguageCode.JAVA, 475, 7, None)
+    assert command._encode_rocketmq_header(cmd) == prefix + b"\x00\x00\x00\x18" + entries
