@@ -19,9 +19,11 @@ of the masters it heartbeats; 60 s, twice Apache's default, for one that does no
   (an "ended" record: then nothing of B is left to ask about).
 - A half still open after a check (answered UNKNOWN, or an answer lost) is asked again the next round: the resolver
   waits until no check came for **2 x interval**.
-- A streaming query commits at its own pace: a resolver that saw decisions appear waits **2 x the longest gap**
-  between two of them after the last one, so it does not exit between micro-batches (each commit would start a
-  new one) but exits soon after the query stops.
+- A streaming query commits at its own pace: the resolver waits **2 x the longest gap** between two of its
+  micro-batches' decisions (numbered batches) after the last one it saw appear (or after its start), so it does not
+  exit between micro-batches (each commit would start a new one) but exits soon after the query stops. The gaps
+  are those it saw, and, for a resolver started by a restarted query, the gap between the last two decisions
+  already in the log (their store times).
 - Before its first decision (started when a batch job is planned, or by a commit) it waits **immunity + 2 x
   interval** after its start (the checks of anything open then come by that time), unless every batch it saw appear
   since is ended.
@@ -64,8 +66,8 @@ class Settling:
     interval_s: float = FALLBACK_INTERVAL_S  # the largest transactionCheckInterval of the brokers asked
     seen: dict[str, float] = field(default_factory=dict)  # batch -> when its decided/aborted record appeared
     live: set[str] = field(default_factory=set)  # batches whose record appeared while the resolver ran
-    last_live: float | None = None
-    longest_gap: float = 0.0
+    last_live: float | None = None  # the last numbered (streaming) batch seen appearing
+    longest_gap: float = 0.0  # between two numbered batches' decisions
     last_check: float | None = None
     _read: bool = False
 
@@ -84,9 +86,14 @@ class Settling:
                 continue
             self.seen[batch] = max(now, stored)
             self.live.add(batch)
-            if self.last_live is not None:
-                self.longest_gap = max(self.longest_gap, now - self.last_live)
-            self.last_live = now
+            if batch.isdigit():
+                if self.last_live is not None:
+                    self.longest_gap = max(self.longest_gap, now - self.last_live)
+                self.last_live = now
+        if not self._read:  # the pace of a query restarted: its last two decisions
+            numbered = sorted((b for b in state.decided if b.isdigit()), key=int)[-2:]
+            if len(numbered) == 2:
+                self.longest_gap = max(0.0, self.seen[numbered[1]] - self.seen[numbered[0]])
         self._read = True
 
     def note_check(self, now: float, immunity_s: float | None) -> None:
@@ -112,7 +119,8 @@ class Settling:
                 return f"the checks of batch {batch}"
         if self.last_check is not None and now < self.last_check + rounds:
             return "more checks"
-        if self.last_live is not None and now < self.last_live + 2 * self.longest_gap:
+        since = self.started if self.last_live is None else self.last_live
+        if now < since + 2 * self.longest_gap:
             return "the next micro-batch"
         every_live_ended = bool(self.live) and self.live <= state.ended
         if not every_live_ended and now < self.started + self.immunity_s + rounds:
