@@ -144,7 +144,7 @@ def settle_commit(decisions: DecisionLog, opts: SinkOptions, batch: str, commits
     halves = sum(len(h.halves) for c in commits for h in c.brokers)
     if not opts.streaming and ended == halves and all(not c.drops and c.attempt == 0 for c in commits):
         try:
-            decisions.append([{"kind": "ended", "batch": batch}], master_wait_ms=opts.master_wait_ms)
+            decisions.append([{"kind": "ended", "batch": batch}])  # not worth waiting for a master that went away
         except ConnectorError as err:  # nothing is left to answer: the resolver exits by its rule all the same
             log.warning("rmq sink %s: batch %s: could not record that every half is ended: %s", opts.sink_id,
                         batch, err)
