@@ -10,10 +10,13 @@ Records (JSON bodies; tag = sinkId, so a reader pulls only its own sink's record
 
     {"kind": "winners", "batch": B, "commit": C, "chunk": i, "runs": {runId: rows, ...},
      "drops": {runId: [UNIQ_KEY, ...], ...}}                                                 i = 0..n-1
-    {"kind": "decided", "batch": B, "commit": C, "chunks": n, "rows": total}                 the decision itself
+    {"kind": "decided", "batch": B, "commit": C, "chunks": n, "rows": total, "immunity": s}  the decision itself
     {"kind": "aborted", "batch": B}                                                          batch jobs only
+    {"kind": "ended", "batch": B}                  batch jobs whose driver ended every half itself (connector/settle.py)
 
 ``C`` is a fresh id per commit() call: chunks of a commit that died before its "decided" record are ignored.
+``immunity`` (absent in older logs) is the batch's checkImmunitySeconds: how long after their birth the broker
+leaves its halves unchecked, which tells a resolver how long it must wait for the checks of what the driver left.
 ``drops`` (absent when empty) names half messages of a winning run that lose all the same: a task whose master
 went away with halves in flight does not know which of them were stored, so it sends them again under a new run
 and drops the first copies by (run, UNIQ_KEY) (connector/sink_task.py). All
@@ -65,6 +68,7 @@ class BatchDecision:
     commit: str
     winners: Mapping[str, int]  # task-run id -> rows it sent
     drops: Mapping[str, frozenset[str]] = field(default_factory=dict)  # task-run id -> UNIQ_KEYs that lose
+    immunity_s: int | None = None  # the halves' checkImmunitySeconds (None: an older record without it)
 
     @property
     def rows(self) -> int:
@@ -77,15 +81,20 @@ def _batch_number(batch: str) -> int | None:
 
 @dataclass
 class DecisionState:
-    """A sink's log folded: decided batches (the first "decided" record of each wins), aborted batch jobs."""
+    """A sink's log folded: decided batches (the first "decided" record of each wins), aborted batch jobs, batch
+    jobs whose driver ended every half, and when each decided or aborted record was stored (the broker's clock)."""
 
     decided: dict[str, BatchDecision] = field(default_factory=dict)
     aborted: set[str] = field(default_factory=set)
+    ended: set[str] = field(default_factory=set)
+    stored_ms: dict[str, int] = field(default_factory=dict)  # batch -> store time of its decided/aborted record
     max_decided: int | None = None  # the highest numeric (streaming) batch id decided
     _chunks: dict[tuple[str, str], dict[int, Mapping[str, object]]] = field(default_factory=dict)
 
-    def apply(self, record: Mapping[str, object]) -> None:
+    def apply(self, record: Mapping[str, object], stored_ms: int = 0) -> None:
         kind, batch = record.get("kind"), str(record.get("batch"))
+        if kind in ("decided", "aborted"):
+            self.stored_ms.setdefault(batch, stored_ms)
         if kind == "winners":
             key = (batch, str(record["commit"]))
             self._chunks.setdefault(key, {})[int(record["chunk"])] = record
@@ -102,12 +111,16 @@ class DecisionState:
             for i in range(chunks):
                 winners.update(parts[i]["runs"])
                 drops.update({run: frozenset(keys) for run, keys in (parts[i].get("drops") or {}).items()})
-            self.decided[batch] = BatchDecision(batch, commit, winners, drops)
+            immunity = record.get("immunity")
+            self.decided[batch] = BatchDecision(batch, commit, winners, drops,
+                                                int(immunity) if isinstance(immunity, int) else None)
             number = _batch_number(batch)
             if number is not None and (self.max_decided is None or number > self.max_decided):
                 self.max_decided = number
         elif kind == "aborted":
             self.aborted.add(batch)
+        elif kind == "ended":
+            self.ended.add(batch)
 
     def resolve(self, batch: str, run: str, uniq: str = "") -> Resolution:
         """COMMIT for a half of a run among its batch's winners, unless the decision drops it (``uniq``, its
@@ -127,8 +140,10 @@ class DecisionState:
 
 
 def decision_records(batch: str, commit: str, winners: Mapping[str, int],
-                     drops: Mapping[str, list[str]] | None = None) -> list[dict[str, object]]:
-    """The winners chunks (each with the drops of its runs) then the decided record of one commit."""
+                     drops: Mapping[str, list[str]] | None = None, *,
+                     immunity_s: int | None = None) -> list[dict[str, object]]:
+    """The winners chunks (each with the drops of its runs) then the decided record of one commit (with the
+    halves' check immunity, when given)."""
     runs = sorted(winners.items())
     chunks = [dict(runs[i:i + CHUNK_RUNS]) for i in range(0, len(runs), CHUNK_RUNS)] or [{}]
     records: list[dict[str, object]] = []
@@ -138,8 +153,11 @@ def decision_records(batch: str, commit: str, winners: Mapping[str, int],
         if dropped:
             record["drops"] = dropped
         records.append(record)
-    records.append({"kind": "decided", "batch": batch, "commit": commit, "chunks": len(chunks),
-                    "rows": sum(winners.values())})
+    decided: dict[str, object] = {"kind": "decided", "batch": batch, "commit": commit, "chunks": len(chunks),
+                                  "rows": sum(winners.values())}
+    if immunity_s is not None:
+        decided["immunity"] = immunity_s
+    records.append(decided)
     return records
 
 
@@ -259,9 +277,9 @@ class DecisionLog:
 
     def _read_queue(self, mq: MessageQueue) -> None:
         self._next[mq] = read_queue(self.client, mq, self._next.get(mq), self.sink_id,
-                                    lambda msg: self._apply(msg.body, msg.keys))
+                                    lambda msg: self._apply(msg.body, msg.keys, msg.store_timestamp))
 
-    def _apply(self, body: bytes, keys: str | None) -> None:
+    def _apply(self, body: bytes, keys: str | None, stored_ms: int = 0) -> None:
         if not keys or not keys.startswith(f"{self.sink_id}:"):
             return  # another sink whose tag hash collided
         try:
@@ -270,7 +288,7 @@ class DecisionLog:
             log.warning("decision log %s: record with keys %s is not JSON; skipped", self.topic, keys)
             return
         if isinstance(record, dict):
-            self.state.apply(record)
+            self.state.apply(record, stored_ms)
 
     # -- writing --------------------------------------------------------------------------------------------------
 

@@ -13,9 +13,14 @@ Two ways to run it:
   ``resolverDir``, default ~/.cache/rmq/sink) and writes ``<dir>/<sinkId>.pid`` ("<pid> ready") once it heartbeats.
   The sink starts one, detached (its own session: it outlives the driver), when none holds the lock and none is
   starting: a batch job with the topic option when Spark plans it (``start_resolver``, not waiting), else the
-  commit, which waits until it is ready. It exits after ``--idle-timeout-s`` without a check or a new decision;
-  that timeout must exceed the broker's check window of an open half (immunity + transactionCheckInterval), which
-  the defaults (900 s; 120 s; Apache's 30 s) do.
+  commit, which waits until it is ready. It exits once **settled** (connector/settle.py): every batch it saw
+  decided or aborted is either ended by its driver (an "ended" record: a batch job whose driver ended every half
+  itself, all sent by first attempts; the resolver then exits within a poll) or old enough that the broker has
+  checked whatever was left of it (``--check-immunity-s`` plus two check rounds), no check came for two rounds,
+  and a streaming query's next decision is overdue (twice the longest gap between its decisions). A driver that
+  leaves halves to the check makes sure a resolver is ready afterwards (``settle_commit``). ``--idle-timeout-s``
+  stays an upper bound (exit after that long without a check or a new decision). On exit it removes its pid and
+  lock files.
 - **As a service** (``--service``; for drivers in containers, Kubernetes or YARN cluster mode, whose host goes away
   with them): long-lived, for the sinks named with ``--sink-id`` or every sink of the decision topic
   (``--all-sinks``), with a pid file (``--pid-file``, default ``<dir>/resolver.pid``; a second service on the same
@@ -25,7 +30,7 @@ Two ways to run it:
 Examples::
 
     python -m connector.resolver --namesrv 127.0.0.1:9876 --sink-id my_sink [--decision-topic RMQ_SINK_DECISIONS]
-        [--idle-timeout-s 900] [--dir ~/.cache/rmq/sink] [--topic T ...]
+        [--idle-timeout-s 900] [--check-immunity-s 120] [--dir ~/.cache/rmq/sink] [--topic T ...]
     python -m connector.resolver --service --namesrv 127.0.0.1:9876 --all-sinks [--sink-id S ...]
         [--pid-file ~/.cache/rmq/sink/resolver.pid] [--log-dir DIR]
 """
@@ -42,12 +47,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from broker.common.errors import ConnectorError
-from connector.options import DEFAULT_DECISION_TOPIC, DEFAULT_RESOLVER_IDLE_S, SINK_ID_PATTERN, SinkOptions
+from connector.options import (
+    DEFAULT_CHECK_IMMUNITY_S,
+    DEFAULT_DECISION_TOPIC,
+    DEFAULT_RESOLVER_IDLE_S,
+    SINK_ID_PATTERN,
+    SinkOptions,
+)
 from connector.resolver_service import ResolverService, ServiceSpec, sink_paths
+
+if TYPE_CHECKING:
+    from connector.decisions import DecisionLog
+    from connector.sink_task import TaskCommit
 
 log = logging.getLogger("connector.resolver")
 
@@ -87,7 +103,7 @@ def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
         return False
     argv = [sys.executable, "-m", "connector.resolver", "--namesrv", opts.namesrv_addr, "--sink-id", opts.sink_id,
             "--decision-topic", opts.decision_topic, "--idle-timeout-s", str(opts.resolver_idle_timeout_s),
-            "--dir", str(directory)]
+            "--check-immunity-s", str(opts.check_immunity_s), "--dir", str(directory)]
     for topic in topics or ():
         argv += ["--topic", topic]
     pid_file.write_text(STARTING)  # the resolver overwrites it with "<pid> ready"
@@ -100,15 +116,16 @@ def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
 
 
 def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
-    """Start the resolver of ``opts.sink_id`` on this host unless one is alive; wait until it heartbeats."""
+    """Start the resolver of ``opts.sink_id`` on this host unless one is ready; wait until one is. A resolver that
+    is exiting (settled) either stays (it read something new) or goes, and then a new one is started."""
     directory = resolver_dir(opts.resolver_dir)
     pid = resolver_pid(directory, opts.sink_id)
     if pid is not None:
         return pid
     _, _, log_file = sink_paths(directory, opts.sink_id)
-    start_resolver(opts, topics)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while (pid := resolver_pid(directory, opts.sink_id)) is None:
+        start_resolver(opts, topics)  # nothing while one holds the lock or is starting
         if time.monotonic() > deadline:
             tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
             raise ConnectorError(f"rmq sink {opts.sink_id}: the resolver did not start within {READY_TIMEOUT_S:.0f} s "
@@ -117,11 +134,31 @@ def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
     return pid
 
 
+def settle_commit(decisions: DecisionLog, opts: SinkOptions, batch: str, commits: Sequence[TaskCommit],
+                  ended: int) -> None:
+    """After the driver's END_TRANSACTIONs of a decided batch (connector/settle.py). A batch job whose every half
+    the driver ended itself (``ended``), with no dropped copies and every task a first attempt (a retried task's
+    failed attempt left halves the commit messages do not show), is recorded "ended": nothing of it is left to
+    answer, so the resolver started for it exits at once. Otherwise the check ends what is left, and a resolver
+    that read the log before this decision may be exiting: make sure one is ready."""
+    halves = sum(len(h.halves) for c in commits for h in c.brokers)
+    if not opts.streaming and ended == halves and all(not c.drops and c.attempt == 0 for c in commits):
+        try:
+            decisions.append([{"kind": "ended", "batch": batch}])  # not worth waiting for a master that went away
+        except ConnectorError as err:  # nothing is left to answer: the resolver exits by its rule all the same
+            log.warning("rmq sink %s: batch %s: could not record that every half is ended: %s", opts.sink_id,
+                        batch, err)
+        return
+    ensure_resolver(opts, sorted({t for c in commits for t in c.topics}))
+
+
 def _lock_held(lock: Path) -> bool:
     """A resolver holds ``lock`` (it lives, ready or not)."""
-    if not lock.exists():
+    try:
+        handle = lock.open("r")  # not "a": a lock file a resolver removed as it exited is not made again here
+    except FileNotFoundError:
         return False
-    with lock.open("a") as handle:
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -187,6 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--idle-timeout-s", type=float, default=None,
                         help=f"exit after this long without checks or decisions; 0: never (default "
                              f"{DEFAULT_RESOLVER_IDLE_S}, with --service 0)")
+    parser.add_argument("--check-immunity-s", type=float, default=None,
+                        help=f"without --service: the sink's checkImmunitySeconds, for when it may exit (default "
+                             f"{DEFAULT_CHECK_IMMUNITY_S})")
     parser.add_argument("--dir", default=None, help=f"per-sink lock and pid files (default {DEFAULT_DIR})")
     parser.add_argument("--topic", action="append", default=[], help="a data topic whose brokers to heartbeat")
     parser.add_argument("--service", action="store_true", help="run as a long-lived service (see above)")
@@ -210,6 +250,13 @@ def _spec(args: argparse.Namespace, parser: argparse.ArgumentParser, directory: 
                             ("--log-dir", args.log_dir)):
             if given:
                 parser.error(f"{flag} needs --service")
+    if args.service and args.check_immunity_s is not None:
+        parser.error("--check-immunity-s is for a resolver of one sink (a service runs until stopped)")
+    immunity = None if args.service else args.check_immunity_s
+    if immunity is None and not args.service:
+        immunity = float(DEFAULT_CHECK_IMMUNITY_S)
+    if immunity is not None and immunity <= 0:
+        parser.error(f"--check-immunity-s must be > 0, got {immunity}")
         if len(args.sink_id) != 1:
             parser.error("give one --sink-id (several, or --all-sinks, with --service)")
     idle = args.idle_timeout_s
@@ -219,7 +266,7 @@ def _spec(args: argparse.Namespace, parser: argparse.ArgumentParser, directory: 
         parser.error(f"--idle-timeout-s must be >= 0, got {idle}")
     return ServiceSpec(namesrv=args.namesrv, decision_topic=args.decision_topic, directory=directory,
                        sink_ids=tuple(dict.fromkeys(args.sink_id)), all_sinks=args.all_sinks, idle_timeout_s=idle,
-                       topics=tuple(args.topic), exclusive=not args.service)
+                       topics=tuple(args.topic), exclusive=not args.service, check_immunity_s=immunity)
 
 
 def _log_to(handler: logging.Handler) -> None:

@@ -24,7 +24,10 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
       rolled back at once, the decided ones are left to the resolver (see 3), and commit returns;
    c. else record the decision durably first (the winning run ids, then a "decided" record; acknowledged sends);
    d. then END_TRANSACTION COMMIT (two-way, pipelined, in order per queue when rows had a shardingKey) for the
-      handles of tasks whose first half is younger than half the immunity time. Older ones are left to the check.
+      handles of tasks whose first half is younger than half the immunity time. Older ones are left to the check;
+   e. a batch job whose every half the driver ended, all sent by first task attempts, is recorded "ended", so its
+      resolver exits at once; otherwise the driver makes sure a resolver is ready for what it left (when the
+      resolver exits: connector/settle.py).
 3. **The check finishes what the driver did not**: halves of a lost attempt (a failed or speculative task, a
    re-run) and dropped first copies are answered ROLLBACK once their batch is decided; the decided winners are
    answered COMMIT. A driver

@@ -125,7 +125,7 @@ def _brokers(commits: Sequence[TaskCommit]) -> dict[str, str]:
 def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> None:
     """Step 2 of the module docstring. What needs the decision topic's master (reading and appending the log)
     waits for it up to masterWaitTimeoutMs; END_TRANSACTIONs that find no master are left to the check."""
-    from connector.resolver import ensure_resolver
+    from connector.resolver import ensure_resolver, settle_commit
 
     commits = _task_commits(opts, messages, batch)
     if not any(c.rows for c in commits):
@@ -146,8 +146,8 @@ def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: st
         winners = {run: rows for c in commits for run, rows in c.runs.items()}
         drops = {run: keys for c in commits for run, keys in c.drops.items()}
         try:
-            decisions.append(decision_records(batch, uuid.uuid4().hex, winners, drops),
-                             master_wait_ms=opts.master_wait_ms)
+            decisions.append(decision_records(batch, uuid.uuid4().hex, winners, drops,
+                                              immunity_s=opts.check_immunity_s), master_wait_ms=opts.master_wait_ms)
         except ConnectorError as err:
             raise ConnectorError(f"{err}. Whether batch {batch} of sink {opts.sink_id} was decided is known once "
                                  "that master is back: a streaming query restarted from its checkpoint settles it "
@@ -161,6 +161,7 @@ def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: st
             log.warning("rmq sink %s: batch %s decided; %d of its rows are left to the broker's check (late: %d, "
                         "failed: %d, older than half the immunity time: %d)", opts.sink_id, batch, left, counts.late,
                         counts.failed, sum(c.rows for c in commits if c not in direct))
+        settle_commit(decisions, opts, batch, commits, counts.ended)
 
 
 def _decision_fault(opts: SinkOptions, batch: str) -> None:

@@ -83,6 +83,7 @@ class TaskCommit(WriterCommitMessage):
     ordered: bool
     topics: list[str]
     brokers: list[BrokerHandles]
+    attempt: int = 0  # the task's attemptNumber: above 0, an earlier attempt may have left half messages
 
 
 # -- executors: rows to half messages ----------------------------------------------------------------------------------
@@ -404,9 +405,17 @@ def write_task(opts: SinkOptions, batches: Iterator[object], batch_id: str) -> T
                     sender.flush()
                     raise RuntimeError(f"rmq sink: injected task failure after {sender.rows} rows (faultInjection)")
         sender.flush()
-        return sender.task_commit()
+        return _attempt_of(context, sender.task_commit())
     finally:
         sender.close()
+
+
+def _attempt_of(context: object, commit: TaskCommit) -> TaskCommit:
+    """Say which attempt this is: the driver lets the sink's resolver go only when no other attempt it can know of
+    may have left half messages (connector/settle.py)."""
+    if context is not None:
+        commit.attempt = context.attemptNumber()
+    return commit
 
 
 def _task_fault(opts: SinkOptions, context: object, batch_id: str) -> int | None:

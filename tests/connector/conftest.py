@@ -127,3 +127,26 @@ def read_topic(namesrv_addr: str, topic: str) -> list:
                 out.extend(result.messages)
                 offset = result.next_begin_offset
     return out
+
+
+def resolver_pids(resolver_dir: Path, sink_id: str) -> list[int]:
+    """The pid of every resolver that served ``sink_id`` from ``resolver_dir`` (each says so in its log)."""
+    log = resolver_dir / f"{sink_id}.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [int(part.split(",")[0]) for part in text.split("resolver ready (pid ")[1:]]
+
+
+def resolver_gone(resolver_dir: Path, sink_id: str) -> bool:
+    """No resolver of ``sink_id`` runs (none of those its log names is alive: a zombie counts as gone, the
+    container's init may reap late) and none left its pid or lock file."""
+    if any((resolver_dir / f"{sink_id}{suffix}").exists() for suffix in (".pid", ".lock")):
+        return False
+    for pid in resolver_pids(resolver_dir, sink_id):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z" and b"connector.resolver" in cmdline:
+            return False
+    return True

@@ -2,9 +2,10 @@
 
 It puts itself in its own process group (so a fault hook can kill the whole driver: this process, its JVM and the
 JVM's children), then runs one streaming query from JSON files in ``input`` (one file per micro-batch) into the rmq
-sink with Trigger.AvailableNow, and exits 0 when the query finished. JSON keys: namesrv, topic, input, checkpoint,
-master, options (sink options), kill_after_decision (a batch id: the sink's faultInjection kills this driver right
-after recording that batch's decision).
+sink with Trigger.AvailableNow, then (key ``batch``) one batch write, and exits 0 when both finished. JSON keys:
+namesrv, topic, input, checkpoint, master, options (sink options), kill_after_decision (a batch id: the sink's
+faultInjection kills this driver right after recording that batch's decision), batch ({"rows": n, "options": {...}}:
+``df.write.format("rmq")`` of bodies "batch-<i>", two partitions, with these sink options).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def main() -> int:
     query = (rows.writeStream.format("rmq").options(**options).option("topic", config["topic"])
              .option("checkpointLocation", config["checkpoint"]).trigger(availableNow=True).start())
     query.awaitTermination()
+    if config.get("batch"):
+        batch = config["batch"]
+        (spark.range(batch["rows"]).selectExpr("concat('batch-', cast(id as string)) as body").repartition(2)
+         .write.format("rmq").options(**batch["options"]).mode("append").save())
     spark.stop()
     return 0
 

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
+from broker.client import BlockingClient
 from broker.common.errors import ConnectorOptionError
+from connector.decisions import DecisionLog
 from connector.options import SinkOptions
-from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues
+from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, resolver_gone, resolver_pids, routed_queues
 from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 
@@ -52,6 +54,26 @@ def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Pa
         queues.setdefault(m.properties["p"] and f"s{int(m.properties['p']) % 4}", set()).add(m.queue_id)
     assert all(len(q) == 1 for q in queues.values()), queues
     assert Counter(m.body for m in seen).most_common(1)[0][1] == 1
+
+
+def test_batch_write_ended_by_the_driver_leaves_no_resolver(spark, sink_cluster: Cluster, resolver_dir: Path,
+                                                            topic_name: str) -> None:
+    """The driver ends every half itself (all sent by first attempts, within half the immunity time: 60 s here, so
+    a busy machine does not leave rows to the check): the decision log says so, and the resolver the job started
+    (the sink id is the job's own) exits at once, leaving no pid or lock file."""
+    bodies = [f"e{i}" for i in range(10)]
+    df = spark.createDataFrame([(b,) for b in bodies], "body string").repartition(2)
+    df.write.format("rmq").options(**sink_options(sink_cluster, resolver_dir, topic=topic_name,
+                                                  checkImmunitySeconds=120)).mode("append").save()
+
+    assert Counter(m.body.decode() for m in read_topic(sink_cluster.namesrv_addr, topic_name)) == Counter(bodies)
+    (log,) = resolver_dir.glob("job-*.log")
+    with BlockingClient(sink_cluster.namesrv_addr) as client:
+        state = DecisionLog(client, "RMQ_SINK_DECISIONS", log.stem).refresh()
+    assert len(state.decided) == 1 and state.ended == set(state.decided)
+    assert resolver_pids(resolver_dir, log.stem), log.read_text()
+    wait_until("the job's resolver gone", lambda: resolver_gone(resolver_dir, log.stem), timeout=30)
+    assert "resolver settled" in log.read_text()
 
 
 @pytest.mark.parametrize(("partitions", "failing"), [(2, 1), (1, 0)], ids=["one-of-two-fails", "every-task-fails"])

@@ -8,7 +8,10 @@ SparkSession, master local[2,2] so a failed task is retried):
   the decided attempt is committed by the resolver (which outlived the driver) when the broker asks;
 * batch 2 runs after the restart.
 
-Every row is then seen exactly once by our pull client, by the official Java consumer and by our source.
+Every row is then seen exactly once by our pull client, by the official Java consumer and by our source. The
+query's resolver exits once the query stopped and nothing is left to answer. The restarted driver then runs a batch
+job whose first attempt of partition 0 fails after 3 half messages: its resolver stays until it has rolled those
+back on the broker's check, then exits; each row of the job is committed once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pytest
 from broker.client import BlockingClient
 from connector.decisions import DecisionLog
 from tests.apache import apache_client
-from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic
+from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, resolver_gone
 from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 from tests.javatools import JavaToolError
@@ -87,7 +90,11 @@ def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Clus
     assert code == -9, f"the driver should have been killed after deciding batch 1, exited {code}:\n" \
                        f"{log.read_text(errors='replace')[-3000:]}"
     del config["options"]["faultInjection"]
-    code = run_driver(config, log)
+    batch_topic, batch_sink = f"{topic_name}_job", "retried_" + topic_name[-40:].replace("-", "_")
+    job_options = {"namesrvAddr": sink_cluster.namesrv_addr, "topic": batch_topic, "sinkId": batch_sink,
+                   "resolverDir": str(resolver_dir), "checkImmunitySeconds": str(SINK_CHECK_IMMUNITY_S),
+                   "faultInjection": json.dumps({"failTask": {"partition": 0, "afterRows": 3}})}
+    code = run_driver({**config, "batch": {"rows": PER_BATCH, "options": job_options}}, log)
     assert code == 0, f"restarted driver exited {code}:\n{log.read_text(errors='replace')[-3000:]}"
 
     wait_until("every row committed", lambda: len(read_topic(sink_cluster.namesrv_addr, topic_name)) >= len(bodies),
@@ -117,3 +124,22 @@ def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Clus
 
     read = spark.read.format("rmq").option("namesrvAddr", sink_cluster.namesrv_addr).option("topic", topic_name).load()
     assert Counter(r.body.decode() for r in read.select("body").collect()) == Counter(bodies)
+    wait_until("the query's resolver gone", lambda: resolver_gone(resolver_dir, sink_id), timeout=60)
+
+    # the batch job: the retry's commit message does not show the failed attempt, so the driver does not record the
+    # job ended; the resolver answers the failed attempt's halves ROLLBACK on the check, then exits
+    job_rows = Counter(f"batch-{i}" for i in range(PER_BATCH))
+    wait_until("every row of the job committed",
+               lambda: len(read_topic(sink_cluster.namesrv_addr, batch_topic)) >= PER_BATCH, timeout=120)
+    with BlockingClient(sink_cluster.namesrv_addr) as client:
+        job = DecisionLog(client, "RMQ_SINK_DECISIONS", batch_sink).refresh()
+    (decision,) = job.decided.values()
+    assert decision.rows == PER_BATCH and not job.ended
+    wait_until("the job's resolver gone", lambda: resolver_gone(resolver_dir, batch_sink), timeout=60)
+    lines = (resolver_dir / f"{batch_sink}.log").read_text().splitlines()
+    lost = [i for i, line in enumerate(lines) if line.endswith(": ROLLBACK") and " check " in line
+            and not any(f" run {run}:" in line for run in decision.winners)]
+    assert len(lost) >= 3 and lost[-1] < next(i for i, line in enumerate(lines) if "resolver settled" in line)
+    assert not [x for x in resolver_answers(resolver_dir, batch_sink) if x[2] == "ROLLBACK" and x[1] in
+                decision.winners]
+    assert Counter(m.body.decode() for m in read_topic(sink_cluster.namesrv_addr, batch_topic)) == job_rows
