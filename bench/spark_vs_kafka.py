@@ -196,10 +196,10 @@ def measure_sink(args: argparse.Namespace, spark, home: Path, namesrv: str, kafk
     df = spark.read.parquet(parquet).select("body").limit(args.sink_rows).cache()
     rows = df.count()
     resolvers = home / "resolvers"
-    rmq = {"namesrvAddr": namesrv, "topic": SINK_TOPIC, "resolverDir": str(resolvers),
-           "resolverIdleTimeoutSeconds": "60"}
+    rmq = {"namesrvAddr": namesrv, "topic": SINK_TOPIC}
+    resolver = {"resolverDir": str(resolvers), "resolverIdleTimeoutSeconds": "60"}  # exactly once only
     writers: dict[str, Callable[[object], None]] = {
-        "rmq exactly-once": lambda d: d.write.format("rmq").options(**rmq).mode("append").save(),
+        "rmq exactly-once": lambda d: d.write.format("rmq").options(**rmq, **resolver).mode("append").save(),
         "kafka at-least-once": lambda d: (d.selectExpr("body AS value").write.format("kafka")
                                           .option("kafka.bootstrap.servers", kafka.bootstrap)
                                           .option("topic", SINK_TOPIC).save()),
