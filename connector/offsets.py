@@ -244,22 +244,36 @@ class OffsetOracle:
         for mq in queues:
             try:
                 copies = self._copies(mq)
-                addr = next(iter(self._down.order(read_addresses(copies))), None)
-                if addr is None:
-                    again.append(mq)
-                    continue
-                command = request(mq)
+            except (MQClientError, RemotingError):  # no route: _ask tries a fresh one (and says why)
+                again.append(mq)
+                continue
+            addr = next(iter(self._down.order(read_addresses(copies))), None)
+            if addr is None:
+                again.append(mq)
+                continue
+            command = request(mq)
+            try:
                 self.client.client(addr).send(command, self.timeout_ms)
-            except (MQClientError, RemotingError):
+            except RemotingError as err:
+                log.warning("broker %s at %s does not answer (%s); asking another copy", mq.broker_name, addr, err)
+                self._down.mark(addr)  # the next queues of this broker go to another copy at once
                 again.append(mq)
                 continue
             sent.append((mq, addr, is_master(copies, addr), command))
         answers: Offsets = {}
+        failed: set[str] = set()
         for mq, addr, master, command in sent:
+            if addr in failed:  # its connection is closed: the other copies, through _ask
+                again.append(mq)
+                continue
             try:
                 answers[mq] = protocol.parse_offset_response(self.client.client(addr).receive(command, self.timeout_ms),
                                                              addr)
-            except RemotingError:
+            except RemotingError as err:
+                log.warning("broker %s at %s does not answer (%s); asking another copy", mq.broker_name, addr, err)
+                self._down.mark(addr)  # one timeout per address, not one per queue
+                self.client.client(addr).close()  # what else is in flight there is abandoned with the connection
+                failed.add(addr)
                 again.append(mq)
                 continue
             except (MQBrokerError, MQClientError) as err:
