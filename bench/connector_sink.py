@@ -38,6 +38,13 @@ def timed(action: object) -> float:
     return time.perf_counter() - start
 
 
+def stop_resolvers(resolver_dir: Path) -> None:
+    """End the resolvers the sink started with ``resolverDir=resolver_dir`` (their pid files say which)."""
+    for pid_file in resolver_dir.glob("*.pid"):
+        with contextlib.suppress(ValueError, ProcessLookupError):
+            os.kill(int(pid_file.read_text().split(" ")[0]), signal.SIGTERM)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -79,9 +86,7 @@ def main() -> int:
             writer = df.write.format("rmq").options(**options).mode("append")
             rmq = min(timed(writer.save) for _ in range(args.repeat))
             print(f"| {target} | {args.rows / noop:,.0f} | {args.rows / rmq:,.0f} | {noop / rmq:.3f} |", flush=True)
-            for pid_file in (Path(tmp) / "resolvers").glob("*.pid"):  # the resolver this run started
-                with contextlib.suppress(ValueError, ProcessLookupError):
-                    os.kill(int(pid_file.read_text().split(" ")[0]), signal.SIGTERM)
+            stop_resolvers(Path(tmp) / "resolvers")
     if args.profile:
         spark.sparkContext.show_profiles()
     spark.stop()

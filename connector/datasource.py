@@ -1,4 +1,10 @@
-"""The ``rmq`` data source: Spark asks it for readers and writers; options are parsed here, once, at query start."""
+"""The ``rmq`` data source: Spark asks it for its schema, readers and writers; options are parsed here, once, at query
+start.
+
+This module imports nothing of ours at load: Spark runs ``schema()`` in a Python process of its own for every
+``load()``, and the reader and writer modules (the client, Arrow, numpy) would cost that process a good part of a
+second before it answers; they are imported when Spark asks for a reader or a writer.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,36 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# Every column nullable, as the Kafka source's: Spark checks the Arrow batches against this, field by field.
+SOURCE_SCHEMA = StructType([
+    StructField("topic", StringType()),
+    StructField("brokerName", StringType()),
+    StructField("queueId", IntegerType()),
+    StructField("queueOffset", LongType()),
+    StructField("msgId", StringType()),
+    StructField("offsetMsgId", StringType()),
+    StructField("keys", StringType()),
+    StructField("tags", StringType()),
+    StructField("body", BinaryType()),
+    StructField("properties", MapType(StringType(), StringType())),
+    StructField("bornTimestamp", TimestampType()),
+    StructField("storeTimestamp", TimestampType()),
+    StructField("bornHost", StringType()),
+    StructField("storeHost", StringType()),
+    StructField("reconsumeTimes", IntegerType()),
+    StructField("sysFlag", IntegerType()),
+])
 
 
 class RmqDataSource(DataSource):
@@ -20,8 +55,6 @@ class RmqDataSource(DataSource):
         return "rmq"
 
     def schema(self) -> StructType:
-        from connector.source import SOURCE_SCHEMA
-
         return SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:

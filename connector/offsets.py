@@ -19,9 +19,6 @@ from broker.client import protocol
 from broker.client.blocking import (
     BlockingClient,
     BlockingRemotingClient,
-    get_max_offset,
-    get_min_offset,
-    search_offset,
 )
 from broker.client.message import MessageQueue
 from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
@@ -237,18 +234,70 @@ class OffsetOracle:
             if not was:
                 log.warning("broker %s: its master does not answer; reading from slave %s", broker_name, addr)
 
+    def _ask_all(self, what: str, queues: Iterable[MessageQueue],
+                 request: Callable[[MessageQueue], RemotingCommand]) -> Offsets:
+        """An offset question per queue (``request(mq)``), all of them in flight at once on each broker's connection:
+        one round trip per broker rather than one per queue (a query's start asks three such questions of every
+        queue). A queue whose copy did not answer is asked again through ``_ask``, which tries the other copies."""
+        queues = list(queues)
+        sent: list[tuple[MessageQueue, str, bool, RemotingCommand]] = []
+        again: list[MessageQueue] = []
+        for mq in queues:
+            try:
+                copies = self._copies(mq)
+            except (MQClientError, RemotingError):  # no route: _ask tries a fresh one (and says why)
+                again.append(mq)
+                continue
+            addr = next(iter(self._down.order(read_addresses(copies))), None)
+            if addr is None:
+                again.append(mq)
+                continue
+            command = request(mq)
+            try:
+                self.client.client(addr).send(command, self.timeout_ms)
+            except RemotingError as err:
+                log.warning("broker %s at %s does not answer (%s); asking another copy", mq.broker_name, addr, err)
+                self._down.mark(addr)  # the next queues of this broker go to another copy at once
+                again.append(mq)
+                continue
+            sent.append((mq, addr, is_master(copies, addr), command))
+        answers: Offsets = {}
+        failed: set[str] = set()
+        for mq, addr, master, command in sent:
+            if addr in failed:  # its connection is closed: the other copies, through _ask
+                again.append(mq)
+                continue
+            try:
+                answers[mq] = protocol.parse_offset_response(self.client.client(addr).receive(command, self.timeout_ms),
+                                                             addr)
+            except RemotingError as err:
+                log.warning("broker %s at %s does not answer (%s); asking another copy", mq.broker_name, addr, err)
+                self._down.mark(addr)  # one timeout per address, not one per queue
+                self.client.client(addr).close()  # what else is in flight there is abandoned with the connection
+                failed.add(addr)
+                again.append(mq)
+                continue
+            except (MQBrokerError, MQClientError) as err:
+                raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue "
+                                     f"{mq.queue_id} from {addr}: {err}") from err
+            self._down.clear(addr)
+            self._answered(mq.broker_name, master, addr)
+        for mq in again:
+            answers[mq] = self._ask(what, mq, lambda c, q: protocol.parse_offset_response(
+                c.invoke(request(q), self.timeout_ms), c.address))
+        return {mq: answers[mq] for mq in queues}
+
     def max_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
-        return {mq: self._ask("max offset", mq, lambda c, q: get_max_offset(c, q, self.timeout_ms)) for mq in queues}
+        return self._ask_all("max offset", queues, protocol.max_offset_request)
 
     def min_offsets(self, queues: Iterable[MessageQueue]) -> Offsets:
-        return {mq: self._ask("min offset", mq, lambda c, q: get_min_offset(c, q, self.timeout_ms)) for mq in queues}
+        return self._ask_all("min offset", queues, protocol.min_offset_request)
 
     def offsets_for_timestamp(self, queues: Iterable[MessageQueue], timestamp_ms: int) -> Offsets:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first message stored at or after ``timestamp_ms`` (the queue's max
         offset when there is none)."""
-        return {mq: self._ask(f"offset at {timestamp_ms}", mq,
-                              lambda c, q: search_offset(c, q, timestamp_ms, "LOWER", self.timeout_ms))
-                for mq in queues}
+        return self._ask_all(f"offset at {timestamp_ms}", queues,
+                             lambda mq: protocol.search_offset_request(mq, timestamp_ms, "LOWER"))
 
     # -- starting and ending offsets -----------------------------------------------------------------------------
 
@@ -281,10 +330,9 @@ class OffsetOracle:
                 result[mq] = value
         return result
 
-    def check_data_loss(self, mq: MessageQueue, offset: int, *, fail: bool) -> int:
-        """The offset to read ``mq`` from: ``offset``, or the queue's min offset when retention removed the
-        messages before it (then DataLossError when ``fail``)."""
-        low = self.min_offsets([mq])[mq]
+    def check_data_loss(self, mq: MessageQueue, offset: int, low: int, *, fail: bool) -> int:
+        """The offset to read ``mq`` from: ``offset``, or ``low`` (the queue's min offset, asked by the caller for
+        all its queues at once) when retention removed the messages before it (then DataLossError when ``fail``)."""
         if offset >= low:
             return offset
         message = (f"data loss in topic {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: offsets "

@@ -43,7 +43,7 @@ from broker.common.record import (
 
 log = logging.getLogger(__name__)
 
-# The record fields as Arrow types, in SOURCE_SCHEMA's order (connector/source.py builds the Spark schema from the
+# The record fields as Arrow types, in SOURCE_SCHEMA's order (connector/datasource.py has the Spark schema, of the
 # same names).
 ARROW_SCHEMA = pa.schema([
     ("topic", pa.string()),

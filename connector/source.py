@@ -32,16 +32,6 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from broker.client import protocol
 from broker.client.blocking import BlockingRemotingClient, get_route
@@ -56,26 +46,6 @@ from connector.records import decode_records
 from connector.replicas import broker_addrs, is_master, read_addresses
 
 log = logging.getLogger(__name__)
-
-# Every column nullable, as the Kafka source's: Spark checks the Arrow batches against this, field by field.
-SOURCE_SCHEMA = StructType([
-    StructField("topic", StringType()),
-    StructField("brokerName", StringType()),
-    StructField("queueId", IntegerType()),
-    StructField("queueOffset", LongType()),
-    StructField("msgId", StringType()),
-    StructField("offsetMsgId", StringType()),
-    StructField("keys", StringType()),
-    StructField("tags", StringType()),
-    StructField("body", BinaryType()),
-    StructField("properties", MapType(StringType(), StringType())),
-    StructField("bornTimestamp", TimestampType()),
-    StructField("storeTimestamp", TimestampType()),
-    StructField("bornHost", StringType()),
-    StructField("storeHost", StringType()),
-    StructField("reconsumeTimes", IntegerType()),
-    StructField("sysFlag", IntegerType()),
-])
 
 BATCH_BYTES = 1 << 20  # pull bodies decoded into one RecordBatch for Spark: one big pull, or a few small ones
 NO_NEW_MSG_RETRIES = 20  # a queue answering "nothing" below an end it reported: wait this many times 50 ms
@@ -248,15 +218,16 @@ def _lost(part: QueueRange, offset: int, min_offset: int) -> int:
 
 def plan_partitions(oracle: OffsetOracle, opts: SourceOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
     """One QueueRange per queue with ``start < end`` (a queue missing from ``start`` appeared since: it starts at
-    its earliest offset), checked for data loss, then split so that there are about ``minPartitions``."""
+    its earliest offset), checked for data loss, then split so that there are about ``minPartitions``. The min
+    offsets of all those queues are asked at once (one round trip per broker)."""
     ranges: list[tuple[MessageQueue, int, int]] = []
-    for mq in sorted(end):
-        begin = start.get(mq)
-        if begin is None:
-            begin = oracle.min_offsets([mq])[mq]
+    queues = [mq for mq in sorted(end) if mq not in start or start[mq] < end[mq]]
+    lows = oracle.min_offsets(queues)
+    for mq in queues:
+        begin = start.get(mq, lows[mq])
         if end[mq] <= begin:
             continue
-        begin = oracle.check_data_loss(mq, begin, fail=opts.fail_on_data_loss)
+        begin = oracle.check_data_loss(mq, begin, lows[mq], fail=opts.fail_on_data_loss)
         if begin < end[mq]:
             ranges.append((mq, begin, end[mq]))
     ranges = _split(ranges, opts.min_partitions)
@@ -312,7 +283,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         if self._initial is None:
-            queues = self.oracle.queues()
+            # Trigger.AvailableNow asked for its target just before (prepareForTriggerAvailableNow): its queues come
+            # from a route fetched moments ago, which a second lookup would only repeat
+            queues = sorted(self._target) if self._target is not None else self.oracle.queues()
             self._initial = to_json(self.oracle.resolve(self.opts.starting, queues))
         return self._initial
 
@@ -363,8 +336,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = self._latest(begin)
         begin_all = dict(begin)
-        for mq in latest.keys() - begin.keys():  # new queues: from their earliest offset
-            begin_all[mq] = self.oracle.min_offsets([mq])[mq]
+        begin_all.update(self.oracle.min_offsets(sorted(latest.keys() - begin.keys())))  # new queues: the earliest
         end = self._admit(begin_all, {mq: max(offset, begin_all[mq]) for mq, offset in latest.items()}, limit)
         if end != begin_all:
             self._last_batch_at = time.monotonic()

@@ -113,8 +113,8 @@ def test_kafka_aliases_parse_as_ours() -> None:
 def test_the_sink_ignores_only_the_columns_of_a_read() -> None:
     from pyspark.sql.types import StringType, StructField, StructType
 
+    from connector.datasource import SOURCE_SCHEMA
     from connector.options import SinkOptions
-    from connector.source import SOURCE_SCHEMA
 
     schema = SOURCE_SCHEMA
     assert SinkOptions.parse({"namesrvAddr": "x:1", "topic": "T", "sinkId": "s"}, schema, streaming=False)
