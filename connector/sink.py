@@ -68,7 +68,7 @@ from pyspark.sql.types import StructType
 from broker.common.errors import ConnectorError
 from connector.options import SinkOptions
 from connector.sink_commit import abort_batch, commit_batch
-from connector.sink_task import TaskCommit, write_task
+from connector.sink_task import PlainCommit, TaskCommit, write_task
 
 # -- the Spark writers -----------------------------------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ class RmqStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         self.schema = schema
 
-    def write(self, iterator: Iterator[object]) -> TaskCommit:
+    def write(self, iterator: Iterator[object]) -> TaskCommit | PlainCommit:
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -106,13 +106,13 @@ class RmqBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.schema = schema
         self.batch = f"job-{uuid.uuid4().hex}"
-        if opts.topic is not None:  # the option overrides a topic column: every row goes there
+        if opts.topic is not None and opts.exactly_once:  # the option overrides a topic column: every row goes there
             # the sink id is fresh per job by default: its resolver starts now, while the tasks run (commit waits)
             from connector.resolver import start_resolver
 
             start_resolver(opts, [opts.topic])
 
-    def write(self, iterator: Iterator[object]) -> TaskCommit:
+    def write(self, iterator: Iterator[object]) -> TaskCommit | PlainCommit:
         return write_task(self.opts, iterator, self.batch)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

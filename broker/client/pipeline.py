@@ -132,6 +132,14 @@ class Pipeline:
             pending[opaque] = (context, None, deadline)
         return done
 
+    def wait_for(self, order_key: object) -> list[tuple[object, RemotingCommand]]:
+        """Read answers until no request of ``order_key`` is in flight: for a caller that must act on that answer
+        (send the request again, say) before the next request of the key goes out."""
+        done: list[tuple[object, RemotingCommand]] = []
+        while order_key in self._busy_keys:
+            done += self._read_some()
+        return done
+
     def drain(self) -> list[tuple[object, RemotingCommand]]:
         done: list[tuple[object, RemotingCommand]] = []
         while self._pending:
