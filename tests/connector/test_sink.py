@@ -91,6 +91,10 @@ def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolv
     ({"namesrvAddr": "x:1", "topic": "T", "maxInFlight": "0"}, "body string", "maxInFlight must be >= 1"),
     ({"namesrvAddr": "x:1", "topic": "T", "sinkid2": "a"}, "body string", "unknown rmq sink option"),
     ({"namesrvAddr": "x:1", "topic": "bad topic"}, "body string", "not a valid topic name"),
+    ({"namesrvAddr": "x:1", "topic": "T", "guarantee": "exactly_once"}, "body string",
+     "option guarantee must be exactly-once or at-least-once, got 'exactly_once'"),
+    ({"namesrvAddr": "x:1", "topic": "T", "guarantee": "at-least-once", "decisionTopic": "D"}, "body string",
+     "option.s. decisionTopic apply only to guarantee=exactly-once"),
 ])
 def test_bad_options_fail_clearly(options: dict, schema: str, message: str) -> None:
     from pyspark.sql.types import _parse_datatype_string
@@ -128,3 +132,34 @@ def test_bad_rows_fail_the_write(spark, sink_cluster: Cluster, resolver_dir: Pat
     with pytest.raises((PySparkException, Py4JJavaError), match="null body"):
         df.write.format("rmq").options(**options).mode("append").save()
     assert read_topic(sink_cluster.namesrv_addr, topic_name) == []
+
+
+def test_at_least_once_writes_every_row_in_plain_batches(spark, sink_cluster: Cluster, topic_name: str) -> None:
+    """guarantee=at-least-once: plain batches (no half message, no decision); every row arrives (once here: nothing
+    failed), a sharding key's rows in one queue in row order; a write whose task fails leaves what it stored."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    options = {"namesrvAddr": sink_cluster.namesrv_addr, "topic": topic_name, "guarantee": "at-least-once"}
+    rows = 1500  # several batches per queue
+    df = spark.range(rows).selectExpr("concat('r-', cast(id as string)) as body",
+                                      "concat('s', cast(id % 5 as string)) as shardingKey",
+                                      "'TagA' as tags").repartition(1)
+    df.write.format("rmq").options(**options).mode("append").save()
+    seen = read_topic(sink_cluster.namesrv_addr, topic_name)
+    assert Counter(m.body.decode() for m in seen) == Counter(f"r-{i}" for i in range(rows))
+    assert not any(k.startswith(("TRAN_MSG", "RMQ_SINK")) for m in seen for k in m.properties)
+    assert len({m.properties["UNIQ_KEY"] for m in seen}) == rows and {m.tags for m in seen} == {"TagA"}
+    by_key: dict[str, list] = {}
+    for m in sorted(seen, key=lambda m: (m.queue_id, m.queue_offset)):
+        by_key.setdefault(f"s{int(m.body.decode()[2:]) % 5}", []).append(m)
+    assert all(len({m.queue_id for m in ms}) == 1 for ms in by_key.values())
+    assert all([int(m.body.decode()[2:]) for m in ms] == sorted(int(m.body.decode()[2:]) for m in ms)
+               for ms in by_key.values())
+
+    failing = {**options, "faultInjection": '{"failTask": {"partition": 0, "afterRows": 300}}'}
+    with pytest.raises((PySparkException, Py4JJavaError), match="injected task failure"):
+        spark.range(400).selectExpr("concat('f-', cast(id as string)) as body").repartition(1) \
+            .write.format("rmq").options(**failing).mode("append").save()
+    failed = [m for m in read_topic(sink_cluster.namesrv_addr, topic_name) if m.body.startswith(b"f-")]
+    assert Counter(m.body.decode() for m in failed) == Counter(f"f-{i}" for i in range(300))
