@@ -32,6 +32,7 @@ from broker.server.processors.client_manage import ClientManageProcessor
 from broker.server.processors.common import MASTER_ID, ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
 from broker.server.processors.end_transaction import EndTransactionProcessor
+from broker.server.processors.end_transaction_batch import EndTransactionBatchProcessor
 from broker.server.processors.group_admin import GroupAdminProcessor
 from broker.server.processors.pull import PullMessageProcessor
 from broker.server.processors.query_message import QueryMessageProcessor
@@ -289,9 +290,11 @@ class BrokerController:
             subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service, put_messages=self._put)
 
-    def _end_transaction_processor(self) -> EndTransactionProcessor:
-        return EndTransactionProcessor(broker_config=self.broker_config, store_config=self.store_config,
-                                       transactional_message_service=self.transactional_message_service)
+    def _end_transaction_processor(self) -> ProcessorFamily:
+        """END_TRANSACTION, and rmq's END_TRANSACTION_BATCH."""
+        parts = {"broker_config": self.broker_config, "store_config": self.store_config,
+                 "transactional_message_service": self.transactional_message_service}
+        return ProcessorFamily(EndTransactionProcessor(**parts), EndTransactionBatchProcessor(**parts))
 
     # -- store access for processors ------------------------------------------------------------------------------
 

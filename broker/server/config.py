@@ -110,6 +110,9 @@ class BrokerConfig:
     # checks run every min(3 s, interval / 4), the first after min(10 s, interval), as Apache's fixed schedule does
     # with the default.
     slave_synchronize_interval: int = 60_000
+    # rmq only: serve transactional batches (a SEND_BATCH_MESSAGE of half messages, END_TRANSACTION_BATCH); clients
+    # look for it in GET_BROKER_CONFIG's answer (broker/remoting/transaction_batch.py). Off: refused as Apache does.
+    rmq_transaction_batch_enable: bool = True
     # Apache's: logs under logDir/{brokerName}_{brokerId}, so that brokers of one host keep apart.
     isolate_log_enable: bool = False
     # rmq only: where the log files go and how they roll (broker/common/logs.py). Apache's broker takes the

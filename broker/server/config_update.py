@@ -42,7 +42,7 @@ RUNTIME_BROKER_KEYS = frozenset({
     "brokerPermission",  # sends, pulls and the registration's topic perms; the broker registers again at once
     "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "slaveReadEnable", "longPollingEnable",
     "shortPollingTimeMills", "rejectTransactionMessage", "notifyConsumerIdsChangedEnable", "transactionTimeOut",
-    "transactionCheckMax", "useServerSideResetOffset",
+    "transactionCheckMax", "useServerSideResetOffset", "rmqTransactionBatchEnable",
 })
 RUNTIME_STORE_KEYS = frozenset({
     "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",

@@ -17,7 +17,6 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.common.message import (
-    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -28,7 +27,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
-from broker.server.processors.common import Handler, bad_header_response
+from broker.server.processors.common import Handler, bad_header_response, put_failure
 from broker.server.transaction import bridge
 from broker.server.transaction.service import EndStatus
 from broker.store.config import BrokerRole
@@ -126,31 +125,11 @@ class EndTransactionProcessor:
         return record
 
     def reject_commit_or_rollback(self, header: EndTransactionRequestHeader, half: MessageRecord) -> bool:
-        """A producer's own end (not a check's answer) of a message with CHECK_IMMUNITY_TIME_IN_SECONDS comes too
-        late once that time (at least transactionTimeOut) has passed: the check decides it now."""
+        """A producer's own end (not a check's answer) past the half message's check immunity: the check decides."""
         if header.from_transaction_check:
             return False
-        immunity = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-        if not immunity:
-            return False
-        age = time.time_ns() // 1_000_000 - half.born_timestamp
-        return age > bridge.end_immunity_ms(immunity, self.broker_config.transaction_time_out)
+        return bridge.past_end_immunity(half, self.broker_config.transaction_time_out, time.time_ns() // 1_000_000)
 
     def _put_failure(self, status: PutMessageStatus) -> tuple[int, str | None]:
-        """EndTransactionProcessor.sendFinalMessage's code and remark for a put that did not store."""
-        match status:
-            case PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-                return ResponseCode.SYSTEM_ERROR, "Create mapped file failed."
-            case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
-                return ResponseCode.MESSAGE_ILLEGAL, (
-                    "The message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                    f"{self.store_config.max_message_size}B, msg properties length limit 32KB.")
-            case PutMessageStatus.SERVICE_NOT_AVAILABLE:
-                return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
-            case PutMessageStatus.OS_PAGE_CACHE_BUSY:
-                return ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"
-            case PutMessageStatus.UNKNOWN_ERROR:
-                return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
-            case PutMessageStatus.FLUSH_SLAVE_TIMEOUT | PutMessageStatus.SLAVE_NOT_AVAILABLE:
-                return ResponseCode.SUCCESS, None
-        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+        return put_failure(status, self.store_config.max_message_size)
+

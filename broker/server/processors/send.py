@@ -11,7 +11,9 @@ A message with a delay level is parked in SCHEDULE_TOPIC_XXXX by the schedule se
 (broker/server/schedule.py, ``handle_schedule_message``), as Java's HookUtils.handleScheduleMessage does in the store.
 
 A prepared send (TRAN_MSG=true) is stored as a half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0 and registered with
-the TransactionalMessageService (broker/transaction), which END_TRANSACTION and the check service end.
+the TransactionalMessageService (broker/transaction), which END_TRANSACTION and the check service end. rmq's
+extension: with rmqTransactionBatchEnable, a batch with the TRANSACTION_PREPARED sysFlag is stored as one half
+message per item in one put (``broker/server/transaction/batch.py``); Apache's broker refuses such a batch.
 
 Left for later issues: send hooks and static topics.
 """
@@ -36,6 +38,7 @@ from broker.common.message import (
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
     SysFlag,
     create_uniq_id,
     decode_properties,
@@ -43,7 +46,7 @@ from broker.common.message import (
     parse_host,
     transaction_type,
 )
-from broker.common.message_batch import decode_batch_body
+from broker.common.message_batch import BatchMessage, decode_batch_body
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
@@ -59,6 +62,7 @@ from broker.server.processors.common import (
     sends_rejected,
     suggest_todo,
 )
+from broker.server.transaction.batch import half_batch_refusal  # transactional batches
 from broker.server.transaction.bridge import half_message  # transactions
 from broker.store.commit_log import StoreMessage
 from broker.store.flush import disk_usage_percent
@@ -241,8 +245,7 @@ class SendMessageProcessor:
         props[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         prepared = self._is_prepared(header, props)  # transactions (broker/transaction): a half message
         if prepared and self.broker_config.reject_transaction_message:
-            remark = f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden"
-            return self._answer(request, ResponseCode.NO_PERMISSION, remark)
+            return self._answer(request, ResponseCode.NO_PERMISSION, self._transactions_forbidden())
         msg = StoreMessage(topic, store_queue_id, request.body, java_ordered(props), header.flag,
                            self._sys_flag(header, target_config), header.born_timestamp,
                            born_host(conn.remote_address), header.reconsume_times or 0)
@@ -256,9 +259,14 @@ class SendMessageProcessor:
             self.transactional_message_service.half_stored(msg, result)
         return self.put_response(request, result, queue_id, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
+    def _transactions_forbidden(self) -> str:
+        return f"the broker[{self.broker_config.broker_ip1}] sending transaction message is forbidden"
+
     def _sent_properties(self, text: str | None) -> dict[str, str]:
         """The producer's properties plus what Java's buildMsgContext adds, minus the reserved POP_CK."""
-        props = decode_properties(text or "")
+        return self._with_broker_properties(decode_properties(text or ""))
+
+    def _with_broker_properties(self, props: dict[str, str]) -> dict[str, str]:
         props[PROPERTY_MSG_REGION] = self.region_id
         props[PROPERTY_TRACE_SWITCH] = self.trace_on
         props.pop(PROPERTY_POP_CK, None)
@@ -313,7 +321,9 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL,
                                 f"batch request does not support retry group {header.topic}")
         batch_props = decode_properties(header.properties or "")
-        refusal = self._batch_refusal(header, batch_props, request.body)
+        prepared = (transaction_type(header.sys_flag) == TRANSACTION_PREPARED_TYPE
+                    and self.broker_config.rmq_transaction_batch_enable)  # rmq's transactional batches
+        refusal = self._batch_refusal(header, batch_props, prepared)
         if refusal is not None:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
         if len(request.body) > self.store_config.max_message_size:  # batch rules (issue 4)
@@ -324,6 +334,9 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {err}")
         if not items:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        if prepared:
+            return await self._send_half_batch(conn, request, header, config, queue_id, items,
+                                               batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
         sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
         msgs = [StoreMessage(header.topic, queue_id, item.body, item.properties, item.flag, sys_flag,
                              header.born_timestamp, host, header.reconsume_times or 0,
@@ -333,14 +346,41 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
-    def _batch_refusal(self, header: SendMessageRequestHeader, batch_props: dict[str, str], body: bytes) -> str | None:
+    def _batch_refusal(self, header: SendMessageRequestHeader, batch_props: dict[str, str],
+                       prepared: bool) -> str | None:
         """The store's refusals of a batch (CommitLog.asyncPutMessages): no transactions, no delay. A body over
-        maxMessageSize is refused after these, by MessageExtEncoder's exception (BATCH_TOO_BIG_REMARK)."""
+        maxMessageSize is refused after these, by MessageExtEncoder's exception (BATCH_TOO_BIG_REMARK). A
+        ``prepared`` batch (rmq's transactional batch) is a transaction, but still never delayed."""
         delay = batch_props.get(PROPERTY_DELAY_TIME_LEVEL, "0")
         delayed = delay.lstrip("-").isdigit() and int(delay) > 0
-        if transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE or delayed:
+        if prepared and delayed:
+            return f"a prepared batch cannot be delayed (DELAY={delay}): transactional messages are never delayed"
+        if (transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE and not prepared) or delayed:
             return self._illegal_remark()
         return None
+
+    async def _send_half_batch(self, conn: RemotingConnection, request: RemotingCommand,
+                               header: SendMessageRequestHeader, config: TopicConfig, queue_id: int,
+                               items: list[BatchMessage], transaction_id: str | None) -> RemotingCommand:
+        """rmq's prepared batch: each item a half message (as if sent alone) bound for ``queue_id``, all in one put,
+        each registered open; refused whole, nothing stored, when one item may not be (transaction/batch.py)."""
+        if self.broker_config.reject_transaction_message:
+            return self._answer(request, ResponseCode.NO_PERMISSION, self._transactions_forbidden())
+        refusal = half_batch_refusal(items, header.producer_group)
+        if refusal is not None:
+            return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
+        sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
+        cluster = self.broker_config.broker_cluster_name
+        msgs = [half_message(StoreMessage(
+            header.topic, queue_id, item.body,
+            java_ordered({**self._with_broker_properties(dict(item.properties)), PROPERTY_CLUSTER: cluster}),
+            item.flag, sys_flag, header.born_timestamp, host, header.reconsume_times or 0)) for item in items]
+        result = await self._put(msgs, len(request.body))
+        if result is None:
+            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        for index, msg in enumerate(msgs):
+            self.transactional_message_service.half_stored(msg, result, index)
+        return self.put_response(request, result, queue_id, transaction_id)
 
     # -- the put and its answer ---------------------------------------------------------------------------------------
 

@@ -56,6 +56,9 @@ TRANS_GROUP = v.CID_SYS_RMQ_TRANS  # the consumer group whose offsets say how fa
 HALF_QUEUE_ID = 0  # every half message goes to queue 0; its op records to the op topic's queue 0
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVE_TAG: the tag of op records
 OFFSET_SEPARATOR = ","
+# BrokerConfig.transactionOpMsgMaxSize's default: Java's getOpMessage appends "offset," entries to an op body while
+# it is shorter than this, then starts the next op record; ours are cut the same way.
+OP_MSG_MAX_SIZE = 4096
 TCMT_QUEUE_NUMS = 1  # queues of TRANS_CHECK_MAX_TIME_TOPIC
 _JAVA_LONG = re.compile(r"[+-]?\d+")
 
@@ -96,6 +99,16 @@ def end_immunity_ms(text: str, transaction_timeout: int) -> int:
     (TransactionalMessageUtil.getImmunityTime: never less than the transaction timeout)."""
     seconds = parse_java_long(text)
     return max(0 if seconds is None else seconds * 1000, transaction_timeout)
+
+
+def past_end_immunity(half: MessageRecord, transaction_time_out: int, now_ms: int) -> bool:
+    """A producer's own end of a half message with CHECK_IMMUNITY_TIME_IN_SECONDS comes too late once that time (at
+    least transactionTimeOut) has passed: the check decides it now (EndTransactionProcessor's
+    rejectCommitOrRollback)."""
+    immunity = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if not immunity:
+        return False
+    return now_ms - half.born_timestamp > end_immunity_ms(immunity, transaction_time_out)
 
 
 # -- records -----------------------------------------------------------------------------------------------------------
@@ -145,6 +158,21 @@ def op_message(half_offsets: Iterable[int], store_host: bytes, now_ms: int) -> S
     each followed by "," (TransactionalMessageServiceImpl.deletePrepareMessage)."""
     body = "".join(f"{offset}{OFFSET_SEPARATOR}" for offset in half_offsets).encode()
     return StoreMessage(OP_TOPIC, HALF_QUEUE_ID, body, dict(_OP_PROPERTIES), 0, 0, now_ms, store_host)
+
+
+def op_messages(half_offsets: Iterable[int], store_host: bytes, now_ms: int,
+                max_size: int = OP_MSG_MAX_SIZE) -> list[tuple[StoreMessage, list[int]]]:
+    """The op records that end ``half_offsets``, each with the offsets it names: as many as Java's op batches would
+    be (an entry is added while the body is shorter than ``max_size``), in order."""
+    groups: list[list[int]] = []
+    size = max_size
+    for offset in half_offsets:
+        if size >= max_size:
+            groups.append([])
+            size = 0
+        groups[-1].append(offset)
+        size += len(str(offset)) + len(OFFSET_SEPARATOR)
+    return [(op_message(group, store_host, now_ms), group) for group in groups]
 
 
 def op_offsets(op: MessageRecord) -> list[int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -219,13 +219,15 @@ class TransactionalMessageService:
 
     # -- progress: the CID_RMQ_SYS_TRANS offsets ---------------------------------------------------------------------
 
-    def _done(self, half_offsets: list[int], op_offset: int | None = None) -> None:
-        if op_offset is not None:
-            self._op_refs[op_offset] = max(half_offsets, default=-1)
+    def _done(self, half_offsets: list[int], op_refs: Mapping[int, list[int]] | None = None) -> None:
+        """``half_offsets`` are ended or superseded; ``op_refs``: the op records just written (op queue offset ->
+        the half offsets it names)."""
+        for op_offset, named in (op_refs or {}).items():
+            self._op_refs[op_offset] = max(named, default=-1)
         moved = False
         for offset in half_offsets:
             moved = self.half.done(offset) or moved
-        if moved or op_offset is not None:
+        if moved or op_refs:
             self._progressed()
 
     def _progressed(self) -> None:
@@ -242,14 +244,16 @@ class TransactionalMessageService:
 
     # -- prepared sends --------------------------------------------------------------------------------------------
 
-    def half_stored(self, msg: StoreMessage, result: PutMessageResult) -> None:
-        """A prepared send was stored as ``msg`` (bridge.half_message): it is open from now on."""
+    def half_stored(self, msg: StoreMessage, result: PutMessageResult, index: int = 0) -> None:
+        """A prepared send was stored as ``msg`` (bridge.half_message), the ``index``-th record of the put
+        ``result`` (a prepared batch puts many): it is open from now on."""
         if not result.ok or result.append is None or msg.topic != HALF_TOPIC:
             return  # not stored, or a delay level sent it to the schedule topic instead (as Java's store hook does)
         append = result.append
         props = msg.properties
-        entry = HalfMessage(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{append.wrote_offset}",
-                            props.get(PROPERTY_PRODUCER_GROUP), append.queue_offset, append.wrote_offset,
+        wrote_offset = append.record_offsets[index]
+        entry = HalfMessage(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{wrote_offset}",
+                            props.get(PROPERTY_PRODUCER_GROUP), append.queue_offsets[index], wrote_offset,
                             msg.born_timestamp, append.store_timestamp,
                             bridge.parse_java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0,
                             props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS))
@@ -257,11 +261,17 @@ class TransactionalMessageService:
         self.open[entry.transaction_id] = entry
         values = props.values()
         if None not in values and "" not in values and "" not in props:  # else the stored properties say less
-            self.half_records.add(self.controller.store.stored_record(msg, append))
+            self.half_records.add(self.controller.store.stored_record(msg, append, index))
         if previous is not None and previous.busy is None:  # a producer's retry of the same send supersedes it
             previous.ended = True
             self.half_records.discard(previous.commit_log_offset)
             self._done([previous.queue_offset])
+
+    def is_open(self, half: MessageRecord) -> bool:
+        """Whether END_TRANSACTION may still end the transaction of the half record ``half``: open, or discarded by
+        the check since this broker started (Java ends those all the same)."""
+        tx = bridge.transaction_id(half)
+        return tx in self.open or tx in self._discarded
 
     def half_record(self, commit_log_offset: int) -> MessageRecord | None:
         """The record at ``commit_log_offset`` (getHalfMessageByOffset): kept since its prepared send, else read
@@ -313,13 +323,16 @@ class TransactionalMessageService:
             return
         offsets = [offset for _, entry_offsets, _, _ in ends for offset in entry_offsets]
         msgs = [msg for _, _, msg, _ in ends if msg is not None]
-        msgs.append(self._op(offsets))
-        task = asyncio.get_running_loop().create_task(self._store_ends(ends, offsets, msgs))
+        ops = bridge.op_messages(offsets, self.controller.store.store_host, now_ms())  # Java's op batch sizes
+        msgs += [op for op, _ in ops]
+        task = asyncio.get_running_loop().create_task(self._store_ends(ends, offsets, msgs,
+                                                                       [named for _, named in ops]))
         self._end_tasks.add(task)
         task.add_done_callback(self._end_tasks.discard)
 
     async def _store_ends(self, ends: list[tuple[HalfMessage, list[int], StoreMessage | None, asyncio.Future]],
-                          offsets: list[int], msgs: list[StoreMessage]) -> None:
+                          offsets: list[int], msgs: list[StoreMessage], op_groups: list[list[int]]) -> None:
+        """Put ``msgs`` (the committed messages, then one op record per ``op_groups`` entry) and settle each end."""
         try:
             result = await self.controller.put_messages(msgs)
         except asyncio.CancelledError:
@@ -337,7 +350,8 @@ class TransactionalMessageService:
                 if self.open.get(entry.transaction_id) is entry:
                     del self.open[entry.transaction_id]
                 self.half_records.discard(entry.commit_log_offset)
-            self._done(offsets, result.append.queue_offsets[-1])
+            op_offsets = result.append.queue_offsets[-len(op_groups):]
+            self._done(offsets, dict(zip(op_offsets, op_groups, strict=True)))
         for _, _, _, future in ends:
             if not future.done():
                 future.set_result(result)
@@ -350,7 +364,7 @@ class TransactionalMessageService:
         if self.open.get(entry.transaction_id) is entry:
             del self.open[entry.transaction_id]
         self.half_records.discard(entry.commit_log_offset)
-        self._done(half_offsets, op_offset)
+        self._done(half_offsets, None if op_offset is None else {op_offset: half_offsets})
 
     async def _claim(self, entry: HalfMessage) -> bool:
         """Make ``entry`` ours to write for; False when it ended meanwhile."""
