@@ -143,7 +143,8 @@ def send_plain_batches(namesrv: str, topic: str, bodies: list[bytes], batch_rows
         for n, first in enumerate(range(0, len(bodies), batch_rows)):
             mq = queues[n % len(queues)]
             addr = client.broker_addr(mq)
-            pipe = pipes.get(addr) or pipes.setdefault(addr, Pipeline(client.client(addr), window=window))
+            pipe = pipes.get(addr) or pipes.setdefault(addr, Pipeline(client.client(addr), window=window,
+                                                                          timeout_ms=30_000))
             batch = MessageBatch([Message(topic, body) for body in bodies[first:first + batch_rows]])
             header = protocol.send_message_header("bench_plain", batch, mq, 0, batch=True)
             check_stored(pipe.submit(protocol.send_message_request(header, batch.body, batch=True)))

@@ -31,7 +31,7 @@ from broker.remoting.command import RemotingCommand
 from broker.remoting.transaction_batch import END_TRANSACTION_BATCH_MAX
 from connector.decisions import DecisionLog, decision_records
 from connector.options import SinkOptions
-from connector.sink_send import supports_batch
+from connector.sink_send import BATCHES_IN_FLIGHT, supports_batch
 from connector.sink_task import BrokerHandles, PlainCommit, TaskCommit
 
 log = logging.getLogger(__name__)
@@ -78,10 +78,12 @@ class _Ends:
     def add(self, commit: TaskCommit, handles: BrokerHandles) -> None:
         address = handles.address
         if address not in self.pipes:
-            self.pipes[address] = Pipeline(self.client.client(address), window=self.opts.max_in_flight,
+            self.batched[address] = supports_batch(self.client, address, self.opts)
+            window = min(self.opts.max_in_flight, BATCHES_IN_FLIGHT) if self.batched[address] else \
+                self.opts.max_in_flight
+            self.pipes[address] = Pipeline(self.client.client(address), window=window,
                                            timeout_ms=self.opts.send_timeout_ms)
             self.outs[address] = []
-            self.batched[address] = supports_batch(self.client, address, self.opts)
             self.names[address] = handles.broker_name
         if self.batched[address]:
             self._add_batched(commit, handles)

@@ -51,6 +51,9 @@ COMPRESS_OVER = 4096  # the producer's compressMsgBodyOverHowmuch
 # A batch closes at this many rows or bytes (well below the broker's maxMessageSize, 4 MiB by default).
 BATCH_MAX_ROWS = 256
 BATCH_MAX_BYTES = 1024 * 1024
+# Batches in flight per connection at most (maxInFlight if lower): a few keep the broker busy, while a deep queue of
+# them only makes the last one wait longer for its answer (sendTimeoutMs counts from its send).
+BATCHES_IN_FLIGHT = 4
 # A broker in flow control answers SYSTEM_BUSY without storing anything; the request is sent again after a pause
 # that doubles each time (Java's producer retries SYSTEM_BUSY too), this many times at most.
 BUSY_RETRIES = 5
@@ -158,17 +161,18 @@ class RowSender:
                     pair = templates[mq.broker_name] = (half_message_template(self.group, topic, mq.broker_name),
                                                         batch_message_template(self.group, topic, mq.broker_name))
                 if addr not in self._pipes:
+                    self._batched[addr] = self.ALWAYS_BATCHED or supports_batch(self.client, addr, self.opts)
                     self._pipes[addr] = self._pipeline(addr)
                     self._broker_names[addr] = mq.broker_name
                     self._in_flight[addr] = {}
                     self._out[addr] = []
-                    self._batched[addr] = self.ALWAYS_BATCHED or supports_batch(self.client, addr, self.opts)
                 targets.append(_Target(mq, addr, index, pair, self._batched[addr]))
             self._targets[topic] = targets
         return targets
 
     def _pipeline(self, addr: str) -> Pipeline:
-        return Pipeline(self.client.client(addr), window=self.opts.max_in_flight, timeout_ms=self.opts.send_timeout_ms)
+        window = min(self.opts.max_in_flight, BATCHES_IN_FLIGHT) if self._batched[addr] else self.opts.max_in_flight
+        return Pipeline(self.client.client(addr), window=window, timeout_ms=self.opts.send_timeout_ms)
 
     def _publish_queues(self, topic: str) -> list[MessageQueue]:
         """The queues to send ``topic``'s rows to: those of brokers with a master (as the producer's), waiting up
