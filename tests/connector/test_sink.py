@@ -13,7 +13,7 @@ from chispa import assert_df_equality
 
 from broker.common.errors import ConnectorOptionError
 from connector.options import SinkOptions
-from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues
+from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, routed_queues, takes_transaction_batches
 from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 
@@ -28,13 +28,20 @@ def sink_options(cluster: Cluster, resolver_dir: Path, **extra: object) -> dict[
 
 
 @pytest.mark.smoke
-def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Path, topic_name: str) -> None:
+def test_batch_write_every_column(spark, sink_cluster_both: Cluster, resolver_dir: Path, topic_name: str,
+                                  request: pytest.FixtureRequest) -> None:
+    """Both ways of sending (prepared batches and END_TRANSACTION_BATCH; one half message and END_TRANSACTION per
+    row): every column arrives, a sharding key's rows in one queue in row order, each row once; rows of 4 KiB and
+    more go alone, compressed, beside the batches."""
     from pyspark.sql import Row
 
-    rows = [Row(body=f"b{i}".encode(), tags=f"t{i % 3}", keys=f"k{i} kk{i}", properties={"p": str(i)},
-                shardingKey=f"s{i % 4}") for i in range(40)]
-    df = spark.createDataFrame(rows, "body binary, tags string, keys string, properties map<string,string>, "
-                                     "shardingKey string").repartition(3)
+    sink_cluster = sink_cluster_both
+    assert takes_transaction_batches(sink_cluster) == ("batched" in request.node.callspec.id)
+    rows = [Row(body=f"b{i}".encode() + (b"x" * 5000 if i % 10 == 7 else b""), tags=f"t{i % 3}",
+                keys=f"k{i} kk{i}", properties={"p": str(i)}, shardingKey=f"s{i % 4}") for i in range(600)]
+    # three tasks, each with a slice of the rows in order (no shuffle: the order within a task is known)
+    schema = "body binary, tags string, keys string, properties map<string,string>, shardingKey string"
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), schema)
     df.write.format("rmq").options(**sink_options(sink_cluster, resolver_dir, topic=topic_name)).mode("append").save()
 
     # the driver commits what it can at once; anything it left (a slow machine) the resolver commits on the check
@@ -52,6 +59,13 @@ def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Pa
         queues.setdefault(m.properties["p"] and f"s{int(m.properties['p']) % 4}", set()).add(m.queue_id)
     assert all(len(q) == 1 for q in queues.values()), queues
     assert Counter(m.body for m in seen).most_common(1)[0][1] == 1
+    partition_of = dict(df.rdd.mapPartitionsWithIndex(lambda i, it: ((int(r.properties["p"]), i) for r in it))
+                        .collect())
+    by_queue: dict[tuple[int, int], list[int]] = {}
+    for m in sorted(seen, key=lambda m: (m.queue_id, m.queue_offset)):
+        p = int(m.properties["p"])
+        by_queue.setdefault((m.queue_id, partition_of[p]), []).append(p)
+    assert all(ps == sorted(ps) for ps in by_queue.values()), by_queue
 
 
 @pytest.mark.parametrize(("partitions", "failing"), [(2, 1), (1, 0)], ids=["one-of-two-fails", "every-task-fails"])
