@@ -1,11 +1,21 @@
-"""Spark sink throughput: ``df.write.format("rmq")`` (exactly once: a half message per row, the decision, an
-END_TRANSACTION per row) beside ``df.write.format("noop")`` on the same cached DataFrame, in the same run.
+"""Spark sink throughput: ``df.write.format("rmq")`` each way it can send, beside the same rows sent as the
+client's plain batches (outside Spark) and ``df.write.format("noop")``, on the same cached DataFrame, in the same
+run.
 
 For each target (our broker; Apache RocketMQ 5.5.0's with ``--targets apache``), one cluster at a time: a local Spark
-session (``--master``, default local[2]) writes ``--rows`` rows of ``--size``-byte bodies in ``--partitions`` tasks,
-first to noop, then to rmq (repeated ``--repeat`` times, best kept). Printed: rows/s of each and rmq / noop. With
-``--profile DIR`` the executors' Python workers run under cProfile (spark.python.profile) and the top entries are
-printed. Nothing here asserts on time.
+session (``--master``, default local[2]) writes ``--rows`` rows of ``--size``-byte bodies in ``--partitions`` tasks:
+
+- **noop**: Spark's own cost of the job;
+- **plain batches**: the rows, collected once, sent by this process as the client's own plain batches (256 rows a
+  batch, round robin over the queues, pipelined): what the sink is measured against;
+- **at-least-once**: ``guarantee=at-least-once`` (plain batches from the tasks);
+- **exactly-once**: the default; on ours the broker takes prepared batches and END_TRANSACTION_BATCH
+  (``batched``), on Apache's one half message and END_TRANSACTION per row (``per-row``);
+- **exactly-once per-row** (ours): the same with the broker's ``rmqTransactionBatchEnable`` set to false, live.
+
+Each repeated ``--repeat`` times, best kept. Printed: rows/s and the ratio to plain batches. With ``--profile DIR``
+the executors' Python workers run under cProfile (spark.python.profile) and the top entries are printed. Nothing
+here asserts on time.
 
 Examples
 --------
@@ -29,6 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.sink_rows import send_plain_batches, set_batch_enable  # noqa: E402
 from bench.targets import TARGETS, running_target  # noqa: E402
 
 
@@ -43,6 +54,17 @@ def stop_resolvers(resolver_dir: Path) -> None:
     for pid_file in resolver_dir.glob("*.pid"):
         with contextlib.suppress(ValueError, ProcessLookupError):
             os.kill(int(pid_file.read_text().split(" ")[0]), signal.SIGTERM)
+
+
+def best(repeat: int, action: object) -> float:
+    return min(timed(action) for _ in range(repeat))
+
+
+def master_of(namesrv: str, topic: str) -> str:
+    from broker.client.blocking import BlockingClient
+
+    with BlockingClient(namesrv) as client:
+        return client.broker_addr(client.fetch_publish_queues(topic)[0])
 
 
 def main() -> int:
@@ -74,7 +96,8 @@ def main() -> int:
     df.count()
     print(f"# {platform.machine()} {platform.python_version()} pyspark {spark.version}; {args.rows:,} rows of "
           f"{args.size} B in {args.partitions} tasks, master {args.master}, maxInFlight {args.max_in_flight}")
-    print("| target | noop rows/s | rmq rows/s | rmq / noop |")
+    bodies = [r.body.encode() for r in df.select("body").collect()]
+    print("| target | way | rows/s | / plain batches |")
     print("|---|---|---|---|")
     for target in args.targets:
         with tempfile.TemporaryDirectory(prefix=f"bench-sink-{target}-") as tmp, \
@@ -82,11 +105,26 @@ def main() -> int:
             options = {"namesrvAddr": namesrv, "topic": "BenchSink", "resolverDir": str(Path(tmp) / "resolvers"),
                        "resolverIdleTimeoutSeconds": "30", "maxInFlight": str(args.max_in_flight)}
             df.limit(10).write.format("rmq").options(**options).mode("append").save()  # topic, resolver, warm-up
-            noop = min(timed(lambda: df.write.format("noop").mode("overwrite").save()) for _ in range(args.repeat))
-            writer = df.write.format("rmq").options(**options).mode("append")
-            rmq = min(timed(writer.save) for _ in range(args.repeat))
-            print(f"| {target} | {args.rows / noop:,.0f} | {args.rows / rmq:,.0f} | {noop / rmq:.3f} |", flush=True)
-            stop_resolvers(Path(tmp) / "resolvers")
+            plain = best(args.repeat, lambda: send_plain_batches(namesrv, "BenchSink", bodies, 256,
+                                                                 args.max_in_flight))
+            ways = {"noop": best(args.repeat, lambda: df.write.format("noop").mode("overwrite").save()),
+                    "plain batches": plain}
+            at_least_once = {k: v for k, v in options.items() if not k.startswith("resolver")}
+            writer = df.write.format("rmq").options(**at_least_once, guarantee="at-least-once").mode("append")
+            ways["at-least-once"] = best(args.repeat, writer.save)
+            eo = "exactly-once batched" if target == "ours" else "exactly-once per-row"
+            ways[eo] = best(args.repeat, df.write.format("rmq").options(**options).mode("append").save)
+            if target == "ours":
+                broker_addr = master_of(namesrv, "BenchSink")
+                set_batch_enable(broker_addr, False)
+                try:
+                    ways["exactly-once per-row"] = best(
+                        args.repeat, df.write.format("rmq").options(**options).mode("append").save)
+                finally:
+                    set_batch_enable(broker_addr, True)
+            for way, seconds in ways.items():
+                print(f"| {target} | {way} | {args.rows / seconds:,.0f} | {plain / seconds:.2f} |", flush=True)
+            stop_resolvers(Path(tmp) / "resolvers")  # the resolver this run started
     if args.profile:
         spark.sparkContext.show_profiles()
     spark.stop()

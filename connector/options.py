@@ -331,7 +331,7 @@ class SourceOptions:
 
 SINK_OPTIONS = (
     "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
-    "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "faultInjection",
+    "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "guarantee", "faultInjection",
 )
 # Sink options the README does not list: fault injection for the suite's failure tests.
 UNDOCUMENTED_SINK_OPTIONS = ("faultInjection",)
@@ -341,6 +341,12 @@ DEFAULT_CHECK_IMMUNITY_S = 120  # the driver commits halves younger than half of
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_SEND_TIMEOUT_MS = 10_000
 DEFAULT_RESOLVER_IDLE_S = 900
+# What the sink promises (option ``guarantee``): exactly once through half messages and the decision log, or at
+# least once through plain batches (no half message, no decision, no resolver: a retried task sends its rows again).
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
+GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+# Options only the exactly-once protocol reads: refused beside guarantee=at-least-once, where they would do nothing.
+_EXACTLY_ONCE_ONLY = ("decisionTopic", "checkImmunitySeconds", "resolverIdleTimeoutSeconds", "resolverDir")
 # A master restarted after a crash is back within seconds to a minute; a task or commit that needs it waits this
 # long (a slave cannot take half messages, decisions or END_TRANSACTION), then fails naming the brokerName.
 DEFAULT_MASTER_WAIT_MS = 30_000
@@ -366,6 +372,7 @@ class SinkOptions:
     resolver_idle_timeout_s: int = DEFAULT_RESOLVER_IDLE_S
     resolver_dir: str | None = None
     master_wait_ms: int = DEFAULT_MASTER_WAIT_MS
+    guarantee: str = EXACTLY_ONCE
     fault: Mapping[str, object] | None = None
 
     @classmethod
@@ -381,11 +388,12 @@ class SinkOptions:
             _check_sink_topic("topic option", topic)
         if schema is not None:
             check_sink_schema(schema, topic)
+        guarantee = _guarantee(reader)
         sink_id, explicit = reader.str("sinkId"), True
         if sink_id is not None:
             if not re.fullmatch(SINK_ID_PATTERN, sink_id):
                 raise ConnectorOptionError(f"option sinkId must match {SINK_ID_PATTERN}, got {sink_id!r}")
-        elif streaming:
+        elif streaming and guarantee == EXACTLY_ONCE:
             checkpoint = options.get("checkpointLocation") or options.get("checkpointlocation")
             if not checkpoint:
                 raise ConnectorOptionError(
@@ -416,12 +424,30 @@ class SinkOptions:
             send_timeout_ms=reader.int("sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, minimum=1),
             resolver_idle_timeout_s=reader.int("resolverIdleTimeoutSeconds", DEFAULT_RESOLVER_IDLE_S, minimum=1),
             resolver_dir=reader.str("resolverDir"),
-            master_wait_ms=reader.int("masterWaitTimeoutMs", DEFAULT_MASTER_WAIT_MS, minimum=0), fault=fault)
+            master_wait_ms=reader.int("masterWaitTimeoutMs", DEFAULT_MASTER_WAIT_MS, minimum=0), guarantee=guarantee,
+            fault=fault)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == EXACTLY_ONCE
 
     @property
     def producer_group(self) -> str:
         """The producer group of the sink's half messages: the broker asks this group's producer (the resolver)."""
         return f"RMQ_SINK_{self.sink_id}"
+
+
+def _guarantee(reader: OptionReader) -> str:
+    """The ``guarantee`` option, lower-cased; the exactly-once options are refused beside at-least-once."""
+    text = reader.str("guarantee", EXACTLY_ONCE)
+    guarantee = text.lower()
+    if guarantee not in GUARANTEES:
+        raise ConnectorOptionError(f"option guarantee must be {' or '.join(GUARANTEES)}, got {text!r}")
+    given = [name for name in _EXACTLY_ONCE_ONLY if reader.has(name)]
+    if guarantee == AT_LEAST_ONCE and given:
+        raise ConnectorOptionError(f"option(s) {', '.join(given)} apply only to guarantee={EXACTLY_ONCE} (an "
+                                   f"{AT_LEAST_ONCE} sink sends plain messages: no half message, decision or resolver)")
+    return guarantee
 
 
 def _check_sink_topic(what: str, topic: str) -> None:

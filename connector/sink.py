@@ -3,15 +3,17 @@
 Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
 
 1. **Tasks** (executors) send every row as a half message of the sink's producer group ``RMQ_SINK_<sinkId>``
-   (TRAN_MSG=true, PGROUP; invisible to consumers), pipelined, up to ``maxInFlight`` per broker connection (RocketMQ
-   refuses transactional batches). Each half carries RMQ_SINK_ID, RMQ_SINK_BATCH and RMQ_SINK_RUN: the sink, the
-   batch (streaming: Spark's ``streaming.sql.batchId`` local property; batch jobs: a fresh "job-<uuid>")
-   and a task-run id, fresh for every ``write()`` call, so a retried or speculative attempt has its own. Halves carry
-   CHECK_IMMUNITY_TIME_IN_SECONDS (``checkImmunitySeconds``, default 120): the broker does not check them earlier,
-   and refuses the producer's own END_TRANSACTION later. A task returns a TaskCommit: its run id(s), row count, and
-   the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY). A task whose master
-   is not routed, or whose connection to it breaks, waits for it (``masterWaitTimeoutMs``); halves that were in
-   flight then are sent again under a new run id, and the first copies are listed as dropped (run, UNIQ_KEY).
+   (TRAN_MSG=true, PGROUP; invisible to consumers), pipelined per broker connection: in prepared batches to a broker
+   that says it takes them (rmq's extension), else one request per row, up to ``maxInFlight`` (RocketMQ's own broker
+   refuses transactional batches; connector/sink_send.py). Each half carries RMQ_SINK_ID, RMQ_SINK_BATCH and
+   RMQ_SINK_RUN: the sink, the batch (streaming: Spark's ``streaming.sql.batchId`` local property; batch jobs: a
+   fresh "job-<uuid>") and a task-run id, fresh for every ``write()`` call, so a retried or speculative attempt has
+   its own. Halves carry CHECK_IMMUNITY_TIME_IN_SECONDS (``checkImmunitySeconds``, default 120): the broker does not
+   check them earlier, and refuses the producer's own END_TRANSACTION later. A task returns a TaskCommit: its run
+   id(s), row count, and the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY).
+   A task whose master is not routed, or whose connection to it breaks, waits for it (``masterWaitTimeoutMs``);
+   halves that were in flight then are sent again under a new run id, and the first copies are listed as dropped
+   (run, UNIQ_KEY).
 2. **commit(messages, batchId)** on the driver, in a short-lived Python worker (PySpark re-creates the writer for
    each call, so nothing lives in the driver's memory between calls):
 
@@ -23,8 +25,9 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
       decided (Spark re-runs a batch after a driver restart), the decided attempt wins: the new attempt's halves are
       rolled back at once, the decided ones are left to the resolver (see 3), and commit returns;
    c. else record the decision durably first (the winning run ids, then a "decided" record; acknowledged sends);
-   d. then END_TRANSACTION COMMIT (two-way, pipelined, in order per queue when rows had a shardingKey) for the
-      handles of tasks whose first half is younger than half the immunity time. Older ones are left to the check;
+   d. then END_TRANSACTION COMMIT (two-way, pipelined, in order per queue when rows had a shardingKey; up to 1024
+      handles per END_TRANSACTION_BATCH to a broker that takes batches) for the handles of tasks whose first half is
+      younger than half the immunity time. Older ones are left to the check;
    e. a batch job whose every half the driver ended, all sent by first task attempts, is recorded "ended", so its
       resolver exits at once; otherwise the driver makes sure a resolver is ready for what it left (when the
       resolver exits: connector/settle.py).
@@ -52,7 +55,8 @@ columns only a read has (brokerName, queueOffset, msgId, storeTimestamp...) are 
 ``format("rmq")`` can be written as it is (connector/columns.py).
 
 Modules: ``connector.sink_task`` is step 1 (``HalfSender``, ``write_task``, the ``TaskCommit`` a task returns),
-``connector.sink_commit`` steps 2 to 4 (``commit_batch``, ``abort_batch``, ``end_transactions``); this one holds
+``connector.sink_send`` how rows become requests (also the at-least-once sink's plain batches, which skip steps 2
+to 4), ``connector.sink_commit`` steps 2 to 4 (``commit_batch``, ``abort_batch``, ``end_transactions``); this one holds
 the Spark writers that call them.
 """
 
@@ -71,7 +75,7 @@ from pyspark.sql.types import StructType
 from broker.common.errors import ConnectorError
 from connector.options import SinkOptions
 from connector.sink_commit import abort_batch, commit_batch
-from connector.sink_task import TaskCommit, write_task
+from connector.sink_task import PlainCommit, TaskCommit, write_task
 
 # -- the Spark writers -----------------------------------------------------------------------------------------------
 
@@ -83,7 +87,7 @@ class RmqStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         self.schema = schema
 
-    def write(self, iterator: Iterator[object]) -> TaskCommit:
+    def write(self, iterator: Iterator[object]) -> TaskCommit | PlainCommit:
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -109,13 +113,13 @@ class RmqBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.schema = schema
         self.batch = f"job-{uuid.uuid4().hex}"
-        if opts.topic is not None:  # the option overrides a topic column: every row goes there
+        if opts.topic is not None and opts.exactly_once:  # the option overrides a topic column: every row goes there
             # the sink id is fresh per job by default: its resolver starts now, while the tasks run (commit waits)
             from connector.resolver import start_resolver
 
             start_resolver(opts, [opts.topic])
 
-    def write(self, iterator: Iterator[object]) -> TaskCommit:
+    def write(self, iterator: Iterator[object]) -> TaskCommit | PlainCommit:
         return write_task(self.opts, iterator, self.batch)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -19,13 +19,20 @@ from dataclasses import dataclass
 
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.route import MASTER_ID
-from broker.client.transaction import LocalTransactionState, end_transaction_template
+from broker.client.transaction import (
+    LocalTransactionState,
+    end_transaction_batch_request,
+    end_transaction_template,
+    parse_end_transaction_batch_response,
+)
 from broker.common.errors import ConnectorError, MQClientError, RemotingError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from broker.remoting.transaction_batch import END_TRANSACTION_BATCH_MAX
 from connector.decisions import DecisionLog, decision_records
 from connector.options import SinkOptions
-from connector.sink_task import TaskCommit
+from connector.sink_send import BATCHES_IN_FLIGHT, supports_batch
+from connector.sink_task import BrokerHandles, PlainCommit, TaskCommit
 
 log = logging.getLogger(__name__)
 
@@ -39,74 +46,137 @@ class EndCounts:
 
 def end_transactions(client: BlockingClient, opts: SinkOptions, commits: Sequence[TaskCommit],
                      state: LocalTransactionState) -> EndCounts:
-    """END_TRANSACTION ``state`` for every handle of ``commits``, two-way and pipelined per broker (framed from a
-    template per topic and broker, written a chunk at a time); in order per queue for tasks that used sharding keys.
-    Failures are counted, not raised: what the driver does not end, the check ends (the decision is recorded
-    already)."""
-    counts = EndCounts()
-    pipes: dict[str, Pipeline] = {}
-    outs: dict[str, list[tuple[int, bytes, None]]] = {}
-    templates: dict[tuple[str, str], RequestTemplate] = {}
-    group = opts.producer_group
-    chunk = max(1, opts.max_in_flight // 4)
-
-    def tally(done: list[tuple[object, RemotingCommand]]) -> None:
-        for _, response in done:
-            if response.code == ResponseCode.SUCCESS:
-                counts.ended += 1
-            elif response.code == ResponseCode.ILLEGAL_OPERATION:
-                counts.late += 1
-            else:
-                counts.failed += 1
-                log.warning("rmq sink %s: END_TRANSACTION %s answered %s %s", opts.sink_id, state.value,
-                            response.code, response.remark)
-
-    def send_out(address: str) -> None:
-        out = outs[address]
-        try:
-            tally(pipes[address].submit_frames(out))
-        except RemotingError as err:
-            counts.failed += len(out)
-            log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
-        out.clear()
-
+    """END_TRANSACTION ``state`` for every handle of ``commits``, two-way and pipelined per broker: to a broker that
+    takes them (asked once per call and master), END_TRANSACTION_BATCH requests of up to END_TRANSACTION_BATCH_MAX
+    handles per topic; to others one END_TRANSACTION per handle (framed from a template per topic and broker,
+    written a chunk at a time). In order per queue for tasks that used sharding keys (a queue's handles in row
+    order, one request of the queue in flight at a time). Failures are counted, not raised: what the driver does
+    not end, the check ends (the decision is recorded already)."""
+    ends = _Ends(client, opts, state)
     for commit in commits:
         for handles in commit.brokers:
-            address = handles.address
-            pipe = pipes.get(address)
-            if pipe is None:
-                pipe = pipes[address] = Pipeline(client.client(address), window=opts.max_in_flight,
-                                                 timeout_ms=opts.send_timeout_ms)
-                outs[address] = []
-            out = outs[address]
-            by_topic = []
-            for topic in commit.topics:
-                template = templates.get((topic, handles.broker_name))
-                if template is None:
-                    template = templates[topic, handles.broker_name] = end_transaction_template(
-                        group, topic, handles.broker_name, state)
-                by_topic.append(template)
-            for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
-                opaque, frame = by_topic[topic_index].frame((str(queue_offset), str(commit_log_offset), uniq, uniq))
-                if not commit.ordered:
-                    out.append((opaque, frame, None))
-                    if len(out) >= chunk:
-                        send_out(address)
-                    continue
-                try:
-                    tally(pipe.submit_frame(opaque, frame, None, (commit.topics[topic_index], queue_id)))
-                except RemotingError as err:
-                    counts.failed += 1
-                    log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", opts.sink_id, address, err)
-    for address, pipe in pipes.items():
-        if outs[address]:
-            send_out(address)
+            ends.add(commit, handles)
+    ends.finish()
+    return ends.counts
+
+
+class _Ends:
+    """The END_TRANSACTIONs of one ``end_transactions`` call, per broker address."""
+
+    def __init__(self, client: BlockingClient, opts: SinkOptions, state: LocalTransactionState) -> None:
+        self.client, self.opts, self.state = client, opts, state
+        self.counts = EndCounts()
+        self.chunk = max(1, opts.max_in_flight // 4)
+        self.pipes: dict[str, Pipeline] = {}
+        self.batched: dict[str, bool] = {}
+        self.names: dict[str, str] = {}  # brokerName by address
+        self.outs: dict[str, list[tuple[int, bytes, int]]] = {}
+        self.templates: dict[tuple[str, str], RequestTemplate] = {}
+        # batched brokers: the handles not sent yet, by (address, topic, queue id or None when unordered)
+        self.groups: dict[tuple[str, str, int | None], list[tuple[int, int, str]]] = {}
+
+    def add(self, commit: TaskCommit, handles: BrokerHandles) -> None:
+        address = handles.address
+        if address not in self.pipes:
+            self.batched[address] = supports_batch(self.client, address, self.opts)
+            window = min(self.opts.max_in_flight, BATCHES_IN_FLIGHT) if self.batched[address] else \
+                self.opts.max_in_flight
+            self.pipes[address] = Pipeline(self.client.client(address), window=window,
+                                           timeout_ms=self.opts.send_timeout_ms)
+            self.outs[address] = []
+            self.names[address] = handles.broker_name
+        if self.batched[address]:
+            self._add_batched(commit, handles)
+        else:
+            self._add_rows(commit, handles)
+
+    def _add_batched(self, commit: TaskCommit, handles: BrokerHandles) -> None:
+        for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
+            key = (handles.address, commit.topics[topic_index], queue_id if commit.ordered else None)
+            group = self.groups.setdefault(key, [])
+            group.append((commit_log_offset, queue_offset, uniq))
+            if len(group) >= END_TRANSACTION_BATCH_MAX:
+                self._send_group(key)
+
+    def _send_group(self, key: tuple[str, str, int | None]) -> None:
+        address, topic, queue_id = key
+        group = self.groups.pop(key)
+        request = end_transaction_batch_request(self.opts.producer_group, topic, self.names[address], self.state,
+                                                group)
+        order_key = None if queue_id is None else (topic, queue_id)
         try:
-            tally(pipe.drain())
+            self._tally(self.pipes[address].submit(request, group, order_key))
         except RemotingError as err:
-            counts.failed += pipe.in_flight
-            log.warning("rmq sink %s: END_TRANSACTION responses from %s lost: %s", opts.sink_id, address, err)
-    return counts
+            self._lost(address, len(group), err)
+
+    def _add_rows(self, commit: TaskCommit, handles: BrokerHandles) -> None:
+        address = handles.address
+        pipe, out = self.pipes[address], self.outs[address]
+        by_topic = []
+        for topic in commit.topics:
+            template = self.templates.get((topic, handles.broker_name))
+            if template is None:
+                template = self.templates[topic, handles.broker_name] = end_transaction_template(
+                    self.opts.producer_group, topic, handles.broker_name, self.state)
+            by_topic.append(template)
+        for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
+            opaque, frame = by_topic[topic_index].frame((str(queue_offset), str(commit_log_offset), uniq, uniq))
+            if not commit.ordered:
+                out.append((opaque, frame, 1))
+                if len(out) >= self.chunk:
+                    self._send_out(address)
+                continue
+            try:
+                self._tally(pipe.submit_frame(opaque, frame, 1, (commit.topics[topic_index], queue_id)))
+            except RemotingError as err:
+                self._lost(address, 1, err)
+
+    def _send_out(self, address: str) -> None:
+        out = self.outs[address]
+        try:
+            self._tally(self.pipes[address].submit_frames(out))
+        except RemotingError as err:
+            self._lost(address, len(out), err)
+        out.clear()
+
+    def finish(self) -> None:
+        for key in list(self.groups):
+            self._send_group(key)
+        for address, pipe in self.pipes.items():
+            if self.outs[address]:
+                self._send_out(address)
+            try:
+                self._tally(pipe.drain())
+            except RemotingError as err:
+                self.counts.failed += pipe.in_flight
+                log.warning("rmq sink %s: END_TRANSACTION responses from %s lost: %s", self.opts.sink_id, address,
+                            err)
+
+    def _tally(self, done: list[tuple[object, RemotingCommand]]) -> None:
+        """A request's context is 1 (an END_TRANSACTION) or the handles of an END_TRANSACTION_BATCH, which is ended
+        or refused whole (handles a check ended first, after the broker validated the batch, count as ended: they
+        are)."""
+        counts = self.counts
+        for context, response in done:
+            handles = context if isinstance(context, int) else len(context)
+            if response.code == ResponseCode.SUCCESS:
+                if not isinstance(context, int):
+                    result = parse_end_transaction_batch_response(response)
+                    if result.ended + result.already_ended != handles:
+                        log.warning("rmq sink %s: END_TRANSACTION_BATCH of %d half messages answered ended=%d, "
+                                    "alreadyEnded=%d", self.opts.sink_id, handles, result.ended,
+                                    result.already_ended)
+                counts.ended += handles
+            elif response.code == ResponseCode.ILLEGAL_OPERATION:
+                counts.late += handles
+            else:
+                counts.failed += handles
+                log.warning("rmq sink %s: END_TRANSACTION %s of %d half message(s) answered %s %s",
+                            self.opts.sink_id, self.state.value, handles, response.code, response.remark)
+
+    def _lost(self, address: str, handles: int, err: RemotingError) -> None:
+        self.counts.failed += handles
+        log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", self.opts.sink_id, address, err)
 
 
 def _task_commits(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> list[TaskCommit]:
@@ -127,6 +197,10 @@ def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: st
     waits for it up to masterWaitTimeoutMs; END_TRANSACTIONs that find no master are left to the check."""
     from connector.resolver import ensure_resolver, settle_commit
 
+    if not opts.exactly_once:
+        log.info("rmq sink %s: batch %s sent %d rows at least once", opts.sink_id, batch,
+                 sum(m.rows for m in messages if isinstance(m, PlainCommit)))
+        return  # the rows are visible already: nothing to decide
     commits = _task_commits(opts, messages, batch)
     if not any(c.rows for c in commits):
         return  # nothing was sent: nothing to decide
@@ -185,6 +259,10 @@ def abort_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str
     back on the broker's check only once the log says the job was aborted. A job whose commit failed after its
     decision may have been recorded (its master went away meanwhile) is not recorded aborted when the log shows
     it decided: its rows are committed, and the error says so."""
+    if not opts.exactly_once:
+        log.warning("rmq sink %s: batch %s aborted; the rows its tasks sent (at least once) stay visible",
+                    opts.sink_id, batch)
+        return
     commits = [m for m in messages if isinstance(m, TaskCommit) and m.sink_id == opts.sink_id]
     if not commits and not record:
         return

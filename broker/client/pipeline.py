@@ -77,8 +77,8 @@ class Pipeline:
     completed meanwhile; ``drain`` waits for the rest. Requests that must not overtake each other (END_TRANSACTION
     of one queue, which the broker may run on several threads) share an ``order_key``: one of them is in flight at
     a time. ``submit_frames`` writes many framed requests (RequestTemplate) with one ``sendall`` once the window has
-    room for all of them, so the broker reads them in one chunk too. Half messages cannot be batched (RocketMQ
-    refuses transactional batches), so this is how a sink keeps a broker busy without a thread per request.
+    room for all of them, so the broker reads them in one chunk too. RocketMQ's broker refuses transactional
+    batches, so this is how a sink keeps such a broker busy with half messages without a thread per request.
     Single-threaded: one Pipeline per connection and caller.
 
     Examples:
@@ -130,6 +130,14 @@ class Pipeline:
         pending = self._pending
         for opaque, _, context in frames:
             pending[opaque] = (context, None, deadline)
+        return done
+
+    def wait_for(self, order_key: object) -> list[tuple[object, RemotingCommand]]:
+        """Read answers until no request of ``order_key`` is in flight: for a caller that must act on that answer
+        (send the request again, say) before the next request of the key goes out."""
+        done: list[tuple[object, RemotingCommand]] = []
+        while order_key in self._busy_keys:
+            done += self._read_some()
         return done
 
     def drain(self) -> list[tuple[object, RemotingCommand]]:

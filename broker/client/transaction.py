@@ -263,14 +263,26 @@ def half_properties(group: str, extra: Mapping[str, str]) -> str:
 
 def half_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
     """SEND_MESSAGE_V2 of a half message of ``group`` to ``topic`` on ``broker_name``, as send_message_header fills
-    it, with queueId, sysFlag, bornTimestamp and properties open (in that order)."""
+    it, with queueId, sysFlag, bornTimestamp and properties open (in that order). Nothing in the frame but the
+    sysFlag and the properties makes it a half message: with plain ones it sends a plain message."""
+    return _send_template(RequestCode.SEND_MESSAGE_V2, group, topic, broker_name)
+
+
+def batch_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
+    """SEND_BATCH_MESSAGE of ``group`` to ``topic`` on ``broker_name`` (the body: message_batch.encode_batch_body),
+    with the same open fields as ``half_message_template``: a plain batch with sysFlag 0, rmq's prepared batch
+    (every item a half message) with TRANSACTION_PREPARED_TYPE."""
+    return _send_template(RequestCode.SEND_BATCH_MESSAGE, group, topic, broker_name)
+
+
+def _send_template(code: RequestCode, group: str, topic: str, broker_name: str) -> RequestTemplate:
     header = protocol.send_message_header(group, Message(topic, b""), MessageQueue(topic, broker_name, 0), 0,
-                                          batch=False)
+                                          batch=code == RequestCode.SEND_BATCH_MESSAGE)
     wire = SendMessageRequestHeader.V2_WIRE
     ext: dict[str, str | None] = dict(header.to_ext(wire))
     for name in ("queue_id", "sys_flag", "born_timestamp", "properties"):
         ext[wire[name]] = None
-    return RequestTemplate(RequestCode.SEND_MESSAGE_V2, ext)
+    return RequestTemplate(code, ext)
 
 
 def end_transaction_template(group: str, topic: str, broker_name: str,

@@ -52,15 +52,18 @@ class BatchMessage:
 
 def encode_batch_body(messages: Iterable[BatchMessage]) -> bytes:
     """The SEND_BATCH_MESSAGE body for ``messages`` (MessageDecoder.encodeMessages)."""
-    parts: list[bytes] = []
-    for msg in messages:
-        props = encode_properties(msg.properties).encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"properties are {len(props)} bytes, more than {MAX_PROPERTIES_LENGTH}")
-        size = BATCH_ITEM_HEAD.size + len(msg.body) + PROPERTIES_LENGTH.size + len(props)
-        parts += (BATCH_ITEM_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body,
-                  PROPERTIES_LENGTH.pack(len(props)), props)
-    return b"".join(parts)
+    return b"".join([encode_batch_item(msg.body, encode_properties(msg.properties).encode(), msg.flag)
+                     for msg in messages])
+
+
+def encode_batch_item(body: bytes, properties: bytes, flag: int = 0) -> bytes:
+    """One message's block of a batch body, its PROPERTIES field encoded already (a caller that builds each
+    message's properties string from parts, as the Spark sink does, skips the dict)."""
+    if len(properties) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties are {len(properties)} bytes, more than {MAX_PROPERTIES_LENGTH}")
+    size = BATCH_ITEM_HEAD.size + len(body) + PROPERTIES_LENGTH.size + len(properties)
+    return b"".join((BATCH_ITEM_HEAD.pack(size, 0, 0, flag, len(body)), body, PROPERTIES_LENGTH.pack(len(properties)),
+                     properties))
 
 
 def decode_batch_body(buf) -> list[BatchMessage]:

@@ -108,8 +108,30 @@ SINK_CHECK_IMMUNITY_S = 4  # ... of the tests that want the check to finish (com
 
 @pytest.fixture(scope="session")
 def sink_cluster(clusters: ClusterPool) -> Cluster:
-    """One NameServer and one broker with short transaction check timings, shared by the sink tests."""
+    """One NameServer and one broker with short transaction check timings, shared by the sink tests. Our broker
+    takes transactional batches by default (rmqTransactionBatchEnable): the sink sends its halves in prepared
+    batches and ends them with END_TRANSACTION_BATCH."""
     return clusters.shared(**SINK_BROKER_CONF)
+
+
+@pytest.fixture(params=["per-row", "batched"])
+def sink_cluster_both(request: pytest.FixtureRequest, clusters: ClusterPool) -> Cluster:
+    """The sink's cluster both ways: as ``sink_cluster`` (batched), and one whose broker has
+    rmqTransactionBatchEnable=false (one half message and END_TRANSACTION per row, as against Apache's broker).
+    For the core scenarios only: each use runs the test twice."""
+    if request.param == "batched":
+        return clusters.shared(**SINK_BROKER_CONF)
+    return clusters.shared(**SINK_BROKER_CONF, rmqTransactionBatchEnable=False)
+
+
+def takes_transaction_batches(cluster: Cluster) -> bool:
+    """What a sink task learns when it asks the cluster's broker (GET_BROKER_CONFIG)."""
+    from broker.client.blocking import BlockingRemotingClient
+    from broker.client.transaction import supports_transaction_batch
+
+    (broker,) = cluster.brokers
+    with BlockingRemotingClient(broker.addr) as client:
+        return supports_transaction_batch(client)
 
 
 def read_topic(namesrv_addr: str, topic: str) -> list:

@@ -15,7 +15,14 @@ from broker.client import BlockingClient
 from broker.common.errors import ConnectorOptionError
 from connector.decisions import DecisionLog
 from connector.options import SinkOptions
-from tests.connector.conftest import SINK_IMMUNITY_S, read_topic, resolver_gone, resolver_pids, routed_queues
+from tests.connector.conftest import (
+    SINK_IMMUNITY_S,
+    read_topic,
+    resolver_gone,
+    resolver_pids,
+    routed_queues,
+    takes_transaction_batches,
+)
 from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 
@@ -30,13 +37,20 @@ def sink_options(cluster: Cluster, resolver_dir: Path, **extra: object) -> dict[
 
 
 @pytest.mark.smoke
-def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Path, topic_name: str) -> None:
+def test_batch_write_every_column(spark, sink_cluster_both: Cluster, resolver_dir: Path, topic_name: str,
+                                  request: pytest.FixtureRequest) -> None:
+    """Both ways of sending (prepared batches and END_TRANSACTION_BATCH; one half message and END_TRANSACTION per
+    row): every column arrives, a sharding key's rows in one queue in row order, each row once; rows of 4 KiB and
+    more go alone, compressed, beside the batches."""
     from pyspark.sql import Row
 
-    rows = [Row(body=f"b{i}".encode(), tags=f"t{i % 3}", keys=f"k{i} kk{i}", properties={"p": str(i)},
-                shardingKey=f"s{i % 4}") for i in range(40)]
-    df = spark.createDataFrame(rows, "body binary, tags string, keys string, properties map<string,string>, "
-                                     "shardingKey string").repartition(3)
+    sink_cluster = sink_cluster_both
+    assert takes_transaction_batches(sink_cluster) == ("batched" in request.node.callspec.id)
+    rows = [Row(body=f"b{i}".encode() + (b"x" * 5000 if i % 10 == 7 else b""), tags=f"t{i % 3}",
+                keys=f"k{i} kk{i}", properties={"p": str(i)}, shardingKey=f"s{i % 4}") for i in range(600)]
+    # three tasks, each with a slice of the rows in order (no shuffle: the order within a task is known)
+    schema = "body binary, tags string, keys string, properties map<string,string>, shardingKey string"
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), schema)
     df.write.format("rmq").options(**sink_options(sink_cluster, resolver_dir, topic=topic_name)).mode("append").save()
 
     # the driver commits what it can at once; anything it left (a slow machine) the resolver commits on the check
@@ -54,6 +68,13 @@ def test_batch_write_every_column(spark, sink_cluster: Cluster, resolver_dir: Pa
         queues.setdefault(m.properties["p"] and f"s{int(m.properties['p']) % 4}", set()).add(m.queue_id)
     assert all(len(q) == 1 for q in queues.values()), queues
     assert Counter(m.body for m in seen).most_common(1)[0][1] == 1
+    partition_of = dict(df.rdd.mapPartitionsWithIndex(lambda i, it: ((int(r.properties["p"]), i) for r in it))
+                        .collect())
+    by_queue: dict[tuple[int, int], list[int]] = {}
+    for m in sorted(seen, key=lambda m: (m.queue_id, m.queue_offset)):
+        p = int(m.properties["p"])
+        by_queue.setdefault((m.queue_id, partition_of[p]), []).append(p)
+    assert all(ps == sorted(ps) for ps in by_queue.values()), by_queue
 
 
 def test_batch_write_ended_by_the_driver_leaves_no_resolver(spark, sink_cluster: Cluster, resolver_dir: Path,
@@ -113,6 +134,10 @@ def test_batch_write_aborted_leaves_nothing(spark, sink_cluster: Cluster, resolv
     ({"namesrvAddr": "x:1", "topic": "T", "maxInFlight": "0"}, "body string", "maxInFlight must be >= 1"),
     ({"namesrvAddr": "x:1", "topic": "T", "sinkid2": "a"}, "body string", "unknown rmq sink option"),
     ({"namesrvAddr": "x:1", "topic": "bad topic"}, "body string", "not a valid topic name"),
+    ({"namesrvAddr": "x:1", "topic": "T", "guarantee": "exactly_once"}, "body string",
+     "option guarantee must be exactly-once or at-least-once, got 'exactly_once'"),
+    ({"namesrvAddr": "x:1", "topic": "T", "guarantee": "at-least-once", "decisionTopic": "D"}, "body string",
+     "option.s. decisionTopic apply only to guarantee=exactly-once"),
 ])
 def test_bad_options_fail_clearly(options: dict, schema: str, message: str) -> None:
     from pyspark.sql.types import _parse_datatype_string
@@ -150,3 +175,34 @@ def test_bad_rows_fail_the_write(spark, sink_cluster: Cluster, resolver_dir: Pat
     with pytest.raises((PySparkException, Py4JJavaError), match="null body"):
         df.write.format("rmq").options(**options).mode("append").save()
     assert read_topic(sink_cluster.namesrv_addr, topic_name) == []
+
+
+def test_at_least_once_writes_every_row_in_plain_batches(spark, sink_cluster: Cluster, topic_name: str) -> None:
+    """guarantee=at-least-once: plain batches (no half message, no decision); every row arrives (once here: nothing
+    failed), a sharding key's rows in one queue in row order; a write whose task fails leaves what it stored."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    options = {"namesrvAddr": sink_cluster.namesrv_addr, "topic": topic_name, "guarantee": "at-least-once"}
+    rows = 1500  # several batches per queue
+    df = spark.range(rows).selectExpr("concat('r-', cast(id as string)) as body",
+                                      "concat('s', cast(id % 5 as string)) as shardingKey",
+                                      "'TagA' as tags").repartition(1)
+    df.write.format("rmq").options(**options).mode("append").save()
+    seen = read_topic(sink_cluster.namesrv_addr, topic_name)
+    assert Counter(m.body.decode() for m in seen) == Counter(f"r-{i}" for i in range(rows))
+    assert not any(k.startswith(("TRAN_MSG", "RMQ_SINK")) for m in seen for k in m.properties)
+    assert len({m.properties["UNIQ_KEY"] for m in seen}) == rows and {m.tags for m in seen} == {"TagA"}
+    by_key: dict[str, list] = {}
+    for m in sorted(seen, key=lambda m: (m.queue_id, m.queue_offset)):
+        by_key.setdefault(f"s{int(m.body.decode()[2:]) % 5}", []).append(m)
+    assert all(len({m.queue_id for m in ms}) == 1 for ms in by_key.values())
+    assert all([int(m.body.decode()[2:]) for m in ms] == sorted(int(m.body.decode()[2:]) for m in ms)
+               for ms in by_key.values())
+
+    failing = {**options, "faultInjection": '{"failTask": {"partition": 0, "afterRows": 300}}'}
+    with pytest.raises((PySparkException, Py4JJavaError), match="injected task failure"):
+        spark.range(400).selectExpr("concat('f-', cast(id as string)) as body").repartition(1) \
+            .write.format("rmq").options(**failing).mode("append").save()
+    failed = [m for m in read_topic(sink_cluster.namesrv_addr, topic_name) if m.body.startswith(b"f-")]
+    assert Counter(m.body.decode() for m in failed) == Counter(f"f-{i}" for i in range(300))

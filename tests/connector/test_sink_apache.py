@@ -1,7 +1,9 @@
 """The sink against Apache RocketMQ 5.5.0's own NameServer and broker (java processes, short transaction check
 timings): a batch write and a streaming query (two micro-batches) land exactly once, as the official Java consumer
-sees them; a batch job whose task fails leaves nothing visible. Only standard requests are used (half sends,
-END_TRANSACTION, UPDATE_AND_CREATE_TOPIC, pull, heartbeat, CHECK_TRANSACTION_STATE answers)."""
+sees them; a batch job whose task fails leaves nothing visible; guarantee=at-least-once writes every row in plain
+batches. Only standard requests are used (half sends, END_TRANSACTION, plain batches, UPDATE_AND_CREATE_TOPIC, pull,
+heartbeat, CHECK_TRANSACTION_STATE answers, and the GET_BROKER_CONFIG that tells the sink the broker takes no
+transactional batches)."""
 
 from __future__ import annotations
 
@@ -79,3 +81,18 @@ def test_aborted_job_leaves_nothing(spark, apache: str, resolver_dir: Path) -> N
                timeout=90)
     assert routed_queues(apache, "SinkAbort")
     assert read_topic(apache, "SinkAbort") == []
+
+
+def test_at_least_once_in_plain_batches(spark, apache: str, tmp_path: Path) -> None:
+    """guarantee=at-least-once on Apache's broker: plain batches, every row visible at once (once here: nothing
+    failed), each with its own UNIQ_KEY, as the official Java consumer sees them."""
+    rows = 700
+    spark.range(rows).selectExpr("concat('a-', cast(id as string)) as body",
+                                 "cast(id % 3 as string) as shardingKey").repartition(2) \
+        .write.format("rmq").option("namesrvAddr", apache).option("topic", "SinkAtLeastOnce") \
+        .option("guarantee", "at-least-once").mode("append").save()
+    seen = read_topic(apache, "SinkAtLeastOnce")
+    assert Counter(m.body.decode() for m in seen) == Counter(f"a-{i}" for i in range(rows))
+    assert len({m.msg_id for m in seen}) == rows
+    assert not any(k.startswith(("TRAN_MSG", "RMQ_SINK")) for m in seen for k in m.properties)
+    assert java_bodies(apache, "SinkAtLeastOnce", tmp_path / "java") == Counter(f"a-{i}" for i in range(rows))

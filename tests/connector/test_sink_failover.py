@@ -1,7 +1,8 @@
 """The exactly-once sink over a master and its slave (tests/connector/pair.py), whose master is SIGKILLed:
 
 * during a batch write, and restarted on its port within masterWaitTimeoutMs: the tasks wait for it (halves that
-  were in flight are sent again under a new run, the first copies dropped), the write succeeds, and every row is
+  were in flight, whole prepared batches since our broker takes them, are sent again under a new run, the first
+  copies dropped), the write succeeds, and every row is
   visible exactly once (our pull client and the official Java consumer), and every half the master holds (first
   copies included) resolves, by the recorded decision, to each row once;
 * between two micro-batches of a streaming query, for longer than masterWaitTimeoutMs: the query fails in about

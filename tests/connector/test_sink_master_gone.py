@@ -5,6 +5,9 @@
   each row exactly once (checked by resolving every stored half as the driver and the resolver would);
 * the master does not answer again within masterWaitTimeoutMs: the task fails naming the brokerName, in time;
 * no master is routed when the task starts: it waits, and sends once one is.
+
+Each on both ways of sending half messages: one per row, and prepared batches (here of 4 rows) to a broker that says
+it takes them, where a batch in flight is dropped and sent again whole.
 """
 
 from __future__ import annotations
@@ -22,20 +25,22 @@ from broker.common.errors import ConnectorError
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import RemotingConnection
-from connector import sink_task
+from connector import sink_send, sink_task
 from connector.decisions import DecisionState, Resolution, decision_records
 from connector.options import SinkOptions
 from tests.helpers import LoopThread
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 
 ROWS = 60
+BATCH_ROWS = 4
+SENDS = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
 
 @dataclass
 class GoingBroker(FakeBroker):
-    """A fake master that, at its ``crash_at``-th half message, stores it, answers nothing more on that connection
-    and closes it (what the client sees of a master killed right after storing). Its ``broker_id`` is what the
-    NameServer announces it with: 1 routes only a slave of broker-a."""
+    """A fake master that, at its ``crash_at``-th send (a half message or a batch of them), stores it, answers
+    nothing more on that connection and closes it (what the client sees of a master killed right after storing).
+    Its ``broker_id`` is what the NameServer announces it with: 1 routes only a slave of broker-a."""
 
     crash_at: int = 0
     stop_at_crash: bool = False
@@ -43,7 +48,7 @@ class GoingBroker(FakeBroker):
     gone: set[RemotingConnection] = field(default_factory=set)
 
     async def _process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code != RequestCode.SEND_MESSAGE_V2:
+        if request.code not in SENDS:
             return await super()._process(conn, request)
         if conn in self.gone:
             await super()._process(conn, request)  # stored, never answered
@@ -58,11 +63,12 @@ class GoingBroker(FakeBroker):
         return None
 
 
-@pytest.fixture
-def fakes() -> Iterator[tuple[LoopThread, FakeNamesrv, GoingBroker]]:
+@pytest.fixture(params=[False, True], ids=["per-row", "batched"])
+def fakes(request, monkeypatch) -> Iterator[tuple[LoopThread, FakeNamesrv, GoingBroker]]:
+    monkeypatch.setattr(sink_send, "BATCH_MAX_ROWS", BATCH_ROWS)
     loop = LoopThread()
     namesrv = loop.run(FakeNamesrv().start())
-    broker = loop.run(GoingBroker("broker-a").start())
+    broker = loop.run(GoingBroker("broker-a", transaction_batch=request.param).start())
     namesrv.routes["T"] = [broker]
     yield loop, namesrv, broker
     for server in (broker, namesrv):
@@ -85,13 +91,16 @@ def send_rows(namesrv: FakeNamesrv, **options: str) -> sink_task.TaskCommit:
 
 def test_halves_in_flight_are_sent_again_under_a_new_run_and_committed_once(fakes) -> None:
     _, namesrv, broker = fakes
-    broker.crash_at = 20
+    broker.crash_at = 20 if not broker.transaction_batch else 4
     commit = send_rows(namesrv)
     stored = [r for q in range(broker.queue_nums) for r in broker.messages("T", q)]
     assert len(stored) > ROWS  # the lost connection's halves were stored, and sent again
     assert len(commit.runs) == 2 and sum(commit.runs.values()) == commit.rows == ROWS
     (first_run,) = commit.drops
     assert first_run in commit.runs and commit.drops[first_run]
+    if broker.transaction_batch:  # whole batches were in flight, dropped and sent again
+        assert len(commit.drops[first_run]) % BATCH_ROWS == 0
+        assert not broker.requests_of(RequestCode.SEND_MESSAGE_V2)
 
     state = DecisionState()
     for record in decision_records("0", "c", commit.runs, commit.drops):
@@ -106,7 +115,7 @@ def test_halves_in_flight_are_sent_again_under_a_new_run_and_committed_once(fake
 
 def test_a_master_away_longer_than_the_wait_fails_the_task_naming_the_broker(fakes) -> None:
     _, namesrv, broker = fakes
-    broker.crash_at, broker.stop_at_crash = 20, True
+    broker.crash_at, broker.stop_at_crash = 20 if not broker.transaction_batch else 4, True
     started = time.monotonic()
     with pytest.raises(ConnectorError, match=r"master of broker broker-a did not answer within 1500 ms "
                                              r"\(option masterWaitTimeoutMs"):

@@ -1,7 +1,7 @@
 """The PROPERTIES string of the sink's half messages, byte for byte: the row's KEYS and TAGS, WAIT, the row's user
 properties (the system properties a send sets itself are dropped: connector/columns.py), the half-message and sink
-properties, a fresh UNIQ_KEY, in that order. Against the in-process fake broker, which keeps every request it
-gets."""
+properties, a fresh UNIQ_KEY, in that order; the same in each item of a prepared batch as in the header of a
+half message sent alone. Against the in-process fake broker, which keeps every request it gets."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from broker.common.message_batch import decode_batch_body
 from broker.remoting.codes import RequestCode
 from broker.remoting.headers import SendMessageRequestHeader
 from connector import sink_task
@@ -17,11 +18,11 @@ from tests.helpers import LoopThread
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv
 
 
-@pytest.fixture
-def fakes() -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
+@pytest.fixture(params=[False, True], ids=["per-row", "batched"])
+def fakes(request) -> Iterator[tuple[FakeNamesrv, FakeBroker]]:
     loop = LoopThread()
     namesrv = loop.run(FakeNamesrv().start())
-    broker = loop.run(FakeBroker("broker-a").start())
+    broker = loop.run(FakeBroker("broker-a", transaction_batch=request.param).start())
     namesrv.routes["T"] = [broker]
     yield namesrv, broker
     for server in (broker, namesrv):
@@ -58,8 +59,14 @@ def test_half_message_properties_byte_for_byte(fakes):
         sender.close()
     half = ("TRAN_MSG\x01true\x02PGROUP\x01RMQ_SINK_s1\x02RMQ_SINK_ID\x01s1\x02RMQ_SINK_BATCH\x01batch-0\x02"
             "RMQ_SINK_RUN\x01run-0\x02CHECK_IMMUNITY_TIME_IN_SECONDS\x01120\x02")
-    sent = [SendMessageRequestHeader.from_ext(dict(r.ext_fields), SendMessageRequestHeader.V2_WIRE).properties
-            for r in broker.requests_of(RequestCode.SEND_MESSAGE_V2)]
+    if broker.transaction_batch:  # one batch: the rows go to one queue until it is full
+        (batch,) = broker.requests_of(RequestCode.SEND_BATCH_MESSAGE)
+        header = SendMessageRequestHeader.from_ext(dict(batch.ext_fields), SendMessageRequestHeader.V2_WIRE)
+        assert header.sys_flag == 4 and header.batch and "TRAN_MSG" not in (header.properties or "")
+        sent = [m.encoded_properties.decode() for m in decode_batch_body(batch.body)]
+    else:
+        sent = [SendMessageRequestHeader.from_ext(dict(r.ext_fields), SendMessageRequestHeader.V2_WIRE).properties
+                for r in broker.requests_of(RequestCode.SEND_MESSAGE_V2)]
     assert len(sent) == len(ROWS) + 1
     for (_, _, _, row), got in zip([*ROWS, (None, None, None, "WAIT\x01true\x02k\x01v\x02")], sent, strict=True):
         uniq = got.rsplit("UNIQ_KEY\x01", 1)[1]

@@ -1,8 +1,12 @@
 """Exactly once across failures, with a killable driver (tests/connector/sink_driver.py, a subprocess with its own
 SparkSession, master local[2,2] so a failed task is retried):
 
-* batch 0: the first attempt of partition 0 fails after storing 3 half messages; the retry wins, the lost attempt's
-  halves are rolled back when the broker checks them;
+Our broker takes transactional batches, so the tasks send prepared batches and the driver ends them with
+END_TRANSACTION_BATCH: each failure below comes in the middle of a batched write.
+
+* batch 0: the first attempt of partition 0 fails after storing 150 half messages (prepared batches, one per
+  queue its sharding keys pick); the retry wins, the lost attempt's halves are rolled back when the broker checks
+  them;
 * batch 1: the driver (its whole process group) is killed right after the decision is recorded, before any
   END_TRANSACTION; the query is restarted from its checkpoint, Spark re-runs batch 1, the re-run is rolled back and
   the decided attempt is committed by the resolver (which outlived the driver) when the broker asks;
@@ -28,7 +32,7 @@ import pytest
 from broker.client import BlockingClient
 from connector.decisions import DecisionLog
 from tests.apache import apache_client
-from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, resolver_gone
+from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, resolver_gone, takes_transaction_batches
 from tests.helpers import wait_until
 from tests.integration.cluster import Cluster
 from tests.javatools import JavaToolError
@@ -36,7 +40,7 @@ from tests.javatools import JavaToolError
 pytestmark = [pytest.mark.slow, pytest.mark.java]
 
 REPO = Path(__file__).resolve().parents[2]
-BATCHES, PER_BATCH = 3, 10
+BATCHES, PER_BATCH = 3, 400
 DRIVER_TIMEOUT_S = 240
 
 
@@ -76,6 +80,7 @@ def resolver_answers(resolver_dir: Path, sink_id: str) -> list[tuple[str, str, s
 
 def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Cluster, resolver_dir: Path,
                                                        tmp_path: Path, topic_name: str) -> None:
+    assert takes_transaction_batches(sink_cluster)
     bodies = write_inputs(tmp_path / "input")
     sink_id = "recovery_" + topic_name[-40:].replace("-", "_")
     config = {
@@ -83,7 +88,7 @@ def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Clus
         "checkpoint": str(tmp_path / "checkpoint"), "master": "local[2,2]",
         "options": {"namesrvAddr": sink_cluster.namesrv_addr, "sinkId": sink_id, "resolverDir": str(resolver_dir),
                     "checkImmunitySeconds": str(SINK_CHECK_IMMUNITY_S), "resolverIdleTimeoutSeconds": "120",
-                    "faultInjection": json.dumps({"failTask": {"partition": 0, "batch": "0", "afterRows": 3}})},
+                    "faultInjection": json.dumps({"failTask": {"partition": 0, "batch": "0", "afterRows": 150}})},
     }
     log = tmp_path / "driver.log"
     code = run_driver({**config, "kill_after_decision": 1}, log)
@@ -103,10 +108,11 @@ def test_task_failure_and_driver_killed_after_decision(spark, sink_cluster: Clus
         state = DecisionLog(client, "RMQ_SINK_DECISIONS", sink_id).refresh()
     assert sorted(state.decided) == ["0", "1", "2"]
     assert all(state.decided[b].rows == PER_BATCH for b in state.decided)
-    # the lost attempt of batch 0 (3+ halves) was rolled back by the check; no winner was ever rolled back
+    # the lost attempt of batch 0 (150+ halves) was rolled back by the check; no winner was ever rolled back
     wait_until("the failed attempt's halves rolled back by the check",
                lambda: sum(1 for b, r, a in resolver_answers(resolver_dir, sink_id)
-                           if b == "0" and a == "ROLLBACK" and r not in state.decided["0"].winners) >= 3, timeout=60)
+                           if b == "0" and a == "ROLLBACK" and r not in state.decided["0"].winners) >= 150,
+               timeout=90)
     answers = resolver_answers(resolver_dir, sink_id)
     assert not [x for x in answers if x[2] == "ROLLBACK" and x[1] in state.decided[x[0]].winners]
     # batch 1 was finished by the resolver: its winners were committed on the broker's check

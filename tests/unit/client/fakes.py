@@ -2,7 +2,8 @@
 
 ``FakeBroker`` keeps queues of real CommitLog records (broker.store.layout.encode_record) and answers sends, pulls,
 offset calls, heartbeats and the consumer list; ``fail_sends`` makes it answer sends with a code instead,
-``busy_sends`` the first few with SYSTEM_BUSY. It sends
+``busy_sends`` the first few with SYSTEM_BUSY; ``transaction_batch`` makes its GET_BROKER_CONFIG say it takes rmq's
+prepared batches (rmqTransactionBatchEnable=true; it stores their items as it stores any batch's). It sends
 NOTIFY_CONSUMER_IDS_CHANGED (oneway) to a group's clients when the group changes, as a broker does.
 ``FakeNamesrv`` serves routes set by the test. Independent of the real broker, so client behaviour (retries, fault
 avoidance, rebalance) is tested on its own.
@@ -55,6 +56,7 @@ class FakeBroker:
     physical: int = 0
     broker_id: int = 0  # a slave (> 0) shares its master's name, and its queues when given them
     suggest_which_broker_id: int = 0  # what every pull response suggests
+    transaction_batch: bool = False  # GET_BROKER_CONFIG says rmqTransactionBatchEnable=true
 
     async def start(self) -> FakeBroker:
         self.server.register_default_processor(self._process)
@@ -87,6 +89,8 @@ class FakeBroker:
             return self._send(request)
         if code == RequestCode.PULL_MESSAGE:
             return await self._pull(request)
+        if code == RequestCode.GET_BROKER_CONFIG and self.transaction_batch:
+            return create_response(request, ResponseCode.SUCCESS, body=b"rmqTransactionBatchEnable=true\n")
         if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET):
             queue = self.queues.get((request.ext_fields["topic"], int(request.ext_fields["queueId"])), [])
             offset = len(queue) if code == RequestCode.GET_MAX_OFFSET else 0
@@ -142,8 +146,8 @@ class FakeBroker:
         header = SendMessageRequestHeader.from_ext(dict(request.ext_fields), wire)
         queue_id = header.queue_id % self.queue_nums
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
-            results = [self._append(header.topic, queue_id, m.body, encode_properties(m.properties), m.flag, 0,
-                                    header.born_timestamp) for m in decode_batch_body(request.body)]
+            results = [self._append(header.topic, queue_id, m.body, encode_properties(m.properties), m.flag,
+                                    header.sys_flag, header.born_timestamp) for m in decode_batch_body(request.body)]
             first, ids = results[0][0], ",".join(r[1] for r in results)
         else:
             first, ids = self._append(header.topic, queue_id, request.body, header.properties or "", header.flag,
