@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:
 from broker.client import protocol  # noqa: E402
 from broker.client.blocking import BlockingClient, BlockingRemotingClient, Pipeline, create_topic  # noqa: E402
 from broker.client.message import Message, MessageBatch  # noqa: E402
-from broker.client.transaction import LocalTransactionState, supports_transaction_batch  # noqa: E402
+from broker.client.transaction_protocol import LocalTransactionState, supports_transaction_batch  # noqa: E402
 from broker.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from broker.remoting.command import create_request  # noqa: E402
 from broker.remoting.transaction_batch import TRANSACTION_BATCH_ENABLE_KEY  # noqa: E402

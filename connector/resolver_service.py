@@ -30,7 +30,8 @@ from broker.client.blocking import BlockingClient
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import MessageExt
 from broker.client.route import MASTER_ID, TopicPublishInfo
-from broker.client.transaction import LocalTransactionState, TransactionProducer
+from broker.client.transaction import TransactionProducer
+from broker.client.transaction_protocol import LocalTransactionState
 from broker.common.message import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker.common.properties import parse_properties
 from broker.remoting.codes import RequestCode, ResponseCode

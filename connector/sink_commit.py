@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.route import MASTER_ID
-from broker.client.transaction import (
+from broker.client.transaction_protocol import (
     LocalTransactionState,
     end_transaction_batch_request,
     end_transaction_template,

@@ -26,7 +26,7 @@ from broker.client import protocol
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.message import MessageQueue, compress_body
 from broker.client.route import MASTER_ID
-from broker.client.transaction import batch_message_template, half_message_template, supports_transaction_batch
+from broker.client.transaction_protocol import batch_message_template, half_message_template, supports_transaction_batch
 from broker.common.errors import ClientErrorCode, ConnectorError, MQBrokerError, MQClientError, RemotingError
 from broker.common.message import (
     PROPERTY_KEYS,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from broker.client.transaction import half_properties
+from broker.client.transaction_protocol import half_properties
 from broker.common.errors import ConnectorError
 from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,

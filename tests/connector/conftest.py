@@ -127,7 +127,7 @@ def sink_cluster_both(request: pytest.FixtureRequest, clusters: ClusterPool) -> 
 def takes_transaction_batches(cluster: Cluster) -> bool:
     """What a sink task learns when it asks the cluster's broker (GET_BROKER_CONFIG)."""
     from broker.client.blocking import BlockingRemotingClient
-    from broker.client.transaction import supports_transaction_batch
+    from broker.client.transaction_protocol import supports_transaction_batch
 
     (broker,) = cluster.brokers
     with BlockingRemotingClient(broker.addr) as client:

@@ -166,7 +166,8 @@ def test_half_messages_never_and_delayed_messages_once_due(spark, cluster: Clust
     """Transactional half messages (open or rolled back) and delayed messages not yet due live in the broker's
     internal topics: a read of the user topic sees the committed one, and the delayed one only once delivered."""
     from broker.client import Message
-    from broker.client.transaction import LocalTransactionState, TransactionProducer
+    from broker.client.transaction import TransactionProducer
+    from broker.client.transaction_protocol import LocalTransactionState
 
     create_topic(cluster.namesrv_addr, topic_name, 1, brokers=2)
 

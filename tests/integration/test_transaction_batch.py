@@ -24,9 +24,9 @@ from broker.client import Message, MessageExt
 from broker.client.blocking import BlockingClient, BlockingRemotingClient
 from broker.client.message import MessageQueue
 from broker.client.protocol import parse_send_response, send_message_request
-from broker.client.transaction import (
+from broker.client.transaction import TransactionProducer
+from broker.client.transaction_protocol import (
     LocalTransactionState,
-    TransactionProducer,
     end_transaction_batch_request,
     half_batch_handles,
     half_batch_request,

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from broker.client import ClientConfig, Message, MessageExt
-from broker.client.transaction import LocalTransactionState, TransactionProducer
+from broker.client.transaction import TransactionProducer
+from broker.client.transaction_protocol import LocalTransactionState
 from broker.common.errors import RequestTimeout
 from broker.common.fastjson import decode_json, encode_json
 from broker.common.message import (

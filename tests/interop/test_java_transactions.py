@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from broker.client import Message, MessageExt
-from broker.client.transaction import LocalTransactionState, TransactionProducer
+from broker.client.transaction import TransactionProducer
+from broker.client.transaction_protocol import LocalTransactionState
 from broker.common.record import MessageRecord, RecordKind, check_record, decode_record
 from broker.server.transaction.bridge import HALF_TOPIC, OP_TOPIC, op_offsets
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv

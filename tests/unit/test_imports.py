@@ -32,13 +32,21 @@ def loaded_after(statement: str) -> list[str]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("statement", ["import connector.source, connector.sink", "import broker.client",
+@pytest.mark.parametrize("statement", ["import connector.source, connector.sink",
+                                       "from broker.client import BlockingClient, Producer, PushConsumer",
                                        "import connector.resolver, connector.decisions"])
 def test_executors_and_clients_load_no_server_code(statement: str) -> None:
     loaded = loaded_after(statement)
     server = [m for m in loaded if any(m == room or m.startswith(room + ".") for room in SERVER_ROOMS)]
     assert server == [], f"{statement!r} loads {server}"
     assert "broker.client.blocking" in loaded  # the check would pass vacuously if nothing were imported
+
+
+def test_an_executor_loads_no_asyncio_client() -> None:
+    """broker.client's face imports its names when first used: the connector's tasks get the blocking client only."""
+    loaded = loaded_after("import connector.source, connector.sink")
+    assert "broker.client.blocking" in loaded
+    assert not {"broker.client.producer", "broker.client.push_consumer", "broker.client.consumer"} & set(loaded)
 
 
 def test_tools_load_no_broker_store_or_namesrv_code() -> None:

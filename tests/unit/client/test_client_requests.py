@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker.client import protocol
 from broker.client.message import MessageQueue
-from broker.client.transaction import LocalTransactionState, end_transaction_template, half_message_template
+from broker.client.transaction_protocol import LocalTransactionState, end_transaction_template, half_message_template
 from broker.common.topic import TopicConfig
 from broker.remoting.codes import RequestCode
 
