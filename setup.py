@@ -3,7 +3,7 @@
 - ``broker``, ``connector``, ``jobs``, and ``conf/`` as the package ``rmq_conf``: the jobs read their defaults
   (``jobs.conf``, ``spark-defaults.conf``) through it, so an installed wheel has them wherever it runs, and a checkout
   (an editable install maps ``rmq_conf`` to ``conf/``) reads the files users edit. The servers' sample configs ship too.
-- ``broker._speedups`` (the store's per-message loops, and the remoting header codec) is ``optional``: without a C
+- ``broker._speedups`` (the store's per-message loops, the remoting header codec and the batch body) is ``optional``: without a C
   compiler the install still succeeds, and the same loops run in Python.
 """
 
@@ -13,6 +13,8 @@ setup(
     packages=[*find_namespace_packages(include=["broker*", "connector*", "jobs*"]), "rmq_conf"],
     package_dir={"rmq_conf": "conf"},
     package_data={"rmq_conf": ["*.conf"]},
-    ext_modules=[Extension("broker._speedups", ["broker/_speedups.c", "broker/_speedups_remoting.c"], libraries=["z"],
-                           extra_compile_args=["-O2"], optional=True)],
+    ext_modules=[Extension("broker._speedups",
+                           ["broker/_speedups.c", "broker/_speedups_remoting.c", "broker/_speedups_batch.c"],
+                           depends=["broker/_speedups.h"], libraries=["z"], extra_compile_args=["-O2"],
+                           optional=True)],
 )

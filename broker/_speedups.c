@@ -14,6 +14,7 @@
  * - check_records (record._check_records_py): recovery's walk over the records it must trust.
  * - rocketmq_header_fields and encode_rocketmq_header: the remoting header, in broker/_speedups_remoting.c (added
  *   to this module at its import).
+ * - decode_batch_items: the SEND_BATCH_MESSAGE body, in broker/_speedups_batch.c (added likewise).
  *
  * The byte layouts are broker/common/record.py's (the CommitLog record) and broker/store/layout.py's (the IndexFile);
  * the numbers below repeat theirs, and tests/unit/test_record_layout.py holds each one to them.
@@ -23,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
+
+#include "_speedups.h"
 
 /* Big-endian loads and stores, as every RocketMQ format is. */
 static inline uint32_t get32(const uint8_t *p) {
@@ -300,14 +303,7 @@ static void not_utf8(Py_ssize_t pos, const char *reason) {
     }
 }
 
-/* The last few property names seen: they repeat in nearly every record, and reusing their str objects saves an
- * allocation and a UTF-8 decode each. */
-#define NAME_CACHE 16
-typedef struct {
-    PyObject *names[NAME_CACHE];
-    int count;
-} NameCache;
-
+/* NameCache (the last few property names seen) is declared in _speedups.h: the batch decoder uses it too. */
 static PyObject *cached_name(NameCache *cache, const char *p, Py_ssize_t n) {
     for (int i = 0; i < cache->count; i++) {
         PyObject *name = cache->names[i];
@@ -327,7 +323,7 @@ static PyObject *cached_name(NameCache *cache, const char *p, Py_ssize_t n) {
 
 /* MessageDecoder.string2messageProperties over the PROPERTIES bytes: name \x01 value \x02 ..., keeping the entries
  * whose name and value are both non-empty. */
-static PyObject *decode_properties(const uint8_t *p, Py_ssize_t n, NameCache *names) {
+PyObject *rmq_decode_properties(const uint8_t *p, Py_ssize_t n, NameCache *names) {
     PyObject *props = PyDict_New();
     const uint8_t *end = p + n;
     while (props != NULL && p < end) {
@@ -432,7 +428,7 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
         cur += 2;
         if (props_len >= 0x8000 || cur + props_len > rec_end)
             props_len = 0;  /* as dispatch_fields: a negative length reads as none */
-        PyObject *props = decode_properties(cur, props_len, &names);
+        PyObject *props = rmq_decode_properties(cur, props_len, &names);
         if (props == NULL) {
             not_utf8(pos, "PROPERTIES are not UTF-8");
             goto done;
@@ -826,6 +822,7 @@ done:
 }
 
 extern PyMethodDef rmq_remoting_methods[];  /* broker/_speedups_remoting.c */
+extern PyMethodDef rmq_batch_methods[];     /* broker/_speedups_batch.c */
 
 static PyMethodDef methods[] = {
     {"pack_records", pack_records, METH_VARARGS, pack_records_doc},
@@ -855,7 +852,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     }
     detect_cpu();
     PyObject *module = PyModule_Create(&module_def);
-    if (module != NULL && PyModule_AddFunctions(module, rmq_remoting_methods) < 0)
+    if (module != NULL && (PyModule_AddFunctions(module, rmq_remoting_methods) < 0 ||
+                           PyModule_AddFunctions(module, rmq_batch_methods) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -69,7 +69,27 @@ def encode_batch_item(body: bytes, properties: bytes, flag: int = 0) -> bytes:
 def decode_batch_body(buf) -> list[BatchMessage]:
     """The messages of a SEND_BATCH_MESSAGE body; CorruptRecord (at the block's position) when a block is not whole
     or its TOTALSIZE disagrees with its fields."""
-    messages: list[BatchMessage] = []
+    return [BatchMessage(body, props, flag, encoded) for body, props, flag, encoded in decode_batch_items(buf)]
+
+
+BatchItem = tuple[bytes, dict[str, str], int, bytes]
+"""One message of a batch body as ``decode_batch_items`` gives it: body, properties, FLAG, PROPERTIES bytes."""
+
+
+def decode_batch_items(buf) -> list[BatchItem]:
+    """``decode_batch_body`` without a BatchMessage per message, for the broker's plain batched send, which turns
+    each into its StoreMessage at once (in C from ``broker/_speedups_batch.c``, in Python where it is not built).
+    Same errors as ``decode_batch_body``: a malformed body is walked again here to name what is wrong."""
+    if _decode_batch_items_c is not None:
+        items = _decode_batch_items_c(buf)
+        if items is not None:
+            return items
+    return _decode_batch_items_py(buf)
+
+
+def _decode_batch_items_py(buf) -> list[BatchItem]:
+    """The Python twin of ``_speedups.decode_batch_items``, and what names a malformed body's fault."""
+    items: list[BatchItem] = []
     pos, end = 0, len(buf)
     while pos < end:
         try:
@@ -90,6 +110,12 @@ def decode_batch_body(buf) -> list[BatchMessage]:
             raise CorruptRecord(pos, f"batch message: {err}") from err
         if cur - pos != size:
             raise CorruptRecord(pos, f"batch message fields add up to {cur - pos}, TOTALSIZE says {size}")
-        messages.append(BatchMessage(body, props, flag, encoded))
+        items.append((body, props, flag, encoded))
         pos = cur
-    return messages
+    return items
+
+
+try:
+    from broker._speedups import decode_batch_items as _decode_batch_items_c
+except ImportError:  # built without a C compiler: the Python twin serves
+    _decode_batch_items_c = None

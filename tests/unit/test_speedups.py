@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from broker import _speedups  # built in place by pip install -e .
 from broker.common import message as message_module
+from broker.common import message_batch
 from broker.common import record as record_layout
-from broker.common.errors import LocalProtocolError
+from broker.common.errors import CorruptRecord, LocalProtocolError
 from broker.common.message import SysFlag, encode_properties, pack_host
+from broker.common.message_batch import BatchMessage, _decode_batch_items_py, decode_batch_body, encode_batch_item
 from broker.common.record import _check_records_py, decode_record, encode_blank, iter_records
 from broker.remoting import command
 from broker.remoting.codes import LanguageCode, RequestCode, SerializeType
@@ -41,6 +43,7 @@ def test_the_store_uses_the_c_loops():
     assert record_layout.check_records is _speedups.check_records
     assert command.rocketmq_header_fields is _speedups.rocketmq_header_fields
     assert command.encode_rocketmq_header is _speedups.encode_rocketmq_header
+    assert message_batch._decode_batch_items_c is _speedups.decode_batch_items
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------
@@ -358,3 +361,61 @@ def test_rocketmq_header_fields_reads_java_bytes():
     cmd = command.decode(Frame(SerializeType.ROCKETMQ, header, b"body"))
     assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.remark) == (310, LanguageCode.JAVA, 475, 7, None)
     assert command._encode_rocketmq_header(cmd) == prefix + b"\x00\x00\x00\x18" + entries
+
+
+# -- the SEND_BATCH_MESSAGE body --------------------------------------------------------------------------------------
+
+
+def _batch_outcome(buf):
+    """What message_batch makes of a body with the C loop, and with its Python twin alone."""
+    try:
+        got = ("ok", message_batch.decode_batch_items(buf))
+    except CorruptRecord as err:
+        got = ("corrupt", str(err))
+    try:
+        twin = ("ok", _decode_batch_items_py(buf))
+    except CorruptRecord as err:
+        twin = ("corrupt", str(err))
+    return got, twin
+
+
+batch_items = st.lists(st.tuples(
+    st.binary(max_size=300),
+    st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4),  # empty names or values, \x01, non-ASCII
+    st.integers(-2**31, 2**31 - 1)), max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(items=batch_items, cut=st.integers(0, 400),
+       flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=3))
+def test_decode_batch_items_c_and_python_read_the_same(items, cut, flips):
+    """The C loop gives what the twin gives, and leaves every malformed body to it (the same CorruptRecord):
+    lengths past the end or negative, TOTALSIZE that disagrees, a cut block, properties that are not UTF-8."""
+    body = b"".join(encode_batch_item(data, encode_properties(props).encode(), flag) for data, props, flag in items)
+    damaged = bytearray(body[: len(body) - cut % (len(body) + 1)])
+    for at, value in flips:
+        if at < len(damaged):
+            damaged[at] = value
+    for buf in (body, bytes(damaged), memoryview(bytes(damaged))):
+        got, twin = _batch_outcome(buf)
+        assert got == twin
+        c = _speedups.decode_batch_items(buf)
+        assert (c is None) == (twin[0] == "corrupt")
+    got, _ = _batch_outcome(body)
+    assert [BatchMessage(*item) for item in got[1]] == decode_batch_body(body)
+
+
+def test_decode_batch_items_reads_what_java_writes():
+    """Two messages as MessageDecoder.encodeMessages writes them; an entry with an empty value is dropped from the
+    dict but kept in the stored bytes, and a raw properties field that is not UTF-8 is refused by both."""
+    props = b"UNIQ_KEY\x01AB\x02TAGS\x01\x02"
+    block = (b"\x00\x00\x00" + bytes([20 + 3 + 2 + len(props)]) + b"\x00" * 8 + b"\x00\x00\x00\x05"
+             + b"\x00\x00\x00\x03abc" + bytes([0, len(props)]) + props)
+    items = _speedups.decode_batch_items(block + block)
+    assert items == [(b"abc", {"UNIQ_KEY": "AB"}, 5, props)] * 2
+    assert message_batch.decode_batch_items(block) == _decode_batch_items_py(block) == items[:1]
+    bad = block.replace(b"AB", b"\xff\xfe")
+    assert _speedups.decode_batch_items(bad) is None
+    with pytest.raises(CorruptRecord, match="batch message"):
+        message_batch.decode_batch_items(bad)
+    assert _speedups.decode_batch_items(b"") == []

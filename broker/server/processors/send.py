@@ -46,7 +46,7 @@ from broker.common.message import (
     parse_host,
     transaction_type,
 )
-from broker.common.message_batch import BatchMessage, decode_batch_body
+from broker.common.message_batch import BatchMessage, decode_batch_body, decode_batch_items
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
@@ -328,8 +328,8 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
         if len(request.body) > self.store_config.max_message_size:  # batch rules (issue 4)
             return self._answer(request, ResponseCode.SYSTEM_ERROR, BATCH_TOO_BIG_REMARK)
-        try:
-            items = decode_batch_body(request.body)
+        try:  # a prepared batch's items are BatchMessages (transaction/batch.py); a plain one's go to the store
+            items = decode_batch_body(request.body) if prepared else decode_batch_items(request.body)
         except CorruptRecord as err:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {err}")
         if not items:
@@ -337,10 +337,10 @@ class SendMessageProcessor:
         if prepared:
             return await self._send_half_batch(conn, request, header, config, queue_id, items,
                                                batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-        sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
-        msgs = [StoreMessage(header.topic, queue_id, item.body, item.properties, item.flag, sys_flag,
-                             header.born_timestamp, host, header.reconsume_times or 0,
-                             encoded_properties=item.encoded_properties) for item in items]
+        topic, sys_flag, host = header.topic, self._sys_flag(header, config), born_host(conn.remote_address)
+        born, reconsume = header.born_timestamp, header.reconsume_times or 0
+        msgs = [StoreMessage(topic, queue_id, body, props, flag, sys_flag, born, host, reconsume,
+                             encoded_properties=encoded) for body, props, flag, encoded in items]
         result = await self._put(msgs, len(request.body))
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
