@@ -200,6 +200,14 @@ def thread_cpu(pid: int) -> dict[str, list[float]]:
     return groups
 
 
+def machine_cpu() -> list[float]:
+    """The machine's CPU seconds so far (all cores): user (with nice), system, irq + softirq (loopback TCP is mostly
+    softirq, charged to no process), idle (with iowait) (Linux /proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
+    return [(user + nice) / tick, system / tick, (irq + softirq) / tick, (idle + iowait) / tick]
+
+
 def thread_cpu_report(before: dict[str, list[float]], after: dict[str, list[float]], messages: int) -> str:
     """Per message: user and system CPU us, and minor faults, of each thread group that used any CPU."""
     lines = []
@@ -237,14 +245,23 @@ def java_case(settings: Settings, running: Running, case: Case, topic: str) -> R
                "--seconds", settings.seconds, "--warmup", settings.warmup)
     cpu_before = cpu_seconds(running.broker_pid)
     threads_before = thread_cpu(running.broker_pid) if settings.thread_cpu else {}
+    machine_before, client_before = machine_cpu(), os.times()
     with profiling(settings, running, case):
         sent = run_java(*produce)
+    machine_used = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
+    client_after = os.times()
     result = Result(send_mps=sent["sendMps"], avg_rt_ms=sent["avgRtMs"], max_rt_ms=sent["maxRtMs"],
                     failed=sent["failedTotal"], total=sent["total"])
     result.cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.total)
     if settings.thread_cpu:
+        per = 1e6 / max(1, result.total)
+        client = (client_after.children_user + client_after.children_system - client_before.children_user
+                  - client_before.children_system)
         print(f"  {running.target} {case.label}, by thread:\n"
-              f"{thread_cpu_report(threads_before, thread_cpu(running.broker_pid), result.total)}")
+              f"{thread_cpu_report(threads_before, thread_cpu(running.broker_pid), result.total)}\n"
+              f"    Java client (whole run)          {client * per:7.1f} us/msg\n"
+              f"    machine: user {machine_used[0] * per:7.1f}  sys {machine_used[1] * per:7.1f}  irq+softirq "
+              f"{machine_used[2] * per:7.1f}  idle {machine_used[3] * per:7.1f} us/msg")
     got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
                    "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
     result.consume_mps, result.consumed = got["consumeTps"], got["received"]
