@@ -8,15 +8,17 @@ stall the connection, and its response is written back unless the request was on
 SYSTEM_ERROR response carrying its text, as in Java.
 
 Writes need no lock: each frame is appended whole, in a single synchronous call, to the frames of the current loop
-iteration, which go to ``StreamWriter.write`` together at its end (one syscall for many pipelined responses), so
-frames of concurrent calls never interleave; ``drain`` (which accepts concurrent waiters since Python 3.10) applies
-the peer's back-pressure to each writer.
+iteration, which are written together at its end (one syscall for many pipelined responses; straight to the socket
+with the GIL released while the transport holds nothing, else through ``StreamWriter.write``), so frames of
+concurrent calls never interleave; ``drain`` (which accepts concurrent waiters since Python 3.10) applies the peer's
+back-pressure to each writer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import traceback
 import warnings
@@ -104,6 +106,10 @@ class RemotingConnection:
         self._transport_closed = False
         self._out: list[Buffer] | None = None  # frames written in this loop iteration, not yet given to the writer
         self._out_size = 0
+        sock = writer.get_extra_info("socket")
+        # the socket's descriptor for _write_directly; -1 (write through the transport only) for a test's
+        # transport without one, or a TLS one (none here), whose bytes are not the frames
+        self._fd = sock.fileno() if sock is not None and writer.get_extra_info("sslcontext") is None else -1
         self._finished = asyncio.Event()
         self.close_reason: CloseReason | None = None
         peer = writer.get_extra_info("peername")
@@ -189,21 +195,45 @@ class RemotingConnection:
     def _flush_out(self) -> None:
         """Write the frames of one loop iteration at once: under pipelined requests the handlers answer many in
         one iteration, and a socket write per response was a sixth of the broker's time. Small frames are joined
-        into one write; big buffers (pull responses) go to ``writelines`` as they are, not copied again."""
+        into one write; big buffers (pull responses) are written as they are, not copied again."""
         out, out_size, self._out, self._out_size = self._out, self._out_size, None, 0
         if not out or self._writer.transport.is_closing():
             return
         if len(out) == 1:
-            self._writer.write(out[0])
+            out = [out[0]]
         elif out_size < FLUSH_AT or max(map(len, out)) < FLUSH_AT:
-            self._writer.write(b"".join(out))
-        else:
-            self._writer.writelines(out)
-            # asyncio's writelines (Python 3.12.0 to 3.12.8 and 3.13.0 to 3.13.1, CPython gh-127655) never pauses
-            # the protocol, so drain() would not wait for a peer that stops reading; setting the same limits again
-            # makes the transport check its buffer against them (any loop, any version: one comparison).
-            low, high = self._writer.transport.get_write_buffer_limits()
-            self._writer.transport.set_write_buffer_limits(high=high, low=low)
+            out = [b"".join(out)]
+        out = self._write_directly(out)
+        if not out:
+            return
+        if len(out) == 1:
+            self._writer.write(out[0])
+            return
+        self._writer.writelines(out)
+        # asyncio's writelines (Python 3.12.0 to 3.12.8 and 3.13.0 to 3.13.1, CPython gh-127655) never pauses
+        # the protocol, so drain() would not wait for a peer that stops reading; setting the same limits again
+        # makes the transport check its buffer against them (any loop, any version: one comparison).
+        low, high = self._writer.transport.get_write_buffer_limits()
+        self._writer.transport.set_write_buffer_limits(high=high, low=low)
+
+    def _write_directly(self, out: list[Buffer]) -> list[Buffer]:
+        """Send what the socket takes at once with ``os.writev``, which releases the GIL for the system call (the
+        event loop's transports hold it: on loopback that call also delivers the bytes to the peer and wakes it,
+        up to a third of the broker's main thread under sync sends, while its other threads waited). Only when the
+        transport holds nothing yet, so the bytes keep their order; what is left (the socket's buffer is full, or
+        an error, which the transport then meets and reports itself) goes to the transport. Returns that rest."""
+        transport = self._writer.transport
+        if self._fd < 0 or transport.get_write_buffer_size():
+            return out
+        try:
+            sent = os.writev(self._fd, out)
+        except OSError:  # BlockingIOError (nothing taken), or the connection is broken: the transport will say
+            return out
+        for index, buf in enumerate(out):
+            if sent < len(buf):
+                return [memoryview(buf)[sent:], *out[index + 1:]]
+            sent -= len(buf)
+        return []
 
     # -- incoming ---------------------------------------------------------------------------------------------
 

@@ -351,6 +351,29 @@ def test_writes_wait_for_a_peer_that_does_not_read() -> None:
     run(scenario())
 
 
+def test_frames_go_straight_to_the_socket_while_the_transport_holds_nothing() -> None:
+    """Responses are written with os.writev (the GIL released) while the socket takes them; the rest of a frame the
+    socket cannot take yet goes through the transport, after what was written, and the peer reads it all in order."""
+    async def scenario() -> None:
+        a, b = await connection_pair(handler_b=echo)
+        through_transport: list[int] = []
+        write, writelines = b._writer.write, b._writer.writelines
+        b._writer.write = lambda data: (through_transport.append(len(data)), write(data))[1]
+        b._writer.writelines = lambda parts: (through_transport.append(sum(map(len, parts))), writelines(parts))[1]
+        try:
+            small = await a.invoke(create_request(RequestCode.SEND_MESSAGE, {"remark": "hi"}, b"x"), 3000)
+            assert small.remark == "hi" and through_transport == []
+            big = bytes(range(256)) * 40_000  # 10 MB: more than the socket buffer takes at once
+            response = await a.invoke(create_request(RequestCode.SEND_MESSAGE, body=big), 10_000)
+            assert response.body == big
+            assert through_transport and sum(through_transport) < len(big)
+        finally:
+            await a.close()
+            await b.close()
+
+    run(scenario())
+
+
 def test_too_many_requests_in_flight_get_system_busy() -> None:
     async def scenario() -> None:
         release = asyncio.Event()
