@@ -85,6 +85,7 @@ CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
 MAX_PUTS_IN_FLIGHT = 10_000
 MAX_BYTES_IN_FLIGHT = 512 * 1024 * 1024
+SENDABLE_NAMES_MAX = 65_536  # topic names remembered as valid (forgotten all at once when full)
 _MULTI_TAGS = int(SysFlag.MULTI_TAGS)
 # batch rules (issue 4): a batch body over maxMessageSize makes Java's MessageExtEncoder throw, and the remoting layer
 # answers SYSTEM_ERROR with the exception (line 290 of MessageExtEncoder.java in 5.5.0, as Apache's broker sends it)
@@ -158,6 +159,7 @@ class SendMessageProcessor:
         self.max_bytes_in_flight = MAX_BYTES_IN_FLIGHT if max_bytes_in_flight is None else max_bytes_in_flight
         self.puts_in_flight = 0
         self.bytes_in_flight = 0
+        self._sendable_names: set[str] = set()  # topic names that passed msgCheck's name checks
 
     def handlers(self) -> dict[int, Handler]:
         return {code: self.process for code in SEND_CODES}
@@ -198,11 +200,15 @@ class SendMessageProcessor:
         topic = header.topic
         if not is_writeable(bc.broker_permission) and topics.is_order_topic(topic):
             return (ResponseCode.NO_PERMISSION, f"the broker[{bc.broker_ip1}] sending message is forbidden"), None
-        result = v.validate_topic(topic)
-        if not result.valid:
-            return (ResponseCode.INVALID_PARAMETER, result.remark), None
-        if v.is_not_allowed_send_topic(topic):
-            return (ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."), None
+        if topic not in self._sendable_names:  # the name's checks depend on the name alone: once per topic
+            result = v.validate_topic(topic)
+            if not result.valid:
+                return (ResponseCode.INVALID_PARAMETER, result.remark), None
+            if v.is_not_allowed_send_topic(topic):
+                return (ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."), None
+            if len(self._sendable_names) >= SENDABLE_NAMES_MAX:
+                self._sendable_names.clear()
+            self._sendable_names.add(topic)
         config = topics.select_topic_config(topic) or self._create_topic(conn, header)
         if config is None:
             return (ResponseCode.TOPIC_NOT_EXIST,
