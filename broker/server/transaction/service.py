@@ -42,6 +42,8 @@ from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.server.transaction import bridge
 from broker.server.transaction.bridge import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
 from broker.server.transaction.state import (
+    COMMIT_OVERHEAD,
+    READY_COMMITS_BYTES,
     EndOutcome,
     EndStatus,
     HalfMessage,
@@ -70,7 +72,7 @@ class TransactionalMessageService:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         self.half_records: KeptByOffset[MessageRecord] = KeptByOffset()  # of single prepared sends
-        self.ready_commits: KeptByOffset[StoreMessage] = KeptByOffset()  # of prepared batches' items
+        self.ready_commits: KeptByOffset[StoreMessage] = KeptByOffset(READY_COMMITS_BYTES, COMMIT_OVERHEAD)
         self.open: dict[str, HalfMessage] = {}  # by transaction id
         self.half = QueueProgress(0)
         self.op = QueueProgress(0)
@@ -187,7 +189,7 @@ class TransactionalMessageService:
         for msg, commit, offset, queue_offset in zip(halves, commits, offsets, queue_offsets, strict=True):
             self._open(msg, offset, queue_offset, stored)
             commit.prepared_transaction_offset = offset
-            ready.add(offset, commit, len(commit.body))
+            ready.add(offset, commit, len(commit.body) + len(commit.encoded_properties or b""))
 
     def _open(self, msg: StoreMessage, offset: int, queue_offset: int, store_timestamp: int) -> HalfMessage:
         """Register the half message ``msg`` stored at ``offset`` as an open transaction; a producer's retry of the

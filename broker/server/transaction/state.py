@@ -21,8 +21,12 @@ from broker.server.transaction import bridge
 from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageResult
 
-HALF_RECORDS_BYTES = 64 * 1024 * 1024  # what the kept values of open half messages may hold
-RECORD_OVERHEAD = 2048  # Python's memory for one kept value beyond its stored bytes (its objects and properties)
+HALF_RECORDS_BYTES = 64 * 1024 * 1024  # what the kept records of single prepared sends may hold
+RECORD_OVERHEAD = 2048  # Python's memory for one kept MessageRecord beyond its stored bytes (objects, properties)
+# What the committed messages kept for prepared batches may hold: a Spark job's ends come after all its tasks, so
+# this is what a job can send before its ends read half records back (about 300,000 rows of 128 B, 150,000 of 1 KB).
+READY_COMMITS_BYTES = 256 * 1024 * 1024
+COMMIT_OVERHEAD = 640  # Python's memory for one kept StoreMessage beyond its body and properties bytes (measured)
 
 T = TypeVar("T")
 
@@ -90,10 +94,11 @@ class QueueProgress:
 
 
 class KeptByOffset(Generic[T]):
-    """Values by commit log offset, oldest first, at most ``max_bytes`` (each value's size plus RECORD_OVERHEAD)."""
+    """Values by commit log offset, oldest first, at most ``max_bytes`` (each value's size plus ``overhead``)."""
 
-    def __init__(self, max_bytes: int = HALF_RECORDS_BYTES) -> None:
+    def __init__(self, max_bytes: int = HALF_RECORDS_BYTES, overhead: int = RECORD_OVERHEAD) -> None:
         self.max_bytes = max_bytes
+        self.overhead = overhead
         self.bytes = 0
         self._values: dict[int, tuple[T, int]] = {}  # oldest first: (value, its accounted size)
 
@@ -107,7 +112,7 @@ class KeptByOffset(Generic[T]):
     def add(self, commit_log_offset: int, value: T, size: int) -> None:
         values = self._values
         self.discard(commit_log_offset)
-        size += RECORD_OVERHEAD
+        size += self.overhead
         values[commit_log_offset] = (value, size)
         self.bytes += size
         while self.bytes > self.max_bytes and values:
