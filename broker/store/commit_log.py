@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from zlib import crc32
 
+from broker.common.errors import CorruptRecord
 from broker.common.message import (
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
@@ -324,15 +325,22 @@ class CommitLog:
             return None
 
     def read_record(self, offset: int, *, body: bool = True) -> MessageRecord | None:
-        """The message stored at ``offset`` (lookup by physical offset, as VIEW_MESSAGE_BY_ID needs)."""
+        """The message stored at ``offset`` (lookMessageByOffset, as VIEW_MESSAGE_BY_ID and END_TRANSACTION need),
+        None where no whole message is written. Decoded once; the body CRC is not checked (Java's lookup does not
+        either; recovery does)."""
         mf = self.queue.find(offset)
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        check = check_record(mf.buffer, pos, mf.wrote_position)
-        if check.kind is not RecordKind.MESSAGE:
+        if pos + END_FILE_MIN_BLANK_LENGTH > mf.wrote_position:
             return None
-        return decode_record(mf.buffer[pos:pos + check.size], body=body)
+        try:
+            size = record_size(mf.buffer, pos)
+            if pos + size > mf.wrote_position:
+                return None
+            return decode_record(mf.buffer[pos:pos + size], body=body)
+        except (CorruptRecord, ValueError):  # a BLANK filler, not a record; or the file closed meanwhile
+            return None
 
     def size_at(self, offset: int) -> int | None:
         mf = self.queue.find(offset)

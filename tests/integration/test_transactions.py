@@ -395,19 +395,16 @@ def test_a_kept_half_record_is_the_stored_one_and_is_ended_as_one_read_from_the_
 
 
 def test_kept_half_records_stay_within_their_bound():
-    from broker.server.transaction.service import RECORD_OVERHEAD, HalfRecords
+    from broker.server.transaction.state import RECORD_OVERHEAD, KeptByOffset
 
-    def record(offset: int, size: int = 100) -> MessageRecord:
-        return MessageRecord(size, 1, 0, 0, 0, offset, offset, 0, 0, b"", 0, b"", 0, 0, b"", HALF_TOPIC, {})
-
-    records = HalfRecords(max_bytes=3 * (100 + RECORD_OVERHEAD))
+    records: KeptByOffset[str] = KeptByOffset(max_bytes=3 * (100 + RECORD_OVERHEAD))
     for offset in range(0, 1000, 100):
-        records.add(record(offset))
+        records.add(offset, f"r{offset}", 100)
         assert records.bytes <= records.max_bytes
-    assert len(records) == 3 and [records.get(o) is not None for o in (600, 700, 800, 900)] == [False, True, True, True]
-    records.add(record(900, size=200))  # the same offset again replaces it
-    assert len(records) == 2 and records.bytes == 100 + 200 + 2 * RECORD_OVERHEAD
-    records.add(record(1000, size=10 * records.max_bytes))  # bigger than the bound: not kept at all
+    assert len(records) == 3 and [records.get(o) for o in (600, 700, 800, 900)] == [None, "r700", "r800", "r900"]
+    records.add(900, "again", 200)  # the same offset again replaces it
+    assert len(records) == 2 and records.bytes == 100 + 200 + 2 * RECORD_OVERHEAD and records.get(900) == "again"
+    records.add(1000, "huge", 10 * records.max_bytes)  # bigger than the bound: not kept at all
     assert len(records) == 0 and records.bytes == 0
     records.discard(12345)  # not there: nothing happens
 
@@ -586,7 +583,7 @@ def test_immunity_times_as_java_reads_them():
 
 
 def test_queue_progress_moves_over_done_offsets_only():
-    from broker.server.transaction.service import QueueProgress
+    from broker.server.transaction.state import QueueProgress
 
     progress = QueueProgress(3)
     assert not progress.done(5) and progress.offset == 3

@@ -29,7 +29,7 @@ from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
 from broker.server.processors.common import Handler, bad_header_response, put_failure
 from broker.server.transaction import bridge
-from broker.server.transaction.service import EndStatus
+from broker.server.transaction.state import EndStatus
 from broker.store.config import BrokerRole
 from broker.store.results import PutMessageStatus
 

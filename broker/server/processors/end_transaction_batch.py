@@ -16,7 +16,6 @@ answer); a slave answers SLAVE_NOT_AVAILABLE. The body layout is ``broker.remoti
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -38,7 +37,7 @@ from broker.remoting.headers import EndTransactionBatchRequestHeader, EndTransac
 from broker.remoting.transaction_batch import TransactionHandle, decode_end_batch_body
 from broker.server.processors.common import Handler, bad_header_response, is_slave, put_failure
 from broker.server.transaction import bridge
-from broker.server.transaction.service import EndStatus
+from broker.server.transaction.state import EndStatus, Ready
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -101,8 +100,10 @@ class EndTransactionBatchProcessor:
 
     # -- validation: everything before anything is stored ------------------------------------------------------------
 
-    def _validate(self, header: EndTransactionBatchRequestHeader, body: bytes) -> list[MessageRecord]:
-        """The half record of every handle, in order; Refusal naming the first thing wrong."""
+    def _validate(self, header: EndTransactionBatchRequestHeader, body: bytes) -> list[Ready | MessageRecord]:
+        """What every handle names, in order: an open half message of a prepared batch with its committed message
+        kept ready (most, while the broker runs), else the half record read; Refusal naming the first thing
+        wrong."""
         if header.commit_or_rollback not in END_TYPES:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"commitOrRollback {header.commit_or_rollback} is neither "
                           f"{TRANSACTION_COMMIT_TYPE} (commit) nor {TRANSACTION_ROLLBACK_TYPE} (rollback)")
@@ -114,18 +115,27 @@ class EndTransactionBatchProcessor:
         except MalformedBody as err:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"malformed END_TRANSACTION_BATCH body: {err.reason}") from err
         seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
-        halves = []
+        halves: list[Ready | MessageRecord] = []
+        service, timeout = self.transactional_message_service, self.broker_config.transaction_time_out
         now = time.time_ns() // 1_000_000
         for index, handle in enumerate(handles):
             for key in (handle.commit_log_offset, handle.msg_id):
                 if key in seen:
                     raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handle)} repeats handle {seen[key]}")
                 seen[key] = index
-            half = self._half(index, handle, header)
-            if bridge.past_end_immunity(half, self.broker_config.transaction_time_out, now):
+            found = service.ready_end(handle.commit_log_offset, handle.queue_offset, handle.msg_id,
+                                      header.producer_group, header.topic)
+            if found is not None:
+                entry = found[0]
+                late = bridge.past_immunity(entry.immunity, entry.born_timestamp, timeout, now)
+                halves.append(found)
+            else:
+                half = self._half(index, handle, header)
+                late = bridge.past_end_immunity(half, timeout, now)
+                halves.append(half)
+            if late:
                 raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(index, handle)} is past its check immunity "
                               "time: the broker's check decides it now")
-            halves.append(half)
         return halves
 
     def _half(self, index: int, handle: TransactionHandle, header: EndTransactionBatchRequestHeader) -> MessageRecord:
@@ -153,22 +163,22 @@ class EndTransactionBatchProcessor:
     # -- ending ------------------------------------------------------------------------------------------------------
 
     async def _end(self, request: RemotingCommand, header: EndTransactionBatchRequestHeader,
-                   halves: list[MessageRecord]) -> RemotingCommand:
+                   halves: list[Ready | MessageRecord]) -> RemotingCommand:
         """End every half through the service (its puts group them); the answer counts what was ended."""
         commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
         service = self.transactional_message_service
-        outcomes = await asyncio.gather(*(service.end(half, commit=commit, prepared_offset=half.commit_log_offset)
-                                          for half in halves))
+        outcomes = await service.end_many(halves, commit=commit)
+        total = len(outcomes)
         ended = sum(o.status is EndStatus.ENDED for o in outcomes)
         already = sum(o.status is EndStatus.ALREADY_ENDED for o in outcomes)
         failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None), None)
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",
-                 END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
+                 END_TYPES[header.commit_or_rollback], total, header.producer_group, header.topic, ended,
                  already)
         if failed is not None and failed.put is not None:
             code, remark = put_failure(failed.put.status, self.store_config.max_message_size)
             if code != ResponseCode.SUCCESS:
-                remark = f"{remark} ({ended} of {len(halves)} were ended; the others stay open for the check)"
+                remark = f"{remark} ({ended} of {total} were ended; the others stay open for the check)"
                 return create_response(request, code, remark)
         return create_response(request, ResponseCode.SUCCESS,
                                ext_fields=EndTransactionBatchResponseHeader(ended, already).to_ext())

@@ -62,7 +62,11 @@ from broker.server.processors.common import (
     sends_rejected,
     suggest_todo,
 )
-from broker.server.transaction.batch import half_batch_refusal  # transactional batches
+from broker.server.transaction.batch import (  # transactional batches
+    HalfBatchOrigin,
+    half_batch_messages,
+    half_batch_refusal,
+)
 from broker.server.transaction.bridge import half_message  # transactions
 from broker.store.commit_log import StoreMessage
 from broker.store.flush import disk_usage_percent
@@ -375,17 +379,15 @@ class SendMessageProcessor:
         refusal = half_batch_refusal(items, header.producer_group)
         if refusal is not None:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
-        sys_flag, host = self._sys_flag(header, config), born_host(conn.remote_address)
-        cluster = self.broker_config.broker_cluster_name
-        msgs = [half_message(StoreMessage(
-            header.topic, queue_id, item.body,
-            java_ordered({**self._with_broker_properties(dict(item.properties)), PROPERTY_CLUSTER: cluster}),
-            item.flag, sys_flag, header.born_timestamp, host, header.reconsume_times or 0)) for item in items]
-        result = await self._put(msgs, len(request.body))
+        origin = HalfBatchOrigin(header.topic, queue_id, self._sys_flag(header, config), header.born_timestamp,
+                                 born_host(conn.remote_address), header.reconsume_times or 0)
+        halves, commits = half_batch_messages(items, origin, {
+            PROPERTY_MSG_REGION: self.region_id, PROPERTY_TRACE_SWITCH: self.trace_on,
+            PROPERTY_CLUSTER: self.broker_config.broker_cluster_name})
+        result = await self._put(halves, len(request.body))
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
-        for index, msg in enumerate(msgs):
-            self.transactional_message_service.half_stored(msg, result, index)
+        self.transactional_message_service.half_batch_stored(halves, commits, result)
         return self.put_response(request, result, queue_id, transaction_id)
 
     # -- the put and its answer ---------------------------------------------------------------------------------------

@@ -7,10 +7,12 @@ about half messages nobody ended.
 
 Modules: ``bridge`` (how each record is derived: half, committed, op, re-put, discarded, the check request),
 ``service`` (TransactionalMessageService: open transactions, ending them, the check round, the rebuild at start),
-``check`` (TransactionalMessageCheckService: the periodic round).
+``state`` (what the service keeps in memory), ``check`` (TransactionalMessageCheckService: the periodic round),
+``batch`` (rmq's prepared batches: which items may be half messages, and their records).
 """
 
 from broker.server.transaction.check import TransactionalMessageCheckService
-from broker.server.transaction.service import EndOutcome, EndStatus, HalfMessage, TransactionalMessageService
+from broker.server.transaction.service import TransactionalMessageService
+from broker.server.transaction.state import EndOutcome, EndStatus, HalfMessage
 
 __all__ = ["EndOutcome", "EndStatus", "HalfMessage", "TransactionalMessageCheckService", "TransactionalMessageService"]

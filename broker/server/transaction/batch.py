@@ -9,16 +9,25 @@ processor stores the batch, ``processors/end_transaction_batch.py`` ends it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from broker.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_POP_CK,
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_ID,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    encode_properties,
 )
 from broker.common.message_batch import BatchMessage
-from broker.server.transaction.bridge import parse_java_long
+from broker.server.transaction.bridge import HALF_QUEUE_ID, HALF_TOPIC, parse_java_long, with_transaction_type
+from broker.store.commit_log import StoreMessage
 
 
 def delay_level(props: dict[str, str]) -> int:
@@ -51,3 +60,55 @@ def half_batch_refusal(items: Sequence[BatchMessage], producer_group: str) -> st
                     f"of item {seen[uniq]}")
         seen[uniq] = index
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class HalfBatchOrigin:
+    """What every item of one prepared batch shares: where it is bound, and what its sender's request says."""
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    reconsume_times: int
+
+
+def half_batch_messages(items: Sequence[BatchMessage], origin: HalfBatchOrigin,
+                        added: Mapping[str, str]) -> tuple[list[StoreMessage], list[StoreMessage]]:
+    """The half message of each item and, beside it, the committed message END_TRANSACTION_BATCH will store (its
+    prepared transaction offset set once the half is stored). As bridge.half_message and bridge.committed_message
+    make them from a single send, with the broker's ``added`` properties (MSG_REGION, TRACE_ON, CLUSTER), but
+    without decoding and re-encoding each item's properties: the producer's bytes are kept and the added entries
+    appended, so the properties are in the producer's order followed by the broker's (nothing of Apache writes these
+    records, so there is no Java order to follow). An item already holding a name the broker sets (or POP_CK, which
+    it drops) is encoded from its merged properties instead."""
+    added_bytes = encode_properties(added).encode()
+    real = {PROPERTY_REAL_TOPIC: origin.topic, PROPERTY_REAL_QUEUE_ID: str(origin.queue_id)}
+    real_bytes = encode_properties(real).encode()
+    reserved = {*added, *real, PROPERTY_TRANSACTION_ID, PROPERTY_POP_CK}
+    half_flag = with_transaction_type(origin.sys_flag, TRANSACTION_NOT_TYPE)
+    commit_flag = with_transaction_type(origin.sys_flag, TRANSACTION_COMMIT_TYPE)
+    halves: list[StoreMessage] = []
+    commits: list[StoreMessage] = []
+    for item in items:
+        props = item.properties
+        uniq = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]  # half_batch_refusal made sure each item has one
+        committed = {**props, **added, PROPERTY_TRANSACTION_ID: uniq}
+        encoded = item.encoded_properties
+        if encoded and encoded[-1] == 2 and reserved.isdisjoint(props):  # 2: PROPERTY_SEPARATOR
+            commit_bytes = b"%s%s%s\x01%s\x02" % (encoded, added_bytes, PROPERTY_TRANSACTION_ID.encode(),
+                                                  uniq.encode())
+            half_bytes = commit_bytes + real_bytes
+        else:
+            for name in (PROPERTY_POP_CK, *real):
+                committed.pop(name, None)
+            commit_bytes = encode_properties(committed).encode()
+            half_bytes = commit_bytes + real_bytes
+        halves.append(StoreMessage(HALF_TOPIC, HALF_QUEUE_ID, item.body, {**committed, **real}, item.flag, half_flag,
+                                   origin.born_timestamp, origin.born_host, origin.reconsume_times,
+                                   encoded_properties=half_bytes))
+        commits.append(StoreMessage(origin.topic, origin.queue_id, item.body, committed, item.flag, commit_flag,
+                                    origin.born_timestamp, origin.born_host, origin.reconsume_times,
+                                    encoded_properties=commit_bytes))
+    return halves, commits

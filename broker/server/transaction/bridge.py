@@ -105,10 +105,15 @@ def past_end_immunity(half: MessageRecord, transaction_time_out: int, now_ms: in
     """A producer's own end of a half message with CHECK_IMMUNITY_TIME_IN_SECONDS comes too late once that time (at
     least transactionTimeOut) has passed: the check decides it now (EndTransactionProcessor's
     rejectCommitOrRollback)."""
-    immunity = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+    return past_immunity(half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), half.born_timestamp,
+                         transaction_time_out, now_ms)
+
+
+def past_immunity(immunity: str | None, born_timestamp: int, transaction_time_out: int, now_ms: int) -> bool:
+    """``past_end_immunity`` from the property's value and the half message's born timestamp."""
     if not immunity:
         return False
-    return now_ms - half.born_timestamp > end_immunity_ms(immunity, transaction_time_out)
+    return now_ms - born_timestamp > end_immunity_ms(immunity, transaction_time_out)
 
 
 # -- records -----------------------------------------------------------------------------------------------------------

@@ -27,8 +27,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING
 
 from broker.common.errors import RemotingError
@@ -43,6 +41,17 @@ from broker.common.record import MessageRecord, decode_record
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.server.transaction import bridge
 from broker.server.transaction.bridge import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
+from broker.server.transaction.state import (
+    COMMIT_OVERHEAD,
+    READY_COMMITS_BYTES,
+    EndOutcome,
+    EndStatus,
+    HalfMessage,
+    KeptByOffset,
+    QueueProgress,
+    Ready,
+    outcome,
+)
 from broker.store.commit_log import StoreMessage
 from broker.store.results import GetMessageStatus, PutMessageResult
 
@@ -53,106 +62,17 @@ log = logging.getLogger(__name__)
 
 REBUILD_BATCH = 256  # records read per get_message while rebuilding
 END_BATCH_MAX = 256  # ends stored in one put at most
-HALF_RECORDS_BYTES = 64 * 1024 * 1024  # what the records of open half messages kept for END_TRANSACTION may hold
-RECORD_OVERHEAD = 2048  # Python's memory for one kept record beyond its stored bytes (its objects and properties)
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(slots=True, eq=False)
-class HalfMessage:
-    """An open transaction: where its newest half record is, and what the check needs to decide about it."""
-
-    transaction_id: str
-    producer_group: str | None
-    queue_offset: int
-    commit_log_offset: int
-    born_timestamp: int
-    store_timestamp: int
-    check_times: int
-    immunity: str | None  # CHECK_IMMUNITY_TIME_IN_SECONDS as the producer set it
-    ended: bool = False
-    busy: asyncio.Future[None] | None = None  # set while an end or a check writes for it
-
-    @classmethod
-    def from_record(cls, record: MessageRecord, queue_offset: int) -> HalfMessage:
-        return cls(bridge.transaction_id(record), bridge.producer_group(record), queue_offset,
-                   record.commit_log_offset, record.born_timestamp, record.store_timestamp, bridge.check_times(record),
-                   bridge.immunity_property(record))
-
-
-class EndStatus(Enum):
-    ENDED = "ENDED"  # committed or rolled back now, op record written
-    ALREADY_ENDED = "ALREADY_ENDED"  # ended before (or discarded): nothing written
-    PUT_FAILED = "PUT_FAILED"  # the store refused; still open
-
-
-@dataclass(frozen=True, slots=True)
-class EndOutcome:
-    status: EndStatus
-    put: PutMessageResult | None = None
-
-
-class QueueProgress:
-    """The consume offset of one queue: the first offset not known to be done."""
-
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
-        self._done: set[int] = set()
-
-    def done(self, offset: int) -> bool:
-        """Mark ``offset`` done; True when the consume offset moved."""
-        if offset < self.offset:
-            return False
-        self._done.add(offset)
-        start = self.offset
-        while self.offset in self._done:
-            self._done.remove(self.offset)
-            self.offset += 1
-        return self.offset != start
-
-
-class HalfRecords:
-    """The records of recently stored half messages by commit log offset, as ``lookup_message`` would return them:
-    END_TRANSACTION comes right after its half message under a pipelining producer (the sink), and reading it back
-    and decoding it (with its CRC) was a fifth of the broker's time per end. Bounded by ``max_bytes`` (stored size
-    plus RECORD_OVERHEAD per record): the oldest go first; a record that is not here is read from the store."""
-
-    def __init__(self, max_bytes: int = HALF_RECORDS_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._records: dict[int, MessageRecord] = {}  # oldest first
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def get(self, commit_log_offset: int) -> MessageRecord | None:
-        return self._records.get(commit_log_offset)
-
-    def add(self, record: MessageRecord) -> None:
-        records = self._records
-        self.discard(record.commit_log_offset)
-        records[record.commit_log_offset] = record
-        self.bytes += record.store_size + RECORD_OVERHEAD
-        while self.bytes > self.max_bytes and records:
-            self.discard(next(iter(records)))
-
-    def discard(self, commit_log_offset: int) -> None:
-        record = self._records.pop(commit_log_offset, None)
-        if record is not None:
-            self.bytes -= record.store_size + RECORD_OVERHEAD
-
-    def clear(self) -> None:
-        self._records.clear()
-        self.bytes = 0
-
-
 class TransactionalMessageService:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
-        self.half_records = HalfRecords()
+        self.half_records: KeptByOffset[MessageRecord] = KeptByOffset()  # of single prepared sends
+        self.ready_commits: KeptByOffset[StoreMessage] = KeptByOffset(READY_COMMITS_BYTES, COMMIT_OVERHEAD)
         self.open: dict[str, HalfMessage] = {}  # by transaction id
         self.half = QueueProgress(0)
         self.op = QueueProgress(0)
@@ -173,6 +93,7 @@ class TransactionalMessageService:
         self.open.clear()
         self._op_refs.clear()
         self.half_records.clear()
+        self.ready_commits.clear()
         self.half = QueueProgress(self._consume_offset(HALF_TOPIC))
         self.op = QueueProgress(self._consume_offset(OP_TOPIC))
         self._committed = {HALF_TOPIC: self.half.offset, OP_TOPIC: self.op.offset}
@@ -244,28 +165,52 @@ class TransactionalMessageService:
 
     # -- prepared sends --------------------------------------------------------------------------------------------
 
-    def half_stored(self, msg: StoreMessage, result: PutMessageResult, index: int = 0) -> None:
-        """A prepared send was stored as ``msg`` (bridge.half_message), the ``index``-th record of the put
-        ``result`` (a prepared batch puts many): it is open from now on."""
+    def half_stored(self, msg: StoreMessage, result: PutMessageResult) -> None:
+        """A prepared send was stored as ``msg`` (bridge.half_message): it is open from now on."""
         if not result.ok or result.append is None or msg.topic != HALF_TOPIC:
             return  # not stored, or a delay level sent it to the schedule topic instead (as Java's store hook does)
         append = result.append
+        entry = self._open(msg, append.wrote_offset, append.queue_offset, append.store_timestamp)
         props = msg.properties
-        wrote_offset = append.record_offsets[index]
-        entry = HalfMessage(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{wrote_offset}",
-                            props.get(PROPERTY_PRODUCER_GROUP), append.queue_offsets[index], wrote_offset,
-                            msg.born_timestamp, append.store_timestamp,
-                            bridge.parse_java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0,
+        values = props.values()
+        if None not in values and "" not in values and "" not in props:  # else the stored properties say less
+            self.half_records.add(entry.commit_log_offset, self.controller.store.stored_record(msg, append),
+                                  append.wrote_bytes)
+
+    def half_batch_stored(self, halves: list[StoreMessage], commits: list[StoreMessage],
+                          result: PutMessageResult) -> None:
+        """A prepared batch was stored as ``halves`` (one put): each is open from now on, and its committed message
+        ``commits[i]`` (batch.half_batch_messages) is kept ready for END_TRANSACTION_BATCH, pointing at its half."""
+        if not result.ok or result.append is None:
+            return
+        append = result.append
+        offsets, queue_offsets, stored = append.record_offsets, append.queue_offsets, append.store_timestamp
+        ready = self.ready_commits
+        for msg, commit, offset, queue_offset in zip(halves, commits, offsets, queue_offsets, strict=True):
+            self._open(msg, offset, queue_offset, stored)
+            commit.prepared_transaction_offset = offset
+            ready.add(offset, commit, len(commit.body) + len(commit.encoded_properties or b""))
+
+    def _open(self, msg: StoreMessage, offset: int, queue_offset: int, store_timestamp: int) -> HalfMessage:
+        """Register the half message ``msg`` stored at ``offset`` as an open transaction; a producer's retry of the
+        same send (same transaction id, not being ended) supersedes the earlier half."""
+        props = msg.properties
+        entry = HalfMessage(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{offset}",
+                            props.get(PROPERTY_PRODUCER_GROUP), queue_offset, offset, msg.born_timestamp,
+                            store_timestamp, bridge.parse_java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0,
                             props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS))
         previous = self.open.get(entry.transaction_id)
         self.open[entry.transaction_id] = entry
-        values = props.values()
-        if None not in values and "" not in values and "" not in props:  # else the stored properties say less
-            self.half_records.add(self.controller.store.stored_record(msg, append, index))
-        if previous is not None and previous.busy is None:  # a producer's retry of the same send supersedes it
+        if previous is not None and previous.busy is None:
             previous.ended = True
-            self.half_records.discard(previous.commit_log_offset)
+            self._forget(previous.commit_log_offset)
             self._done([previous.queue_offset])
+        return entry
+
+    def _forget(self, commit_log_offset: int) -> None:
+        """Drop what is kept of the half record at ``commit_log_offset`` (ended, superseded or re-put)."""
+        self.half_records.discard(commit_log_offset)
+        self.ready_commits.discard(commit_log_offset)
 
     def is_open(self, half: MessageRecord) -> bool:
         """Whether END_TRANSACTION may still end the transaction of the half record ``half``: open, or discarded by
@@ -290,31 +235,96 @@ class TransactionalMessageService:
         Ends that arrive in the same loop iteration (a producer pipelining them) share that put and one op record
         naming all their half offsets, as Java's TransactionalOpBatchService merges op records: one store write
         for many ends instead of two each."""
-        tx = bridge.transaction_id(half)
-        if tx not in self.open and tx in self._discarded:  # Java ends a discarded half message all the same
-            entry = self.open[tx] = self._discarded.pop(tx)
-            entry.ended = False
-        entry = self.open.get(tx)
+        entry = self._entry_of(half)
         if entry is None or not await self._claim(entry):
             return EndOutcome(EndStatus.ALREADY_ENDED)
         try:
-            offsets = list(dict.fromkeys((half.queue_offset, entry.queue_offset)))
-            # A committed message still carrying DELAY is parked for delayed delivery (Java's store hook parks any
-            # committed message with a delay level; official clients never send a half message with one).
-            schedule = self.controller.schedule_message_service
-            msg = schedule.handle_schedule_message(bridge.committed_message(half, prepared_offset)) if commit else None
-            future = asyncio.get_running_loop().create_future()
-            if not self._ends:
-                asyncio.get_running_loop().call_soon(self._put_ends)
-            self._ends.append((entry, offsets, msg, future))
-            if len(self._ends) >= END_BATCH_MAX:
-                self._put_ends()
-            result = await future
-            if not result.ok or result.append is None:
-                return EndOutcome(EndStatus.PUT_FAILED, result)
-            return EndOutcome(EndStatus.ENDED, result)
+            return outcome(await self._queue_end(entry, *self._end_of(entry, half, commit, prepared_offset)))
         finally:
             self._release(entry)
+
+    def _entry_of(self, half: MessageRecord) -> HalfMessage | None:
+        """The open transaction of ``half``; one the check discarded is open again (Java ends it all the same)."""
+        tx = bridge.transaction_id(half)
+        if tx not in self.open and tx in self._discarded:
+            entry = self.open[tx] = self._discarded.pop(tx)
+            entry.ended = False
+        return self.open.get(tx)
+
+    def _end_of(self, entry: HalfMessage, half: MessageRecord, commit: bool,
+                prepared_offset: int) -> tuple[list[int], StoreMessage | None]:
+        """The half offsets an end of ``half`` names and the message it stores (None rolling back). A committed
+        message still carrying DELAY is parked for delayed delivery (Java's store hook parks any committed message
+        with a delay level; official clients never send a half message with one)."""
+        offsets = list(dict.fromkeys((half.queue_offset, entry.queue_offset)))
+        if not commit:
+            return offsets, None
+        schedule = self.controller.schedule_message_service
+        return offsets, schedule.handle_schedule_message(bridge.committed_message(half, prepared_offset))
+
+    def ready_end(self, commit_log_offset: int, queue_offset: int, transaction_id: str,
+                  producer_group: str, topic: str) -> Ready | None:
+        """The open half message of a prepared batch that a handle names, with its committed message kept ready,
+        when everything the handle and its request say matches it; None sends the caller the long way (reading
+        the half record), which also says what does not match."""
+        entry = self.open.get(transaction_id)
+        if (entry is None or entry.commit_log_offset != commit_log_offset or entry.queue_offset != queue_offset
+                or entry.producer_group != producer_group):
+            return None
+        commit = self.ready_commits.get(commit_log_offset)
+        if commit is None or commit.topic != topic:
+            return None
+        return entry, commit
+
+    async def end_many(self, halves: list[Ready | MessageRecord], *, commit: bool) -> list[EndOutcome]:
+        """``end`` for many half messages, queued in their order in one pass: those found by ``ready_end`` with
+        their kept committed messages, the others from their half records (each ending as its own commit log
+        offset says)."""
+        loop = asyncio.get_running_loop()
+        busy: asyncio.Future[None] = loop.create_future()  # shared by every entry claimed here without waiting
+        claimed: list[HalfMessage] = []
+        waits: list[asyncio.Future[PutMessageResult] | None] = []
+        try:
+            for half in halves:
+                if isinstance(half, MessageRecord):
+                    entry, kept = self._entry_of(half), None
+                else:
+                    entry, kept = half
+                if entry is None:
+                    ok = False
+                elif entry.busy is None:
+                    ok = not entry.ended
+                    if ok:
+                        entry.busy = busy
+                else:
+                    ok = await self._claim(entry)  # a check writes for it: wait, as ``end`` does
+                if not ok or entry is None:
+                    waits.append(None)
+                    continue
+                claimed.append(entry)
+                if kept is None:
+                    offsets, msg = self._end_of(entry, half, commit, half.commit_log_offset)
+                else:
+                    offsets, msg = [entry.queue_offset], kept if commit else None
+                waits.append(self._queue_end(entry, offsets, msg))
+            return [EndOutcome(EndStatus.ALREADY_ENDED) if wait is None else outcome(await wait) for wait in waits]
+        finally:
+            for entry in claimed:
+                self._release(entry)
+            if not busy.done():
+                busy.set_result(None)
+
+    def _queue_end(self, entry: HalfMessage, half_offsets: list[int],
+                   msg: StoreMessage | None) -> asyncio.Future[PutMessageResult]:
+        """Add an end to the put being gathered (stored at the end of this loop iteration, or now when full)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not self._ends:
+            loop.call_soon(self._put_ends)
+        self._ends.append((entry, half_offsets, msg, future))
+        if len(self._ends) >= END_BATCH_MAX:
+            self._put_ends()
+        return future
 
     def _put_ends(self) -> None:
         """Store the ends gathered so far: their committed messages and one op record, in one put."""
@@ -349,7 +359,7 @@ class TransactionalMessageService:
                 entry.ended = True
                 if self.open.get(entry.transaction_id) is entry:
                     del self.open[entry.transaction_id]
-                self.half_records.discard(entry.commit_log_offset)
+                self._forget(entry.commit_log_offset)
             op_offsets = result.append.queue_offsets[-len(op_groups):]
             self._done(offsets, dict(zip(op_offsets, op_groups, strict=True)))
         for _, _, _, future in ends:
@@ -363,7 +373,7 @@ class TransactionalMessageService:
         entry.ended = True
         if self.open.get(entry.transaction_id) is entry:
             del self.open[entry.transaction_id]
-        self.half_records.discard(entry.commit_log_offset)
+        self._forget(entry.commit_log_offset)
         self._done(half_offsets, None if op_offset is None else {op_offset: half_offsets})
 
     async def _claim(self, entry: HalfMessage) -> bool:
@@ -434,7 +444,7 @@ class TransactionalMessageService:
             log.error("put back of half message %s failed: %s", entry.transaction_id, result.status)
             return None
         old = entry.queue_offset
-        self.half_records.discard(entry.commit_log_offset)
+        self._forget(entry.commit_log_offset)
         entry.queue_offset, entry.commit_log_offset = result.append.queue_offset, result.append.wrote_offset
         entry.store_timestamp = result.append.store_timestamp
         entry.check_times += 1
