@@ -5,6 +5,8 @@
  *
  * - decode_batch_items: each message's (body, properties dict, flag, PROPERTIES bytes), or None when anything in the
  *   body is malformed (message_batch.py then walks it again in Python to raise CorruptRecord with the same message).
+ * - decode_end_batch_handles: the handles of an END_TRANSACTION_BATCH body (broker/remoting/transaction_batch.py's
+ *   layout), or None when it is malformed (its Python twin then names the fault). About 2 us a handle in Python.
  *
  * In Python a 16-message batch cost about 3 us a message (struct unpacks, slices, a decode and a split per message),
  * the largest share of a batched send after the socket write.
@@ -97,7 +99,65 @@ done:
     return result;
 }
 
+#define HANDLE_HEAD_SIZE 18  /* commitLogOffset 8, tranStateTableOffset 8, msgId length 2 */
+
+static inline int64_t get_s64(const uint8_t *p) {
+    return (int64_t)((uint64_t)(uint32_t)get_s32(p) << 32 | (uint32_t)get_s32(p + 4));
+}
+
+PyDoc_STRVAR(decode_end_batch_handles_doc,
+"decode_end_batch_handles(body, max_count) -> [(commit_log_offset, queue_offset, msg_id), ...] | None\n\n"
+"The handles of an END_TRANSACTION_BATCH body; None when the count is not 1..max_count, a handle is cut short, a\n"
+"msgId is not UTF-8, or bytes are left over.");
+
+static PyObject *decode_end_batch_handles(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer buf;
+    int max_count;
+    if (!PyArg_ParseTuple(args, "y*i", &buf, &max_count))
+        return NULL;
+    const uint8_t *base = buf.buf;
+    Py_ssize_t end = buf.len, pos = 4;
+    PyObject *handles = NULL, *result = NULL;
+    int32_t count = end >= 4 ? get_s32(base) : 0;
+    if (count <= 0 || count > max_count)
+        goto malformed;
+    handles = PyList_New(count);
+    if (handles == NULL)
+        goto done;
+    for (int32_t i = 0; i < count; i++) {
+        if (end - pos < HANDLE_HEAD_SIZE)
+            goto malformed;
+        const uint8_t *h = base + pos;
+        int16_t length = (int16_t)(h[16] << 8 | h[17]);
+        pos += HANDLE_HEAD_SIZE;
+        if (length < 0 || length > end - pos)
+            goto malformed;
+        PyObject *msg_id = PyUnicode_DecodeUTF8((const char *)base + pos, length, NULL);
+        if (msg_id == NULL) {
+            PyErr_Clear();
+            goto malformed;
+        }
+        PyObject *handle = Py_BuildValue("(LLN)", (long long)get_s64(h), (long long)get_s64(h + 8), msg_id);
+        if (handle == NULL)
+            goto done;
+        PyList_SET_ITEM(handles, i, handle);
+        pos += length;
+    }
+    if (pos != end)
+        goto malformed;
+    result = handles;
+    handles = NULL;
+    goto done;
+malformed:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(handles);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 PyMethodDef rmq_batch_methods[] = {
     {"decode_batch_items", decode_batch_items, METH_O, decode_batch_items_doc},
+    {"decode_end_batch_handles", decode_end_batch_handles, METH_VARARGS, decode_end_batch_handles_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -14,11 +14,11 @@ from broker import _speedups  # built in place by pip install -e .
 from broker.common import message as message_module
 from broker.common import message_batch
 from broker.common import record as record_layout
-from broker.common.errors import CorruptRecord, LocalProtocolError
+from broker.common.errors import CorruptRecord, LocalProtocolError, MalformedBody
 from broker.common.message import SysFlag, encode_properties, pack_host
 from broker.common.message_batch import BatchMessage, _decode_batch_items_py, decode_batch_body, encode_batch_item
 from broker.common.record import _check_records_py, decode_record, encode_blank, iter_records
-from broker.remoting import command
+from broker.remoting import command, transaction_batch
 from broker.remoting.codes import LanguageCode, RequestCode, SerializeType
 from broker.remoting.command import _encode_rocketmq_header_py, _rocketmq_header_fields_py
 from broker.remoting.frame import Frame
@@ -44,6 +44,7 @@ def test_the_store_uses_the_c_loops():
     assert command.rocketmq_header_fields is _speedups.rocketmq_header_fields
     assert command.encode_rocketmq_header is _speedups.encode_rocketmq_header
     assert message_batch._decode_batch_items_c is _speedups.decode_batch_items
+    assert transaction_batch._decode_end_batch_handles_c is _speedups.decode_end_batch_handles
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------
@@ -403,6 +404,39 @@ def test_decode_batch_items_c_and_python_read_the_same(items, cut, flips):
         assert (c is None) == (twin[0] == "corrupt")
     got, _ = _batch_outcome(body)
     assert [BatchMessage(*item) for item in got[1]] == decode_batch_body(body)
+
+
+def _end_batch_outcome(buf):
+    try:
+        got = ("ok", transaction_batch.decode_end_batch_body(buf))
+    except MalformedBody as err:
+        got = ("malformed", err.reason)
+    try:
+        twin = ("ok", transaction_batch._decode_end_batch_body_py(buf))
+    except MalformedBody as err:
+        twin = ("malformed", err.reason)
+    return got, twin
+
+
+@settings(max_examples=400, deadline=None)
+@given(handles=st.lists(st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**63, 2**63 - 1),
+                                  st.text(max_size=40)), min_size=1, max_size=8),
+       cut=st.integers(0, 60), flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3))
+def test_decode_end_batch_handles_c_and_python_read_the_same(handles, cut, flips):
+    """END_TRANSACTION_BATCH bodies, whole and damaged (cut, bytes changed: counts out of range, lengths past the
+    end, msgIds that are not UTF-8, bytes left over): the C loop gives what the twin gives, and leaves every
+    malformed body to it."""
+    body = transaction_batch.encode_end_batch_body(handles)
+    damaged = bytearray(body[: len(body) - cut % (len(body) + 1)])
+    for at, value in flips:
+        if at < len(damaged):
+            damaged[at] = value
+    for buf in (body, bytes(damaged), memoryview(bytes(damaged))):
+        got, twin = _end_batch_outcome(buf)
+        assert got == twin
+        c = _speedups.decode_end_batch_handles(buf, transaction_batch.END_TRANSACTION_BATCH_MAX)
+        assert (c is None) == (twin[0] == "malformed")
+    assert _end_batch_outcome(body)[0] == ("ok", [transaction_batch.TransactionHandle(*h) for h in handles])
 
 
 def test_decode_batch_items_reads_what_java_writes():

@@ -91,24 +91,27 @@ def half_batch_messages(items: Sequence[BatchMessage], origin: HalfBatchOrigin,
     commit_flag = with_transaction_type(origin.sys_flag, TRANSACTION_COMMIT_TYPE)
     halves: list[StoreMessage] = []
     commits: list[StoreMessage] = []
+    topic, queue_id, born, host, reconsume = (origin.topic, origin.queue_id, origin.born_timestamp, origin.born_host,
+                                              origin.reconsume_times)
+    tx_entry = PROPERTY_TRANSACTION_ID.encode() + b"\x01"
     for item in items:
         props = item.properties
         uniq = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]  # half_batch_refusal made sure each item has one
-        committed = {**props, **added, PROPERTY_TRANSACTION_ID: uniq}
+        committed = props.copy()
+        committed.update(added)
+        committed[PROPERTY_TRANSACTION_ID] = uniq
         encoded = item.encoded_properties
         if encoded and encoded[-1] == 2 and reserved.isdisjoint(props):  # 2: PROPERTY_SEPARATOR
-            commit_bytes = b"%s%s%s\x01%s\x02" % (encoded, added_bytes, PROPERTY_TRANSACTION_ID.encode(),
-                                                  uniq.encode())
-            half_bytes = commit_bytes + real_bytes
+            commit_bytes = b"".join((encoded, added_bytes, tx_entry, uniq.encode(), b"\x02"))
         else:
             for name in (PROPERTY_POP_CK, *real):
                 committed.pop(name, None)
             commit_bytes = encode_properties(committed).encode()
-            half_bytes = commit_bytes + real_bytes
-        halves.append(StoreMessage(HALF_TOPIC, HALF_QUEUE_ID, item.body, {**committed, **real}, item.flag, half_flag,
-                                   origin.born_timestamp, origin.born_host, origin.reconsume_times,
-                                   encoded_properties=half_bytes))
-        commits.append(StoreMessage(origin.topic, origin.queue_id, item.body, committed, item.flag, commit_flag,
-                                    origin.born_timestamp, origin.born_host, origin.reconsume_times,
-                                    encoded_properties=commit_bytes))
+        half_props = committed.copy()
+        half_props.update(real)
+        body, flag = item.body, item.flag
+        halves.append(StoreMessage(HALF_TOPIC, HALF_QUEUE_ID, body, half_props, flag, half_flag, born, host, reconsume,
+                                   0, commit_bytes + real_bytes))
+        commits.append(StoreMessage(topic, queue_id, body, committed, flag, commit_flag, born, host, reconsume, 0,
+                                    commit_bytes))
     return halves, commits

@@ -79,7 +79,8 @@ class TransactionalMessageService:
         self._op_refs: dict[int, int] = {}  # op queue offset -> the highest half offset it names (not yet done)
         self._committed: dict[str, int] = {}  # the CID_RMQ_SYS_TRANS offsets as last committed (or first read)
         self._discarded: dict[str, HalfMessage] = {}  # moved to TRANS_CHECK_MAX_TIME_TOPIC since start
-        self._ends: list[tuple[HalfMessage, list[int], StoreMessage | None, asyncio.Future[PutMessageResult]]] = []
+        self._ends: list[tuple[HalfMessage, list[int], StoreMessage | None]] = []  # the put being gathered
+        self._ends_stored: asyncio.Future[PutMessageResult] | None = None  # settled once that put is stored
         self._end_tasks: set[asyncio.Task[None]] = set()
 
     # -- start: rebuild from the half and op topics -----------------------------------------------------------------
@@ -307,7 +308,10 @@ class TransactionalMessageService:
                 else:
                     offsets, msg = [entry.queue_offset], kept if commit else None
                 waits.append(self._queue_end(entry, offsets, msg))
-            return [EndOutcome(EndStatus.ALREADY_ENDED) if wait is None else outcome(await wait) for wait in waits]
+            settled: dict[asyncio.Future[PutMessageResult], EndOutcome] = {}  # a few puts' futures, many ends each
+            for wait in dict.fromkeys(w for w in waits if w is not None):
+                settled[wait] = outcome(await wait)
+            return [EndOutcome(EndStatus.ALREADY_ENDED) if wait is None else settled[wait] for wait in waits]
         finally:
             for entry in claimed:
                 self._release(entry)
@@ -316,12 +320,14 @@ class TransactionalMessageService:
 
     def _queue_end(self, entry: HalfMessage, half_offsets: list[int],
                    msg: StoreMessage | None) -> asyncio.Future[PutMessageResult]:
-        """Add an end to the put being gathered (stored at the end of this loop iteration, or now when full)."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        """Add an end to the put being gathered (stored at the end of this loop iteration, or now when full); the
+        future is that put's, shared by every end in it."""
         if not self._ends:
+            loop = asyncio.get_running_loop()
             loop.call_soon(self._put_ends)
-        self._ends.append((entry, half_offsets, msg, future))
+            self._ends_stored = loop.create_future()
+        future = self._ends_stored
+        self._ends.append((entry, half_offsets, msg))
         if len(self._ends) >= END_BATCH_MAX:
             self._put_ends()
         return future
@@ -331,40 +337,36 @@ class TransactionalMessageService:
         ends, self._ends = self._ends, []
         if not ends:
             return
-        offsets = [offset for _, entry_offsets, _, _ in ends for offset in entry_offsets]
-        msgs = [msg for _, _, msg, _ in ends if msg is not None]
+        offsets = [offset for _, entry_offsets, _ in ends for offset in entry_offsets]
+        msgs = [msg for _, _, msg in ends if msg is not None]
         ops = bridge.op_messages(offsets, self.controller.store.store_host, now_ms())  # Java's op batch sizes
         msgs += [op for op, _ in ops]
-        task = asyncio.get_running_loop().create_task(self._store_ends(ends, offsets, msgs,
-                                                                       [named for _, named in ops]))
+        task = asyncio.get_running_loop().create_task(self._store_ends(
+            [entry for entry, _, _ in ends], offsets, msgs, [named for _, named in ops], self._ends_stored))
         self._end_tasks.add(task)
         task.add_done_callback(self._end_tasks.discard)
 
-    async def _store_ends(self, ends: list[tuple[HalfMessage, list[int], StoreMessage | None, asyncio.Future]],
-                          offsets: list[int], msgs: list[StoreMessage], op_groups: list[list[int]]) -> None:
-        """Put ``msgs`` (the committed messages, then one op record per ``op_groups`` entry) and settle each end."""
+    async def _store_ends(self, entries: list[HalfMessage], offsets: list[int], msgs: list[StoreMessage],
+                          op_groups: list[list[int]], stored: asyncio.Future[PutMessageResult]) -> None:
+        """Put ``msgs`` (the committed messages, then one op record per ``op_groups`` entry) and settle the ends of
+        ``entries`` through ``stored``."""
         try:
             result = await self.controller.put_messages(msgs)
         except asyncio.CancelledError:
-            for _, _, _, future in ends:
-                future.cancel()
+            stored.cancel()
             raise
         except Exception as err:  # each end() raises it (its request is answered SYSTEM_ERROR)
-            for _, _, _, future in ends:
-                if not future.done():
-                    future.set_exception(err)
+            stored.set_exception(err)
             return
         if result.ok and result.append is not None:
-            for entry, _, _, _ in ends:
+            for entry in entries:
                 entry.ended = True
                 if self.open.get(entry.transaction_id) is entry:
                     del self.open[entry.transaction_id]
                 self._forget(entry.commit_log_offset)
             op_offsets = result.append.queue_offsets[-len(op_groups):]
             self._done(offsets, dict(zip(op_offsets, op_groups, strict=True)))
-        for _, _, _, future in ends:
-            if not future.done():
-                future.set_result(result)
+        stored.set_result(result)
 
     def _op(self, half_offsets: list[int]) -> StoreMessage:
         return bridge.op_message(half_offsets, self.controller.store.store_host, now_ms())
