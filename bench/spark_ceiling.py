@@ -237,8 +237,9 @@ def main() -> int:
             "ceiling": lambda: (spark.read.format("ceiling").options(**ceiling).load().write.format("noop")
                                 .mode("overwrite").save()),
         }
-        best, batch_s = source_rounds(args, peers.home, streams, batches)
-        print_source(args, best, batch_s)
+        results = source_rounds(args, peers, streams, batches)
+        print_source(args, results)
+        best, batch_s = results.streams, results.batches
         whole = {name: run.whole for name, run in best.items()}
         triggers = {name: run.batches for name, run in best.items()}
         print(f"whole query (rows/s ratios): rmq / Kafka {whole['kafka'] / whole['rmq']:.2f} (target >= 1.0), "
@@ -253,9 +254,9 @@ def main() -> int:
             def drop(kind: str):
                 return lambda d: d.write.format("ceiling").option("writer", kind).mode("append").save()
 
-            rows, times = measure_sink(args, peers, {"ceiling arrow writer": drop("arrow"),
-                                                     "ceiling row writer": drop("rows")})
-            print_sink(args, rows, times)
+            rows, times, cpu = measure_sink(args, peers, {"ceiling arrow writer": drop("arrow"),
+                                                          "ceiling row writer": drop("rows")})
+            print_sink(args, rows, times, cpu)
             best_s = {name: min(runs) for name, runs in times.items()}
             print(f"ceiling arrow writer / Kafka {best_s['kafka at-least-once'] / best_s['ceiling arrow writer']:.2f}"
                   f", rmq exactly-once / ceiling {best_s['ceiling arrow writer'] / best_s['rmq exactly-once']:.2f}"

@@ -43,6 +43,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.connector_sink import stop_resolvers  # noqa: E402
 from bench.connector_source import QUEUES, TOPIC, fill, start_servers, timed  # noqa: E402
+from bench.cpu import child_with, tree_cpu  # noqa: E402
 from bench.kafka import KAFKA_VERSION, SPARK_KAFKA_PACKAGE, KafkaBroker, start_kafka  # noqa: E402
 
 SINK_TOPIC = "SinkBench"
@@ -124,6 +125,7 @@ class Peers:
     rmq_opts: dict[str, str]
     kafka_opts: dict[str, str]
     parquet: str
+    server_pids: dict[str, list[int]]  # a source's name -> the server processes it reads from
 
 
 @contextlib.contextmanager
@@ -133,10 +135,10 @@ def running_peers(args: argparse.Namespace, app_name: str) -> Iterator[Peers]:
     ``--dir``) when the block ends."""
     print(f"# start: {load_line()} (a shared machine: other engineers' jobs run beside this one)", flush=True)
     home = Path(args.dir or tempfile.mkdtemp(prefix="rmq-bench-kafka-"))
-    namesrv, closers, _ = start_servers("ours", home / "rmq", args.pull_count)
+    namesrv, closers, broker_pids = start_servers("ours", home / "rmq", args.pull_count)
     try:
         with start_kafka(home / "kafka") as kafka:
-            peers = _prepare(args, home, namesrv, kafka, app_name)
+            peers = _prepare(args, home, namesrv, kafka, app_name, broker_pids)
             try:
                 yield peers
             finally:
@@ -149,7 +151,8 @@ def running_peers(args: argparse.Namespace, app_name: str) -> Iterator[Peers]:
     print(f"# end: {load_line()}")
 
 
-def _prepare(args: argparse.Namespace, home: Path, namesrv: str, kafka: KafkaBroker, app_name: str) -> Peers:
+def _prepare(args: argparse.Namespace, home: Path, namesrv: str, kafka: KafkaBroker, app_name: str,
+             broker_pids: list[int]) -> Peers:
     from pyspark import __version__ as pyspark_version
 
     from jobs.spark import DELTA_JARS, build_session
@@ -167,7 +170,8 @@ def _prepare(args: argparse.Namespace, home: Path, namesrv: str, kafka: KafkaBro
                           jvm_log=home / "spark.log")
     peers = Peers(spark, home, namesrv, kafka,
                   {"namesrvAddr": namesrv, "topic": TOPIC, "pullBatchSize": str(args.pull_batch_size)},
-                  {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": TOPIC}, str(home / "copy.parquet"))
+                  {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": TOPIC}, str(home / "copy.parquet"),
+                  {"rmq": broker_pids, "kafka": [kafka.popen.pid]})
     rmq_opts, parquet = peers.rmq_opts, peers.parquet
     copy_s = timed(lambda: spark.read.format("rmq").options(**rmq_opts).load().write.parquet(parquet))
     to_kafka_s = timed(lambda: spark.read.parquet(parquet).selectExpr("body AS value", "queueId AS partition")
@@ -191,50 +195,99 @@ def main() -> int:
                               .load()),
         }
         batches = {"parquet": lambda: spark.read.parquet(peers.parquet).write.format("noop").mode("overwrite").save()}
-        best, batch_s = source_rounds(args, peers.home, streams, batches)
-        print_source(args, best, batch_s)
-        rate = {name: args.rows / run.whole for name, run in best.items()}
-        parquet_rate = args.rows / batch_s["parquet"]
+        results = source_rounds(args, peers, streams, batches)
+        print_source(args, results)
+        rate = {name: args.rows / run.whole for name, run in results.streams.items()}
+        parquet_rate = args.rows / results.batches["parquet"]
         print(f"rmq / Kafka {rate['rmq'] / rate['kafka']:.2f} (target >= 1.0), rmq / Parquet "
               f"{rate['rmq'] / parquet_rate:.2f} (target >= 0.6)", flush=True)
         if not args.skip_sink:
-            rows, times = measure_sink(args, peers)
-            print_sink(args, rows, times)
+            print_sink(args, *measure_sink(args, peers))
     return 0
 
 
-def source_rounds(args: argparse.Namespace, home: Path, streams: dict[str, Callable[[], object]],
-                  batches: dict[str, Callable[[], None]]) -> tuple[dict[str, StreamRun], dict[str, float]]:
+@dataclass(frozen=True, slots=True)
+class Cpu:
+    """CPU seconds a run cost: Spark's (its JVM, with the Python processes it starts) and its server's."""
+
+    spark: float
+    server: float
+
+    @property
+    def total(self) -> float:
+        return self.spark + self.server
+
+
+def measured(action: Callable[[], object], server_pids: list[int]) -> tuple[object, float, Cpu]:
+    """``action()``'s result, wall seconds and CPU (bench/cpu.py: the Spark JVM's tree, and ``server_pids``')."""
+    jvm = child_with("SparkSubmit")
+    servers = [tree_cpu(pid) for pid in server_pids]
+    spark_before = tree_cpu(jvm) if jvm else 0.0
+    began = time.monotonic()
+    result = action()
+    wall = time.monotonic() - began
+    spark_cpu = (tree_cpu(jvm) - spark_before) if jvm else float("nan")
+    server_cpu = sum(tree_cpu(pid) for pid in server_pids) - sum(servers)
+    return result, wall, Cpu(spark_cpu, server_cpu)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceResults:
+    """The best of ``--repeat`` rounds: each stream's run of the shortest whole query, each batch read's shortest
+    time; and the least CPU each took in a round."""
+
+    streams: dict[str, StreamRun]
+    batches: dict[str, float]
+    cpu: dict[str, Cpu]
+
+
+def source_rounds(args: argparse.Namespace, peers: Peers, streams: dict[str, Callable[[], object]],
+                  batches: dict[str, Callable[[], None]]) -> SourceResults:
     """``args.repeat`` rounds, each running every batch read then every stream (an AvailableNow query into noop,
-    a fresh checkpoint) once, the load printed at each; the best run of each (whole query; seconds of a batch)."""
+    a fresh checkpoint) once, the load printed at each."""
     runs: dict[str, list[StreamRun]] = {name: [] for name in streams}
     batch_s: dict[str, list[float]] = {name: [] for name in batches}
+    cpu: dict[str, list[Cpu]] = {name: [] for name in [*batches, *streams]}
     for n in range(args.repeat):
         print(f"# source round {n + 1}: {load_line()}", flush=True)
         for name, action in batches.items():
-            batch_s[name].append(timed(action))
+            _, wall, used = measured(action, [])
+            batch_s[name].append(wall)
+            cpu[name].append(used)
         for name, reader in streams.items():
-            run = run_stream(reader, home / f"cp-{name.replace(' ', '-')}-{n}")
+            checkpoint = peers.home / f"cp-{name.replace(' ', '-')}-{n}"
+            run, _, used = measured(lambda reader=reader, cp=checkpoint: run_stream(reader, cp),
+                                    peers.server_pids.get(name, []))
             if run.rows != args.rows:
                 raise SystemExit(f"the {name} stream read {run.rows} rows, not {args.rows}")
             runs[name].append(run)
+            cpu[name].append(used)
         print("  " + ", ".join(f"{name} {times[-1]:.1f} s" for name, times in batch_s.items()) + ", " + ", ".join(
             f"{name} {r[-1].whole:.1f} s (start {r[-1].start:.1f}, first batch {r[-1].first_batch:.1f})"
             for name, r in runs.items()), flush=True)
-    return ({name: min(r, key=lambda run: run.whole) for name, r in runs.items()},
-            {name: min(times) for name, times in batch_s.items()})
+        print("  CPU s (Spark + server): " + ", ".join(f"{name} {c[-1].spark:.1f} + {c[-1].server:.1f}"
+                                                        for name, c in cpu.items()), flush=True)
+    return SourceResults({name: min(r, key=lambda run: run.whole) for name, r in runs.items()},
+                         {name: min(times) for name, times in batch_s.items()},
+                         {name: min(c, key=lambda used: used.total) for name, c in cpu.items()})
 
 
-def print_source(args: argparse.Namespace, best: dict[str, StreamRun], batch_s: dict[str, float]) -> None:
+def print_source(args: argparse.Namespace, results: SourceResults) -> None:
     print(f"\n{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, master {args.master}, "
-          f"Kafka {KAFKA_VERSION}, {args.rows:,} rows of {args.body} B, best of {args.repeat}")
-    print("| source | whole s | rows/s | start s | first batch s | batches s | rows/s of batches |")
-    print("|---|---|---|---|---|---|---|")
-    for name, run in best.items():
+          f"Kafka {KAFKA_VERSION}, {args.rows:,} rows of {args.body} B, best of {args.repeat}; CPU: the least of "
+          "the rounds, Spark's JVM with its Python processes + the server's")
+    print("| source | whole s | rows/s | start s | first batch s | batches s | rows/s of batches | CPU s "
+          "| CPU us/row |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, run in results.streams.items():
+        used = results.cpu[name]
         print(f"| {name} stream | {run.whole:.1f} | {args.rows / run.whole:,.0f} | {run.start:.1f} "
-              f"| {run.first_batch:.1f} | {run.batches:.1f} | {args.rows / run.batches:,.0f} |")
-    for name, seconds in batch_s.items():
-        print(f"| {name} (batch read) | {seconds:.1f} | {args.rows / seconds:,.0f} | | | | |")
+              f"| {run.first_batch:.1f} | {run.batches:.1f} | {args.rows / run.batches:,.0f} "
+              f"| {used.spark:.1f} + {used.server:.1f} | {used.total / args.rows * 1e6:.1f} |")
+    for name, seconds in results.batches.items():
+        used = results.cpu[name]
+        print(f"| {name} (batch read) | {seconds:.1f} | {args.rows / seconds:,.0f} | | | | | {used.spark:.1f} "
+              f"| {used.total / args.rows * 1e6:.1f} |")
 
 
 def sink_writers(peers: Peers, resolvers: Path) -> dict[str, Callable[[object], None]]:
@@ -257,10 +310,12 @@ def sink_writers(peers: Peers, resolvers: Path) -> dict[str, Callable[[object], 
 
 
 def measure_sink(args: argparse.Namespace, peers: Peers,
-                 extra: dict[str, Callable[[object], None]] | None = None) -> tuple[int, dict[str, list[float]]]:
+                 extra: dict[str, Callable[[object], None]] | None = None,
+                 ) -> tuple[int, dict[str, list[float]], dict[str, Cpu]]:
     """``args.sink_rows`` of the copy (cached) written by each of ``sink_writers`` and ``extra``, after a warm-up
     write of 10 rows each (routes, the resolver, the producers' metadata), in ``args.repeat`` interleaved rounds:
-    (rows, {writer: seconds of each round})."""
+    (rows, {writer: seconds of each round}, {writer: its least CPU in a round}). A writer's server is the one its
+    name starts with ("rmq ...", "kafka ..."); the resolvers (detached) are not counted."""
     df = peers.spark.read.parquet(peers.parquet).select("body").limit(args.sink_rows).cache()
     rows = df.count()
     resolvers = peers.home / "resolvers"
@@ -269,25 +324,31 @@ def measure_sink(args: argparse.Namespace, peers: Peers,
         for write in writers.values():
             write(df.limit(10))
         times: dict[str, list[float]] = {name: [] for name in writers}
+        cpu: dict[str, list[Cpu]] = {name: [] for name in writers}
         for n in range(args.repeat):
             print(f"# sink round {n + 1}: {load_line()}", flush=True)
             for name, write in writers.items():
-                times[name].append(timed(lambda write=write: write(df)))
-                print(f"  {name}: {times[name][-1]:.1f} s", flush=True)
+                _, wall, used = measured(lambda write=write: write(df), peers.server_pids.get(name.split()[0], []))
+                times[name].append(wall)
+                cpu[name].append(used)
+                print(f"  {name}: {wall:.1f} s, CPU {used.spark:.1f} + {used.server:.1f} s", flush=True)
     finally:
         stop_resolvers(resolvers)
         df.unpersist()
-    return rows, times
+    return rows, times, {name: min(c, key=lambda used: used.total) for name, c in cpu.items()}
 
 
-def print_sink(args: argparse.Namespace, rows: int, times: dict[str, list[float]]) -> None:
+def print_sink(args: argparse.Namespace, rows: int, times: dict[str, list[float]], cpu: dict[str, Cpu]) -> None:
     print(f"\n{rows:,} rows of {args.body} B, best of {args.repeat}"
-          + ("" if "rmq at-least-once" in times else "; this checkout's rmq sink has no guarantee option"))
-    print("| sink | seconds | rows/s | / kafka |")
-    print("|---|---|---|---|")
+          + ("" if "rmq at-least-once" in times else "; this checkout's rmq sink has no guarantee option")
+          + "; CPU: the least of the rounds, Spark's JVM with its Python processes + the server's")
+    print("| sink | seconds | rows/s | / kafka | CPU s | CPU us/row |")
+    print("|---|---|---|---|---|---|")
     kafka_rate = rows / min(times["kafka at-least-once"])
     for name, runs in times.items():
-        print(f"| {name} | {min(runs):.1f} | {rows / min(runs):,.0f} | {rows / min(runs) / kafka_rate:.3f} |")
+        used = cpu[name]
+        print(f"| {name} | {min(runs):.1f} | {rows / min(runs):,.0f} | {rows / min(runs) / kafka_rate:.3f} "
+              f"| {used.spark:.1f} + {used.server:.1f} | {used.total / rows * 1e6:.0f} |")
 
 
 if __name__ == "__main__":
