@@ -16,6 +16,10 @@ Measured, one local Spark session (``--master``), each ``--repeat`` times interl
   message per row, the decision, END_TRANSACTIONs), with ``guarantee=at-least-once`` when the connector has that
   option (probed), and with Spark's Kafka sink (at least once), each into a fresh topic of the same partitions.
 
+Beside each time, the CPU the run cost (bench/cpu.py): Spark's JVM with the Python processes it starts, plus the
+server's (our broker, or Kafka's), the least of the rounds: on a shared machine wall times move with the load more
+than CPU does. bench/spark_ceiling.py builds on this module (``running_peers``, ``source_rounds``, ``measure_sink``).
+
 Examples
 --------
     python bench/spark_vs_kafka.py                                  # 2,000,000 rows of 1 KB, 200,000 for the sinks
