@@ -16,6 +16,10 @@ Measured, one local Spark session (``--master``), each ``--repeat`` times interl
   message per row, the decision, END_TRANSACTIONs), with ``guarantee=at-least-once`` when the connector has that
   option (probed), and with Spark's Kafka sink (at least once), each into a fresh topic of the same partitions.
 
+Beside each time, the CPU the run cost (bench/cpu.py): Spark's JVM with the Python processes it starts, plus the
+server's (our broker, or Kafka's), the least of the rounds: on a shared machine wall times move with the load more
+than CPU does. bench/spark_ceiling.py builds on this module (``running_peers``, ``source_rounds``, ``measure_sink``).
+
 Examples
 --------
     python bench/spark_vs_kafka.py                                  # 2,000,000 rows of 1 KB, 200,000 for the sinks
@@ -25,13 +29,14 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +47,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.connector_sink import stop_resolvers  # noqa: E402
 from bench.connector_source import QUEUES, TOPIC, fill, start_servers, timed  # noqa: E402
-from bench.kafka import KAFKA_VERSION, SPARK_KAFKA_PACKAGE, start_kafka  # noqa: E402
+from bench.cpu import child_with, tree_cpu  # noqa: E402
+from bench.kafka import KAFKA_VERSION, SPARK_KAFKA_PACKAGE, KafkaBroker, start_kafka  # noqa: E402
 
 SINK_TOPIC = "SinkBench"
 
@@ -97,8 +103,8 @@ def load_line() -> str:
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every bench built on ``running_peers`` takes."""
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--sink-rows", type=int, default=200_000)
     parser.add_argument("--body", type=int, default=1024)
@@ -109,22 +115,48 @@ def main() -> int:
     parser.add_argument("--pull-batch-size", type=int, default=1024, help="the rmq source's pullBatchSize")
     parser.add_argument("--skip-sink", action="store_true")
     parser.add_argument("--dir", help="work directory (default: a fresh temporary one, deleted at the end)")
-    args = parser.parse_args()
 
+
+@dataclass(frozen=True, slots=True)
+class Peers:
+    """Our NameServer and Kafka holding the same rows, a Parquet copy of them, and the Spark session that reads
+    them (``rmq_opts`` / ``kafka_opts``: each source's options, without startingOffsets)."""
+
+    spark: object
+    home: Path
+    namesrv: str
+    kafka: KafkaBroker
+    rmq_opts: dict[str, str]
+    kafka_opts: dict[str, str]
+    parquet: str
+    server_pids: dict[str, list[int]]  # a source's name -> the server processes it reads from
+
+
+@contextlib.contextmanager
+def running_peers(args: argparse.Namespace, app_name: str) -> Iterator[Peers]:
+    """Our servers and Kafka started, both filled with ``args.rows`` rows (module docstring), the Parquet copy
+    written, a Spark session with Spark's Kafka connector; everything stopped (and the work directory removed unless
+    ``--dir``) when the block ends."""
     print(f"# start: {load_line()} (a shared machine: other engineers' jobs run beside this one)", flush=True)
     home = Path(args.dir or tempfile.mkdtemp(prefix="rmq-bench-kafka-"))
-    namesrv, closers, _ = start_servers("ours", home / "rmq", args.pull_count)
+    namesrv, closers, broker_pids = start_servers("ours", home / "rmq", args.pull_count)
     try:
         with start_kafka(home / "kafka") as kafka:
-            return measure(args, home, namesrv, kafka)
+            peers = _prepare(args, home, namesrv, kafka, app_name, broker_pids)
+            try:
+                yield peers
+            finally:
+                peers.spark.stop()
     finally:
         for close in closers:
             close()
         if not args.dir:
             shutil.rmtree(home, ignore_errors=True)
+    print(f"# end: {load_line()}")
 
 
-def measure(args: argparse.Namespace, home: Path, namesrv: str, kafka) -> int:
+def _prepare(args: argparse.Namespace, home: Path, namesrv: str, kafka: KafkaBroker, app_name: str,
+             broker_pids: list[int]) -> Peers:
     from pyspark import __version__ as pyspark_version
 
     from jobs.spark import DELTA_JARS, build_session
@@ -138,11 +170,13 @@ def measure(args: argparse.Namespace, home: Path, namesrv: str, kafka) -> int:
     print(f"rmq: {args.rows:,} x {args.body} B into {QUEUES} queues in {fill_s:.1f} s (not counted)", flush=True)
 
     packages = f"{DELTA_JARS},{SPARK_KAFKA_PACKAGE.format(spark=pyspark_version)}"
-    spark = build_session("bench-spark-vs-kafka", master=args.master, conf={"spark.jars.packages": packages},
+    spark = build_session(app_name, master=args.master, conf={"spark.jars.packages": packages},
                           jvm_log=home / "spark.log")
-    rmq_opts = {"namesrvAddr": namesrv, "topic": TOPIC, "pullBatchSize": str(args.pull_batch_size)}
-    kafka_opts = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": TOPIC}
-    parquet = str(home / "copy.parquet")
+    peers = Peers(spark, home, namesrv, kafka,
+                  {"namesrvAddr": namesrv, "topic": TOPIC, "pullBatchSize": str(args.pull_batch_size)},
+                  {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": TOPIC}, str(home / "copy.parquet"),
+                  {"rmq": broker_pids, "kafka": [kafka.popen.pid]})
+    rmq_opts, parquet = peers.rmq_opts, peers.parquet
     copy_s = timed(lambda: spark.read.format("rmq").options(**rmq_opts).load().write.parquet(parquet))
     to_kafka_s = timed(lambda: spark.read.parquet(parquet).selectExpr("body AS value", "queueId AS partition")
                        .write.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
@@ -150,53 +184,121 @@ def measure(args: argparse.Namespace, home: Path, namesrv: str, kafka) -> int:
                        .option("kafka.batch.size", str(1 << 20)).save())
     print(f"Parquet copy {copy_s:.1f} s, Kafka fill (Spark's Kafka sink, from the copy) {to_kafka_s:.1f} s "
           "(not counted)", flush=True)
+    return peers
 
-    streams: dict[str, list[StreamRun]] = {"rmq": [], "kafka": []}
-    parquet_s: list[float] = []
-    for n in range(args.repeat):
-        print(f"# source round {n + 1}: {load_line()}", flush=True)
-        parquet_s.append(timed(lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()))
-        streams["rmq"].append(run_stream(
-            lambda: spark.readStream.format("rmq").options(**rmq_opts, startingOffsets="earliest").load(),
-            home / f"cp-rmq-{n}"))
-        streams["kafka"].append(run_stream(
-            lambda: spark.readStream.format("kafka").options(**kafka_opts, startingOffsets="earliest").load(),
-            home / f"cp-kafka-{n}"))
-        for name, runs in streams.items():
-            if runs[-1].rows != args.rows:
-                raise SystemExit(f"the {name} stream read {runs[-1].rows} rows, not {args.rows}")
-        print(f"  parquet {parquet_s[-1]:.1f} s, " + ", ".join(
-            f"{name} {runs[-1].whole:.1f} s (start {runs[-1].start:.1f}, first batch {runs[-1].first_batch:.1f})"
-            for name, runs in streams.items()), flush=True)
-    print_source(args, streams, parquet_s)
-    if not args.skip_sink:
-        measure_sink(args, spark, home, namesrv, kafka, parquet)
-    spark.stop()
-    print(f"# end: {load_line()}")
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args()
+    with running_peers(args, "bench-spark-vs-kafka") as peers:
+        spark = peers.spark
+        streams = {
+            "rmq": lambda: spark.readStream.format("rmq").options(**peers.rmq_opts, startingOffsets="earliest").load(),
+            "kafka": lambda: (spark.readStream.format("kafka").options(**peers.kafka_opts, startingOffsets="earliest")
+                              .load()),
+        }
+        batches = {"parquet": lambda: spark.read.parquet(peers.parquet).write.format("noop").mode("overwrite").save()}
+        results = source_rounds(args, peers, streams, batches)
+        print_source(args, results)
+        rate = {name: args.rows / run.whole for name, run in results.streams.items()}
+        parquet_rate = args.rows / results.batches["parquet"]
+        print(f"rmq / Kafka {rate['rmq'] / rate['kafka']:.2f} (target >= 1.0), rmq / Parquet "
+              f"{rate['rmq'] / parquet_rate:.2f} (target >= 0.6)", flush=True)
+        if not args.skip_sink:
+            print_sink(args, *measure_sink(args, peers))
     return 0
 
 
-def print_source(args: argparse.Namespace, streams: dict[str, list[StreamRun]], parquet_s: list[float]) -> None:
-    best = {name: min(runs, key=lambda r: r.whole) for name, runs in streams.items()}
-    parquet_rate = args.rows / min(parquet_s)
-    rate = {name: args.rows / run.whole for name, run in best.items()}
+@dataclass(frozen=True, slots=True)
+class Cpu:
+    """CPU seconds a run cost: Spark's (its JVM, with the Python processes it starts) and its server's."""
+
+    spark: float
+    server: float
+
+    @property
+    def total(self) -> float:
+        return self.spark + self.server
+
+
+def measured(action: Callable[[], object], server_pids: list[int]) -> tuple[object, float, Cpu]:
+    """``action()``'s result, wall seconds and CPU (bench/cpu.py: the Spark JVM's tree, and ``server_pids``')."""
+    jvm = child_with("SparkSubmit")
+    servers = [tree_cpu(pid) for pid in server_pids]
+    spark_before = tree_cpu(jvm) if jvm else 0.0
+    began = time.monotonic()
+    result = action()
+    wall = time.monotonic() - began
+    spark_cpu = (tree_cpu(jvm) - spark_before) if jvm else float("nan")
+    server_cpu = sum(tree_cpu(pid) for pid in server_pids) - sum(servers)
+    return result, wall, Cpu(spark_cpu, server_cpu)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceResults:
+    """The best of ``--repeat`` rounds: each stream's run of the shortest whole query, each batch read's shortest
+    time; and the least CPU each took in a round."""
+
+    streams: dict[str, StreamRun]
+    batches: dict[str, float]
+    cpu: dict[str, Cpu]
+
+
+def source_rounds(args: argparse.Namespace, peers: Peers, streams: dict[str, Callable[[], object]],
+                  batches: dict[str, Callable[[], None]]) -> SourceResults:
+    """``args.repeat`` rounds, each running every batch read then every stream (an AvailableNow query into noop,
+    a fresh checkpoint) once, the load printed at each."""
+    runs: dict[str, list[StreamRun]] = {name: [] for name in streams}
+    batch_s: dict[str, list[float]] = {name: [] for name in batches}
+    cpu: dict[str, list[Cpu]] = {name: [] for name in [*batches, *streams]}
+    for n in range(args.repeat):
+        print(f"# source round {n + 1}: {load_line()}", flush=True)
+        for name, action in batches.items():
+            _, wall, used = measured(action, [])
+            batch_s[name].append(wall)
+            cpu[name].append(used)
+        for name, reader in streams.items():
+            checkpoint = peers.home / f"cp-{name.replace(' ', '-')}-{n}"
+            run, _, used = measured(lambda reader=reader, cp=checkpoint: run_stream(reader, cp),
+                                    peers.server_pids.get(name, []))
+            if run.rows != args.rows:
+                raise SystemExit(f"the {name} stream read {run.rows} rows, not {args.rows}")
+            runs[name].append(run)
+            cpu[name].append(used)
+        print("  " + ", ".join(f"{name} {times[-1]:.1f} s" for name, times in batch_s.items()) + ", " + ", ".join(
+            f"{name} {r[-1].whole:.1f} s (start {r[-1].start:.1f}, first batch {r[-1].first_batch:.1f})"
+            for name, r in runs.items()), flush=True)
+        print("  CPU s (Spark + server): " + ", ".join(f"{name} {c[-1].spark:.1f} + {c[-1].server:.1f}"
+                                                        for name, c in cpu.items()), flush=True)
+    return SourceResults({name: min(r, key=lambda run: run.whole) for name, r in runs.items()},
+                         {name: min(times) for name, times in batch_s.items()},
+                         {name: min(c, key=lambda used: used.total) for name, c in cpu.items()})
+
+
+def print_source(args: argparse.Namespace, results: SourceResults) -> None:
     print(f"\n{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, master {args.master}, "
-          f"Kafka {KAFKA_VERSION}, {args.rows:,} rows of {args.body} B, best of {args.repeat}")
-    print("| source | whole s | rows/s | start s | first batch s | batches s | rows/s of batches |")
-    print("|---|---|---|---|---|---|---|")
-    for name, run in best.items():
-        print(f"| {name} stream | {run.whole:.1f} | {rate[name]:,.0f} | {run.start:.1f} | {run.first_batch:.1f} "
-              f"| {run.batches:.1f} | {args.rows / run.batches:,.0f} |")
-    print(f"| parquet (batch read) | {min(parquet_s):.1f} | {parquet_rate:,.0f} | | | | |")
-    print(f"rmq / Kafka {rate['rmq'] / rate['kafka']:.2f} (target >= 1.0), rmq / Parquet "
-          f"{rate['rmq'] / parquet_rate:.2f} (target >= 0.6)", flush=True)
+          f"Kafka {KAFKA_VERSION}, {args.rows:,} rows of {args.body} B, best of {args.repeat}; CPU: the least of "
+          "the rounds, Spark's JVM with its Python processes + the server's")
+    print("| source | whole s | rows/s | start s | first batch s | batches s | rows/s of batches | CPU s "
+          "| CPU us/row |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, run in results.streams.items():
+        used = results.cpu[name]
+        print(f"| {name} stream | {run.whole:.1f} | {args.rows / run.whole:,.0f} | {run.start:.1f} "
+              f"| {run.first_batch:.1f} | {run.batches:.1f} | {args.rows / run.batches:,.0f} "
+              f"| {used.spark:.1f} + {used.server:.1f} | {used.total / args.rows * 1e6:.1f} |")
+    for name, seconds in results.batches.items():
+        used = results.cpu[name]
+        print(f"| {name} (batch read) | {seconds:.1f} | {args.rows / seconds:,.0f} | | | | | {used.spark:.1f} "
+              f"| {used.total / args.rows * 1e6:.1f} |")
 
 
-def measure_sink(args: argparse.Namespace, spark, home: Path, namesrv: str, kafka, parquet: str) -> None:
-    df = spark.read.parquet(parquet).select("body").limit(args.sink_rows).cache()
-    rows = df.count()
-    resolvers = home / "resolvers"
-    rmq = {"namesrvAddr": namesrv, "topic": SINK_TOPIC}
+def sink_writers(peers: Peers, resolvers: Path) -> dict[str, Callable[[object], None]]:
+    """Spark's Kafka sink and ours (exactly once, and at least once when this checkout's sink has the option),
+    each ``writer(df)`` into SINK_TOPIC."""
+    kafka = peers.kafka
+    rmq = {"namesrvAddr": peers.namesrv, "topic": SINK_TOPIC}
     resolver = {"resolverDir": str(resolvers), "resolverIdleTimeoutSeconds": "60"}  # exactly once only
     writers: dict[str, Callable[[object], None]] = {
         "rmq exactly-once": lambda d: d.write.format("rmq").options(**rmq, **resolver).mode("append").save(),
@@ -204,28 +306,53 @@ def measure_sink(args: argparse.Namespace, spark, home: Path, namesrv: str, kafk
                                           .option("kafka.bootstrap.servers", kafka.bootstrap)
                                           .option("topic", SINK_TOPIC).save()),
     }
-    at_least_once = guarantee_option(namesrv)
+    at_least_once = guarantee_option(peers.namesrv)
     if at_least_once is not None:
         writers["rmq at-least-once"] = lambda d: (d.write.format("rmq").options(**rmq, **at_least_once)
                                                   .mode("append").save())
+    return writers
+
+
+def measure_sink(args: argparse.Namespace, peers: Peers,
+                 extra: dict[str, Callable[[object], None]] | None = None,
+                 ) -> tuple[int, dict[str, list[float]], dict[str, Cpu]]:
+    """``args.sink_rows`` of the copy (cached) written by each of ``sink_writers`` and ``extra``, after a warm-up
+    write of 10 rows each (routes, the resolver, the producers' metadata), in ``args.repeat`` interleaved rounds:
+    (rows, {writer: seconds of each round}, {writer: its least CPU in a round}). A writer's server is the one its
+    name starts with ("rmq ...", "kafka ..."); the resolvers (detached) are not counted."""
+    df = peers.spark.read.parquet(peers.parquet).select("body").limit(args.sink_rows).cache()
+    rows = df.count()
+    resolvers = peers.home / "resolvers"
+    writers = {**sink_writers(peers, resolvers), **(extra or {})}
     try:
-        for write in writers.values():  # warm-up: routes, the resolver, the producers' metadata
+        for write in writers.values():
             write(df.limit(10))
         times: dict[str, list[float]] = {name: [] for name in writers}
+        cpu: dict[str, list[Cpu]] = {name: [] for name in writers}
         for n in range(args.repeat):
             print(f"# sink round {n + 1}: {load_line()}", flush=True)
             for name, write in writers.items():
-                times[name].append(timed(lambda write=write: write(df)))
-                print(f"  {name}: {times[name][-1]:.1f} s", flush=True)
+                _, wall, used = measured(lambda write=write: write(df), peers.server_pids.get(name.split()[0], []))
+                times[name].append(wall)
+                cpu[name].append(used)
+                print(f"  {name}: {wall:.1f} s, CPU {used.spark:.1f} + {used.server:.1f} s", flush=True)
     finally:
         stop_resolvers(resolvers)
+        df.unpersist()
+    return rows, times, {name: min(c, key=lambda used: used.total) for name, c in cpu.items()}
+
+
+def print_sink(args: argparse.Namespace, rows: int, times: dict[str, list[float]], cpu: dict[str, Cpu]) -> None:
     print(f"\n{rows:,} rows of {args.body} B, best of {args.repeat}"
-          + ("" if at_least_once else "; this checkout's rmq sink has no guarantee option"))
-    print("| sink | seconds | rows/s | / kafka |")
-    print("|---|---|---|---|")
+          + ("" if "rmq at-least-once" in times else "; this checkout's rmq sink has no guarantee option")
+          + "; CPU: the least of the rounds, Spark's JVM with its Python processes + the server's")
+    print("| sink | seconds | rows/s | / kafka | CPU s | CPU us/row |")
+    print("|---|---|---|---|---|---|")
     kafka_rate = rows / min(times["kafka at-least-once"])
     for name, runs in times.items():
-        print(f"| {name} | {min(runs):.1f} | {rows / min(runs):,.0f} | {rows / min(runs) / kafka_rate:.3f} |")
+        used = cpu[name]
+        print(f"| {name} | {min(runs):.1f} | {rows / min(runs):,.0f} | {rows / min(runs) / kafka_rate:.3f} "
+              f"| {used.spark:.1f} + {used.server:.1f} | {used.total / rows * 1e6:.0f} |")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from broker.common.errors import ConnectorOptionError
 from broker.common.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
-from connector.columns import check_sink_schema
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -387,6 +386,10 @@ class SinkOptions:
         if topic is not None:
             _check_sink_topic("topic option", topic)
         if schema is not None:
+            # here, not at the top: the source's driver process (Spark starts one per streaming query) parses
+            # SourceOptions only, and the columns module pulls in the decoder and the decision log
+            from connector.columns import check_sink_schema
+
             check_sink_schema(schema, topic)
         guarantee = _guarantee(reader)
         sink_id, explicit = reader.str("sinkId"), True

@@ -15,6 +15,7 @@ import gc
 import logging
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -190,10 +191,20 @@ def _packed_hosts(field: np.ndarray) -> np.ndarray:
 
 
 def _host_strings(hosts: np.ndarray) -> pa.Array:
-    """"ip:port" per record: formatted once per distinct host (a pull holds one store host and few born hosts)."""
+    """"ip:port" per record: formatted once per distinct host (a pull holds one store host and few born hosts,
+    often one: no sort then)."""
+    if (hosts == hosts[0]).all():
+        return _repeated(_HOSTS[int(hosts[0]).to_bytes(8, "big")], len(hosts))
     distinct, rows = np.unique(hosts, return_inverse=True)
     texts = [_HOSTS[int(h).to_bytes(8, "big")] for h in distinct]
     return pa.array(texts, pa.string()).take(pa.array(rows.astype(np.int32)))
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """``n`` times ``text`` as a string array, its buffers built at once (no list of ``n`` str objects)."""
+    encoded = text.encode()
+    offsets = np.arange(0, (n + 1) * len(encoded), len(encoded), dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * n)])
 
 
 def _offset_msg_ids_bulk(store_hosts: np.ndarray, phys: np.ndarray) -> pa.Array:
@@ -210,19 +221,20 @@ def _batch(topic: str, broker_name: str, columns: dict[str, np.ndarray], born_ho
     """One RecordBatch of ARROW_SCHEMA from the decoded columns (both decoding paths end here)."""
     n = len(bodies)
     raw_properties.validate(full=True)  # the broker stores what producers sent: reject bytes that are not UTF-8 here
-    properties = _properties_map(raw_properties)
-    tags = pc.map_lookup(properties, PROPERTY_TAGS, "last")
+    entries = _Entries.of(raw_properties)
+    tags = entries.lookup(PROPERTY_TAGS)
+    uniq_keys = entries.lookup(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     arrays = [
-        pa.array([topic] * n, pa.string()),
-        pa.array([broker_name] * n, pa.string()),
+        _repeated(topic, n),
+        _repeated(broker_name, n),
         pa.array(np.asarray(columns["queueId"], dtype=np.int32), pa.int32()),
         pa.array(np.asarray(columns["queueOffset"], dtype=np.int64), pa.int64()),
-        pc.coalesce(pc.map_lookup(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last"), msg_ids),
+        uniq_keys if uniq_keys.null_count == 0 else pc.coalesce(uniq_keys, msg_ids),
         msg_ids,
-        pc.map_lookup(properties, PROPERTY_KEYS, "last"),
+        entries.lookup(PROPERTY_KEYS),
         tags,
         bodies,
-        properties,
+        entries.map(),
         _timestamps(columns["bornTimestamp"]),
         _timestamps(columns["storeTimestamp"]),
         born_hosts,
@@ -331,37 +343,80 @@ def _timestamps(millis: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(millis, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC"))
 
 
-def _properties_map(raw: pa.Array) -> pa.MapArray:
-    """"k\\x01v\\x02k\\x01v\\x02" per row to map<string,string>, with decode_properties' rules: an entry splits at
-    its first \\x01 and is kept only when key and value are both non-empty.
+@dataclass(frozen=True, slots=True)
+class _Entries:
+    """The property entries of a batch's rows: entry ``i`` of row ``rows[i]`` has its key at
+    ``data[starts[i]:split[i]]`` and its value at ``data[split[i] + 1:ends[i]]``; rows in order."""
 
-    In bulk over the rows' joined bytes: the entries end at each \\x02 and at each row's end (merged in order, a
-    row's end before a \\x02 that starts the next row), the first \\x01 of an entry is a binary search, and the
-    keys and values are cut out with ``_slices``."""
-    n = len(raw)
-    _, offsets_buffer, data_buffer = raw.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=raw.offset * 4).astype(np.int64)
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    first, last = int(offsets[0]), int(offsets[-1])
-    chunk = data[first:last]
-    separators = np.flatnonzero(chunk == _ENTRY_SEPARATOR) + first
-    name_ends = np.flatnonzero(chunk == _NAME_VALUE_SEPARATOR) + first
-    at = np.searchsorted(separators, offsets[1:], side="left")
-    ends = np.insert(separators, at, offsets[1:])
-    row_end = np.insert(np.zeros(len(separators), dtype=bool), at, True)
-    starts = np.empty_like(ends)
-    starts[:1] = first
-    starts[1:] = ends[:-1] + ~row_end[:-1]  # after a \x02, or where the next row begins
-    rows = np.cumsum(row_end) - row_end
-    found = np.searchsorted(name_ends, starts)
-    split = name_ends[np.minimum(found, max(len(name_ends) - 1, 0))] if len(name_ends) else starts
-    keep = (found < len(name_ends)) & (split > starts) & (split + 1 < ends)
-    starts, split, ends, rows = starts[keep], split[keep], ends[keep], rows[keep]
-    keys = _slices(data_buffer, starts, split - starts, pa.string())
-    values = _slices(data_buffer, split + 1, ends - split - 1, pa.string())
-    map_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=map_offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
+    n: int
+    buffer: pa.Buffer | None
+    data: np.ndarray
+    starts: np.ndarray
+    split: np.ndarray
+    ends: np.ndarray
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, raw: pa.Array) -> _Entries:
+        """"k\\x01v\\x02k\\x01v\\x02" per row, with decode_properties' rules: an entry splits at its first \\x01 and
+        is kept only when key and value are both non-empty.
+
+        In bulk over the rows' joined bytes: the entries end at each \\x02 and at each row's end (merged in order, a
+        row's end before a \\x02 that starts the next row), the first \\x01 of an entry is a binary search."""
+        n = len(raw)
+        _, offsets_buffer, data_buffer = raw.buffers()
+        offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=raw.offset * 4).astype(np.int64)
+        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+        first, last = int(offsets[0]), int(offsets[-1])
+        chunk = data[first:last]
+        separators = np.flatnonzero(chunk == _ENTRY_SEPARATOR) + first
+        name_ends = np.flatnonzero(chunk == _NAME_VALUE_SEPARATOR) + first
+        at = np.searchsorted(separators, offsets[1:], side="left")
+        ends = np.insert(separators, at, offsets[1:])
+        row_end = np.insert(np.zeros(len(separators), dtype=bool), at, True)
+        starts = np.empty_like(ends)
+        starts[:1] = first
+        starts[1:] = ends[:-1] + ~row_end[:-1]  # after a \x02, or where the next row begins
+        rows = np.cumsum(row_end) - row_end
+        found = np.searchsorted(name_ends, starts)
+        split = name_ends[np.minimum(found, max(len(name_ends) - 1, 0))] if len(name_ends) else starts
+        keep = (found < len(name_ends)) & (split > starts) & (split + 1 < ends)
+        return cls(n, data_buffer, data, starts[keep], split[keep], ends[keep], rows[keep])
+
+    def map(self) -> pa.MapArray:
+        """map<string,string>: keys and values cut out with ``_slices``."""
+        keys = _slices(self.buffer, self.starts, self.split - self.starts, pa.string())
+        values = _slices(self.buffer, self.split + 1, self.ends - self.split - 1, pa.string())
+        map_offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(self.rows, minlength=self.n), out=map_offsets[1:])
+        return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
+
+    def lookup(self, name: str) -> pa.Array:
+        """Each row's value of key ``name`` (its last entry of that key; null without one), as Arrow's
+        ``map_lookup(map, name, "last")`` of ``map()``: only the keys of ``name``'s length are compared, in one
+        gather, and only the values found are cut out."""
+        key = np.frombuffer(name.encode(), dtype=np.uint8)
+        found = np.flatnonzero(self.split - self.starts == len(key))
+        if len(found):
+            found = found[(self.data[self.starts[found, None] + np.arange(len(key))] == key).all(axis=1)]
+        if not len(found):
+            return pa.nulls(self.n, pa.string())
+        rows = self.rows[found]
+        last = np.ones(len(found), dtype=bool)
+        last[:-1] = rows[1:] != rows[:-1]  # rows ascend: a row's last entry of the key is where its row changes
+        found, rows = found[last], rows[last]
+        values = _slices(self.buffer, self.split[found] + 1, self.ends[found] - self.split[found] - 1, pa.string())
+        if len(found) == self.n:
+            return values
+        lengths = np.zeros(self.n, dtype=np.int32)
+        lengths[rows] = self.ends[found] - self.split[found] - 1
+        offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        valid = np.zeros(self.n, dtype=bool)
+        valid[rows] = True
+        return pa.Array.from_buffers(pa.string(), self.n, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                            pa.py_buffer(offsets), values.buffers()[2]],
+                                     null_count=self.n - len(found))
 
 
 _ENTRY_SEPARATOR = ord(PROPERTY_SEPARATOR)

@@ -42,7 +42,6 @@ from broker.remoting.command import RemotingCommand
 from broker.remoting.heartbeat import build_subscription_data
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
-from connector.records import decode_records
 from connector.replicas import broker_addrs, is_master, read_addresses
 
 log = logging.getLogger(__name__)
@@ -149,6 +148,10 @@ class _Puller:
 
 def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_BYTES."""
+    # imported where the rows are read, not by the driver's process, which Spark starts afresh for every streaming
+    # query and which only plans (the decoder brings pyarrow.compute and numpy's kernels: a tenth of that start)
+    from connector.records import decode_records
+
     puller = _Puller(part)
     tags_filter = tuple(puller.subscription.tags_set)
     pending: list[bytes] = []

@@ -62,6 +62,23 @@ def test_bulk_decoding_equals_the_store_decoder():
     assert decode_properties("a\x01b\x02\x01x\x02k\x01\x02p\x01q\x01r\x02") == {"a": "b", "p": "q\x01r"}
 
 
+def test_tags_keys_and_msg_id_are_the_last_entry_of_their_key_as_arrows_map_lookup():
+    """The lookups compare only keys of the name's length: a repeated key gives its last value, a key of the same
+    length that differs (TAGX) or a prefix (TAG) is not it, rows without the key get null."""
+    import pyarrow.compute as pc
+
+    odd = ["TAGS\x01first\x02TAGX\x01no\x02TAGS\x01last\x02UNIQ_KEY\x01u1\x02KEYS\x01a b",
+           "TAG\x01no\x02KEYS\x01\x02UNIQ_KEY\x01u2\x02UNIQ_KEY\x01u3", "", "TAGS\x01only"]
+    batch = decode_records(b"".join(record(i, properties=odd[i % 4]) for i in range(9)), "T", "b", 10**9)
+    properties = batch.column("properties")
+    assert batch.column("tags") == pc.map_lookup(properties, "TAGS", "last")
+    assert batch.column("keys") == pc.map_lookup(properties, "KEYS", "last")
+    assert batch.column("msgId") == pc.coalesce(pc.map_lookup(properties, "UNIQ_KEY", "last"),
+                                                batch.column("offsetMsgId"))
+    assert batch.column("tags").to_pylist()[:4] == ["last", None, None, "only"]
+    assert batch.column("msgId").to_pylist()[:2] == ["u1", "u3"]
+
+
 @pytest.mark.parametrize("odd", ["born_v6", "store_v6", "compressed"])
 def test_ipv6_hosts_and_compressed_bodies_decode_record_by_record_alike(odd):
     special = {"born_v6": {"sys_flag": int(SysFlag.BORNHOST_V6), "born": pack_host("fe80::2", 5)},
