@@ -1,8 +1,9 @@
 """The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache), and the query's
 consumer group progress through the official ``mqadmin consumerProgress`` on both clusters.
 
-A representative subset of test_source.py: the source uses only standard requests (route, min/max/search offset,
-PULL_MESSAGE with a subscription, UPDATE_CONSUMER_OFFSET, HEART_BEAT), so Apache's broker must serve it the same.
+A representative subset of the test_source_*.py modules: the source uses only standard requests (route,
+min/max/search offset, PULL_MESSAGE with a subscription, UPDATE_CONSUMER_OFFSET, HEART_BEAT), so Apache's broker must
+serve it the same.
 """
 
 from __future__ import annotations
