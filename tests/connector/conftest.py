@@ -28,12 +28,6 @@ ROUTE_TIMEOUT_S = 15.0
 # -- shared ------------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def rmq_cluster(clusters: ClusterPool) -> Cluster:
-    """One NameServer and one broker (broker-a), SQL92 filters enabled: the suite's shared cluster of that setting."""
-    return clusters.shared(enablePropertyFilter=True)
-
-
 def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
     """The readable queues the NameServer routes for ``topic`` ([] while it has no route)."""
     from broker.client.route import subscribe_queues
@@ -155,6 +149,14 @@ def sink_cluster_both(request: pytest.FixtureRequest, clusters: ClusterPool) -> 
     if request.param == "batched":
         return clusters.shared(**SINK_BROKER_CONF)
     return clusters.shared(**SINK_BROKER_CONF, rmqTransactionBatchEnable=False)
+
+
+@pytest.fixture(scope="session")
+def apache(clusters: ClusterPool) -> str:
+    """The NameServer address of Apache's NameServer and broker (broker-a), shared by the source's and the sink's
+    Apache tests: SQL92 filters on (the source's filters) and the sink's short transaction timings. Each names its
+    own topics."""
+    return clusters.shared("apache", enablePropertyFilter=True, **SINK_BROKER_CONF).namesrv_addr
 
 
 def takes_transaction_batches(cluster: Cluster) -> bool:
