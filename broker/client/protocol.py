@@ -7,6 +7,9 @@ Rule 1: how the client fills each request header and how it reads each response 
 A response code that is an expected outcome becomes a status value (SendStatus, PullStatus); any other code raises
 the MQBrokerError class ``broker.common.errors.for_code`` gives it, carrying the code, the remark, the answering
 address and whether a retry may help.
+
+The admin headers (topics, clients, groups) are read through the ``headers`` face when a request is first built, so
+that a Spark executor, which only pulls, sends and looks up routes, never loads them (tests/unit/test_imports.py).
 """
 
 from __future__ import annotations
@@ -40,12 +43,11 @@ from broker.common.message import (
 )
 from broker.common.topic import TopicConfig
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from broker.remoting import headers
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.headers import (
-    ConsumerGroupHeader,
     ConsumerSendMsgBackRequestHeader,
-    CreateTopicRequestHeader,
     EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
@@ -56,7 +58,6 @@ from broker.remoting.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     TopicQueueHeader,
-    UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from broker.remoting.heartbeat import (
@@ -279,7 +280,7 @@ def create_topic_request(config: TopicConfig) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC of ``config`` at one broker, which then registers the topic with its NameServers; TBW102
     is the key topic, as DefaultMQAdminExt.createTopicKey. The header carries every field MQClientAPIImpl.createTopic
     sets (attributes in AttributeParser's text, force false)."""
-    header = CreateTopicRequestHeader(
+    header = headers.CreateTopicRequestHeader(
         topic=config.topic_name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=config.read_queue_nums,
         write_queue_nums=config.write_queue_nums, perm=config.perm, topic_filter_type=str(config.topic_filter_type),
         order=config.order, topic_sys_flag=config.topic_sys_flag, attributes=attributes_to_string(config.attributes),
@@ -317,12 +318,12 @@ def heartbeat_request(client_id: str, producer_groups: Iterable[str],
 
 def unregister_client_request(client_id: str, producer_group: str | None = None,
                               consumer_group: str | None = None) -> RemotingCommand:
-    header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
+    header = headers.UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
     return create_request(RequestCode.UNREGISTER_CLIENT, header.to_ext())
 
 
 def consumer_list_request(group: str) -> RemotingCommand:
-    return create_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, ConsumerGroupHeader(group).to_ext())
+    return create_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, headers.ConsumerGroupHeader(group).to_ext())
 
 
 def parse_consumer_list_response(response: RemotingCommand, address: str | None) -> list[str]:

@@ -2,7 +2,8 @@
 
 ``parse_properties`` reads Java's syntax (``mqbroker -c``, ``mqnamesrv -c``, the jobs' conf); ``parse_fields`` turns
 the keys that name fields of a config dataclass (RocketMQ's camelCase, ``mappedFileSizeCommitLog``) into typed
-values for its snake_case fields (``mapped_file_size_commit_log``), and ``to_camel`` goes back.
+values for its snake_case fields (``mapped_file_size_commit_log``), and ``to_camel`` goes back. ``write_config_file``
+writes the keys a running server accepted (UPDATE_BROKER_CONFIG, UPDATE_NAMESRV_CONFIG) back to its config file.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 
 from broker.common.errors import ConfigError
+from broker.common.persist import write_atomic
 
 _WHITESPACE = " \t\f"
 _NEWLINES = re.compile(r"\r\n|\r|\n")
@@ -198,3 +200,50 @@ def format_value(value: object) -> str:
     if isinstance(value, Enum):
         return str(value.value)
     return str(value)
+
+
+# -- writing back ------------------------------------------------------------------------------------------------------
+
+
+def write_config_file(path: str, props: Mapping[str, str]) -> None:
+    """Set ``props`` in the properties file ``path``: a line that sets one of the keys is replaced (the first one;
+    later ones are dropped), the keys the file lacked are appended, every other line stays as it was."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    pending = dict(props)
+    written: list[str] = []
+    for line in lines:
+        key = _simple_key(line)
+        if key in props:
+            if key in pending:
+                written.append(property_line(key, pending.pop(key)))
+            continue
+        written.append(line)
+    written += [property_line(key, value) for key, value in pending.items()]
+    write_atomic(path, "\n".join(written) + "\n")
+
+
+def _simple_key(line: str) -> str | None:
+    """The key a one-line ``key=value`` entry sets; None for a comment, a blank or a continued line."""
+    stripped = line.lstrip(" \t\f")
+    if not stripped or stripped[0] in "#!" or (len(stripped) - len(stripped.rstrip("\\"))) % 2:
+        return None
+    return next(iter(parse_properties(stripped)), None)
+
+
+def property_line(key: str, value: str) -> str:
+    """``key=value`` escaped as Properties.store writes it, so parse_properties reads back the same strings."""
+    def escape(text: str, specials: str) -> str:
+        out = []
+        for i, c in enumerate(text):
+            if c == "\\" or c in specials or (c == " " and i == 0):
+                out.append("\\" + c)
+            else:
+                out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}.get(c, c))
+        return "".join(out)
+
+    return f"{escape(key, ' =:#!')}={escape(value, '#!')}"
+

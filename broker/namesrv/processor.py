@@ -316,8 +316,8 @@ class NamesrvProcessor:
     # -- the NameServer's own config ------------------------------------------------------------------------------
 
     def update_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """UPDATE_NAMESRV_CONFIG: properties text; black-listed keys are refused. The change is not written back
-        to the config file (Java rewrites it)."""
+        """UPDATE_NAMESRV_CONFIG: properties text; black-listed keys are refused. An accepted change is written to
+        the config file (``NamesrvController.update_config``)."""
         log.info("updateConfig called by %s", conn.remote_address)
         if request.body:
             try:

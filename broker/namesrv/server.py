@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
+from broker.common.properties import write_config_file
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kv_config import KVConfigManager
 from broker.namesrv.processor import NamesrvProcessor
@@ -78,12 +79,21 @@ class NamesrvController:
         await self.stop()
 
     def update_config(self, props: Mapping[str, str]) -> None:
-        """UPDATE_NAMESRV_CONFIG: the new values apply from the next request (the port and paths stay as bound)."""
+        """UPDATE_NAMESRV_CONFIG: the new values apply from the next request (the port and paths stay as bound), and
+        are written to configStorePath (the ``-c`` file, else ~/namesrv/namesrv.properties, as Java's
+        Configuration.persist), so the NameServer starts again with them. Java rewrites that file with every setting;
+        rmq sets only the keys changed, in place (``write_config_file``), so the file keeps its comments and order.
+        A file that cannot be written is logged; the change stays live (Java does the same)."""
         self.config = self.config.updated(props)
         routes = self.route_info_manager
         routes.support_acting_master = self.config.support_acting_master
         routes.delete_topic_with_broker_registration = self.config.delete_topic_with_broker_registration
         log.info("namesrv config updated: %s", dict(props))
+        try:
+            write_config_file(self.config.config_store_path, props)
+        except OSError:
+            log.exception("namesrv config: the change is live but %s could not be written",
+                          self.config.config_store_path)
 
     def _on_connection_closed(self, conn: RemotingConnection) -> None:
         self.route_info_manager.on_channel_destroy(conn)

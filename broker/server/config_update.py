@@ -1,5 +1,5 @@
 """UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``): which keys a running broker changes, how the change reaches
-the broker's parts, and how it is written to the broker's config file.
+the broker's parts, and how it is written to the broker's config file (``broker.common.properties.write_config_file``).
 
 Rule 1: ``RUNTIME_KEYS`` is the only list of keys the broker changes while it runs. Each is read by its users at
 every use (a pull reads ``longPollingEnable`` on each request, retention reads ``fileReservedTime`` on each round), so
@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from broker.common.errors import ConfigError
-from broker.common.persist import write_atomic
-from broker.common.properties import parse_fields, parse_properties
+from broker.common.properties import (
+    parse_fields,
+    write_config_file,  # noqa: F401  (processors/admin.py imports it from here; the NameServer's update uses it too)
+)
 from broker.server.config import BrokerConfig, check_broker_config
 from broker.store.config import MessageStoreConfig
 
@@ -112,50 +114,3 @@ def _set_fields(config: BrokerConfig | MessageStoreConfig, values: Mapping[str, 
     Configuration.update sets the fields of its live config objects the same way)."""
     for name, value in values.items():
         object.__setattr__(config, name, value)
-
-
-# -- the config file ---------------------------------------------------------------------------------------------------
-
-
-def write_config_file(path: str, props: Mapping[str, str]) -> None:
-    """Set ``props`` in the properties file ``path``: a line that sets one of the keys is replaced (the first one;
-    later ones are dropped), the keys the file lacked are appended, every other line stays as it was."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        lines = []
-    pending = dict(props)
-    written: list[str] = []
-    for line in lines:
-        key = _simple_key(line)
-        if key in props:
-            if key in pending:
-                written.append(property_line(key, pending.pop(key)))
-            continue
-        written.append(line)
-    written += [property_line(key, value) for key, value in pending.items()]
-    write_atomic(path, "\n".join(written) + "\n")
-
-
-def _simple_key(line: str) -> str | None:
-    """The key a one-line ``key=value`` entry sets; None for a comment, a blank or a continued line."""
-    stripped = line.lstrip(" \t\f")
-    if not stripped or stripped[0] in "#!" or (len(stripped) - len(stripped.rstrip("\\"))) % 2:
-        return None
-    return next(iter(parse_properties(stripped)), None)
-
-
-def property_line(key: str, value: str) -> str:
-    """``key=value`` escaped as Properties.store writes it, so parse_properties reads back the same strings."""
-    def escape(text: str, specials: str) -> str:
-        out = []
-        for i, c in enumerate(text):
-            if c == "\\" or c in specials or (c == " " and i == 0):
-                out.append("\\" + c)
-            else:
-                out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}.get(c, c))
-        return "".join(out)
-
-    return f"{escape(key, ' =:#!')}={escape(value, '#!')}"
-

@@ -12,23 +12,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from pyspark.sql import Row
 
 from broker.client import BlockingClient, Message
 from broker.client.blocking import get_route
 from broker.client.message import MessageQueue, SendResult
 from broker.common.errors import MQClientError, RemotingError
+from connector.options import SourceOptions
+from connector.source import RmqStreamReader
 from tests.helpers import mqadmin_ok, unique_topic, wait_until
 from tests.integration.cluster import DEFAULT_CLUSTER, Cluster, ClusterPool
 
 ROUTE_TIMEOUT_S = 15.0
 
 # -- shared ------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def rmq_cluster(clusters: ClusterPool) -> Cluster:
-    """One NameServer and one broker (broker-a), SQL92 filters enabled: the suite's shared cluster of that setting."""
-    return clusters.shared(enablePropertyFilter=True)
 
 
 def routed_queues(namesrv_addr: str, topic: str) -> list[MessageQueue]:
@@ -95,6 +92,36 @@ def checkpoint(tmp_path: Path) -> str:
 
 # -- source tests ------------------------------------------------------------------------------------------------------
 
+BROKERS = ("broker-a", "broker-b")
+COLUMNS = ["topic", "brokerName", "queueId", "queueOffset", "keys", "tags", "body"]
+
+
+@pytest.fixture(scope="session")
+def source_cluster(clusters: ClusterPool) -> Cluster:
+    """A NameServer and two brokers (broker-a, broker-b), SQL92 filters on, shared by the source tests: every topic
+    they make spans both brokers (``create_topic(..., brokers=2)``), so every read is from two brokers."""
+    return clusters.shared(brokers=2, enablePropertyFilter=True)
+
+
+def options(cluster: Cluster, topic: str, **extra: object) -> dict[str, str]:
+    """The source's options reading ``topic`` from ``cluster`` (values as strings, as Spark passes them)."""
+    return {"namesrvAddr": cluster.namesrv_addr, "topic": topic, **{k: str(v) for k, v in extra.items()}}
+
+
+def stream_reader(cluster: Cluster, topic: str, **extra: object) -> RmqStreamReader:
+    """The source's stream reader without Spark (its driver side, called as Spark would)."""
+    return RmqStreamReader(SourceOptions.parse(options(cluster, topic, **extra), streaming=True))
+
+
+def expected_rows(results: dict[MessageQueue, list], per_queue: int) -> set[tuple[str, int, int, bytes]]:
+    """(brokerName, queueId, queueOffset, body) of ``per_queue`` messages ``produce`` sent to each queue."""
+    return {(mq.broker_name, mq.queue_id, i, f"{mq.topic}/{mq.broker_name}/{mq.queue_id}/{i}".encode())
+            for mq in results for i in range(per_queue)}
+
+
+def as_set(rows: list[Row]) -> set[tuple[str, int, int, bytes]]:
+    return {(r.brokerName, r.queueId, r.queueOffset, bytes(r.body)) for r in rows}
+
 
 # -- sink tests --------------------------------------------------------------------------------------------------------
 
@@ -122,6 +149,14 @@ def sink_cluster_both(request: pytest.FixtureRequest, clusters: ClusterPool) -> 
     if request.param == "batched":
         return clusters.shared(**SINK_BROKER_CONF)
     return clusters.shared(**SINK_BROKER_CONF, rmqTransactionBatchEnable=False)
+
+
+@pytest.fixture(scope="session")
+def apache(clusters: ClusterPool) -> str:
+    """The NameServer address of Apache's NameServer and broker (broker-a), shared by the source's and the sink's
+    Apache tests: SQL92 filters on (the source's filters) and the sink's short transaction timings. Each names its
+    own topics."""
+    return clusters.shared("apache", enablePropertyFilter=True, **SINK_BROKER_CONF).namesrv_addr
 
 
 def takes_transaction_batches(cluster: Cluster) -> bool:

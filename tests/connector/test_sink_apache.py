@@ -10,24 +10,16 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.apache import apache_client
-from tests.connector.conftest import SINK_BROKER_CONF, SINK_CHECK_IMMUNITY_S, read_topic, routed_queues
+from tests.connector.conftest import SINK_CHECK_IMMUNITY_S, read_topic, routed_queues
 from tests.connector.test_sink_recovery import resolver_answers
 from tests.helpers import wait_until
-from tests.integration.cluster import start_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.java]
-
-
-@pytest.fixture(scope="module")
-def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with start_servers("apache", tmp_path_factory.mktemp("apache-sink"), **SINK_BROKER_CONF) as cluster:
-        yield cluster.namesrv_addr
 
 
 def java_bodies(namesrv: str, topic: str, log_dir: Path) -> Counter:

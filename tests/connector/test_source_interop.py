@@ -1,14 +1,14 @@
 """The rmq source against Apache RocketMQ 5.5.0's own NameServer and broker (tests/apache), and the query's
 consumer group progress through the official ``mqadmin consumerProgress`` on both clusters.
 
-A representative subset of test_source.py: the source uses only standard requests (route, min/max/search offset,
-PULL_MESSAGE with a subscription, UPDATE_CONSUMER_OFFSET, HEART_BEAT), so Apache's broker must serve it the same.
+A representative subset of the test_source_*.py modules: the source uses only standard requests (route,
+min/max/search offset, PULL_MESSAGE with a subscription, UPDATE_CONSUMER_OFFSET, HEART_BEAT), so Apache's broker must
+serve it the same.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,20 +16,13 @@ from chispa import assert_df_equality
 
 from tests.connector.conftest import create_topic, produce
 from tests.helpers import wait_until
-from tests.integration.cluster import Cluster, start_servers
+from tests.integration.cluster import Cluster
 from tests.interop.test_official_mqadmin import Mqadmin, build_mqadmin
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
 COLUMNS = ["topic", "brokerName", "queueId", "queueOffset", "keys", "tags", "body"]
 PROGRESS_ROW = re.compile(r"^(\S+)\s+(\S+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)\s+")
-
-
-@pytest.fixture(scope="module")
-def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Apache's NameServer and one broker (broker-a, SQL92 filters on); yields the NameServer address."""
-    with start_servers("apache", tmp_path_factory.mktemp("apache-source"), enablePropertyFilter=True) as cluster:
-        yield cluster.namesrv_addr
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +71,7 @@ def test_apache_filters_at_the_broker(spark, apache: str) -> None:
 @pytest.fixture(params=["rmq", "apache"])
 def namesrv(request: pytest.FixtureRequest) -> str:
     if request.param == "rmq":
-        cluster: Cluster = request.getfixturevalue("rmq_cluster")
+        cluster: Cluster = request.getfixturevalue("sink_cluster")  # ours, one broker, shared
         return cluster.namesrv_addr
     return request.getfixturevalue("apache")
 

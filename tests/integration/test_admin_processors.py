@@ -13,12 +13,11 @@ from typing import Any
 from broker.common.attributes import parse_attributes
 from broker.common.fastjson import decode_json
 from broker.common.message import decode_offset_msg_id
-from broker.common.properties import parse_properties
+from broker.common.properties import parse_properties, write_config_file
 from broker.common.record import decode_record
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.server.broker_controller import BrokerController
-from broker.server.config_update import write_config_file
 from broker.server.metadata.attributes import alter_attributes
 from broker.server.processors.admin import human_bytes
 from tests.integration.test_client_processors import (

@@ -52,12 +52,14 @@ from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
 from tests.helpers import client_config, free_port, now_ms
 from tests.helpers import run as run_bounded
-from tests.integration.cluster import start_broker, start_namesrv
+from tests.integration.cluster import ClusterPool, start_broker, start_namesrv
 from tests.integration.in_process import running_controller
 
 FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 # Every retry level 1 s, so a message reaches the DLQ in seconds (the levels a retry uses are 3 + reconsumeTimes).
 FAST_RETRY_LEVELS = " ".join(["1s"] * 18)
+# The push consumer tests' broker: levels 1 and 2 as Apache's default (1 s, 5 s), the retries' levels 3 and up 1 s.
+PUSH_DELAY_LEVELS = " ".join(["1s", "5s"] + ["1s"] * 16)
 DUE_SLACK_MS = 1500  # "delivered within 1 s", plus what a loaded test machine adds
 CLOCK_SLACK_MS = 5  # store and test clocks are the same clock, read a few ms apart
 run = functools.partial(run_bounded, timeout=90.0)
@@ -469,81 +471,85 @@ def store_time(offset_msg_id: str) -> int:
     return decode_record(response.body, body=False).store_timestamp
 
 
+@pytest.fixture
+def push_namesrv(clusters: ClusterPool) -> str:
+    """The NameServer of the push consumer tests' shared cluster (PUSH_DELAY_LEVELS); each names its own topic and
+    groups."""
+    return clusters.shared(messageDelayLevel=PUSH_DELAY_LEVELS).namesrv_addr
+
+
 @pytest.mark.slow
-def test_python_push_consumer_reconsumes_until_the_dlq(tmp_path):
+def test_python_push_consumer_reconsumes_until_the_dlq(push_namesrv: str):
     """Our PushConsumer subscribes to %RETRY%group itself, answers RECONSUME_LATER every time, and sends each
     failure back: deliveries with reconsume times 0, 1, 2 (maxReconsumeTimes 2), then the message is in %DLQ%."""
-    with start_namesrv(tmp_path / "ns") as namesrv, start_broker(
-            tmp_path / "b", namesrv.addr, messageDelayLevel=FAST_RETRY_LEVELS) as _broker:
-        async def scenario() -> list:
-            deliveries: list[tuple[int, str, int]] = []
+    async def scenario() -> list:
+        deliveries: list[tuple[int, str, int]] = []
 
-            async def listener(msgs, context):  # type: ignore[no-untyped-def]
-                deliveries.extend((m.reconsume_times, m.topic, now_ms()) for m in msgs)
-                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        async def listener(msgs, context):  # type: ignore[no-untyped-def]
+            deliveries.extend((m.reconsume_times, m.topic, now_ms()) for m in msgs)
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
 
-            config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                        max_reconsume_times=2)
-            consumer = PushConsumer("py_dlq_group", config=config,
-                                    client_config=client_config(namesrv.addr, "push-dlq"))
-            consumer.subscribe("TopicPyRetry")
-            consumer.register_message_listener(listener)
-            async with Producer("pg_py_retry", client_config=client_config(namesrv.addr, "p")) as producer:
-                sent = await producer.send(Message("TopicPyRetry", b"fail-me", keys="kpy"))
-            await consumer.start()
-            try:
-                deadline = time.monotonic() + 40
-                while len(deliveries) < 3 and time.monotonic() < deadline:
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(2.0)  # a fourth delivery would show up by now
-            finally:
-                await consumer.shutdown()
-            assert [(times, topic) for times, topic, _ in deliveries] == [(i, "TopicPyRetry") for i in range(3)]
-            gaps = [b - a for (_, _, a), (_, _, b) in zip(deliveries, deliveries[1:], strict=False)]
-            assert all(900 <= gap <= 1000 + DUE_SLACK_MS + 1000 for gap in gaps), gaps  # level 3/4: 1 s here
-            (dead,) = await _drain(namesrv.addr, "%DLQ%py_dlq_group", 1, 15)
-            assert (dead.body, dead.reconsume_times, dead.keys) == (b"fail-me", 3, "kpy")
-            assert (dead.properties["RETRY_TOPIC"], dead.msg_id) == ("TopicPyRetry", sent.msg_id)
-            return deliveries
+        config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                    max_reconsume_times=2)
+        consumer = PushConsumer("py_dlq_group", config=config,
+                                client_config=client_config(push_namesrv, "push-dlq"))
+        consumer.subscribe("TopicPyRetry")
+        consumer.register_message_listener(listener)
+        async with Producer("pg_py_retry", client_config=client_config(push_namesrv, "p")) as producer:
+            sent = await producer.send(Message("TopicPyRetry", b"fail-me", keys="kpy"))
+        await consumer.start()
+        try:
+            deadline = time.monotonic() + 40
+            while len(deliveries) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(2.0)  # a fourth delivery would show up by now
+        finally:
+            await consumer.shutdown()
+        assert [(times, topic) for times, topic, _ in deliveries] == [(i, "TopicPyRetry") for i in range(3)]
+        gaps = [b - a for (_, _, a), (_, _, b) in zip(deliveries, deliveries[1:], strict=False)]
+        assert all(900 <= gap <= 1000 + DUE_SLACK_MS + 1000 for gap in gaps), gaps  # level 3/4: 1 s here
+        (dead,) = await _drain(push_namesrv, "%DLQ%py_dlq_group", 1, 15)
+        assert (dead.body, dead.reconsume_times, dead.keys) == (b"fail-me", 3, "kpy")
+        assert (dead.properties["RETRY_TOPIC"], dead.msg_id) == ("TopicPyRetry", sent.msg_id)
+        return deliveries
 
-        run(scenario())
+    run(scenario())
 
 
 @pytest.mark.slow
-def test_python_push_consumer_receives_delayed_messages_when_due(tmp_path):
-    with start_namesrv(tmp_path / "ns") as namesrv, start_broker(tmp_path / "b", namesrv.addr) as _broker:
-        async def scenario() -> None:
-            received: dict[str, int] = {}
+def test_python_push_consumer_receives_delayed_messages_when_due(push_namesrv: str):
+    async def scenario() -> None:
+        received: dict[str, int] = {}
 
-            async def listener(msgs, context):  # type: ignore[no-untyped-def]
-                received.update((m.keys, now_ms()) for m in msgs)
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        async def listener(msgs, context):  # type: ignore[no-untyped-def]
+            received.update((m.keys, now_ms()) for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-            config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-            consumer = PushConsumer("py_delay_group", config=config,
-                                    client_config=client_config(namesrv.addr, "push-delay"))
-            consumer.subscribe("TopicPyDelay")
-            consumer.register_message_listener(listener)
-            async with Producer("pg_py_delay", client_config=client_config(namesrv.addr, "p")) as producer:
-                await producer.send(Message("TopicPyDelay", b"warm-up", keys="warm"))
-                await consumer.start()
-                try:
-                    deadline = time.monotonic() + 30
-                    while "warm" not in received and time.monotonic() < deadline:
-                        await asyncio.sleep(0.05)
-                    stored_at = {}
-                    for level in (1, 2):
-                        msg = Message("TopicPyDelay", b"x", keys=f"level{level}")
-                        msg.delay_time_level = level
-                        sent = await producer.send(msg)
-                        stored_at[f"level{level}"] = await asyncio.to_thread(store_time, sent.offset_msg_id)
-                    deadline = time.monotonic() + 15
-                    while len(received) < 3 and time.monotonic() < deadline:
-                        await asyncio.sleep(0.05)
-                finally:
-                    await consumer.shutdown()
-            for key, delay_ms in (("level1", 1000), ("level2", 5000)):
-                lag = received[key] - (stored_at[key] + delay_ms)
-                assert -CLOCK_SLACK_MS <= lag <= DUE_SLACK_MS, (key, lag)
+        config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer = PushConsumer("py_delay_group", config=config,
+                                client_config=client_config(push_namesrv, "push-delay"))
+        consumer.subscribe("TopicPyDelay")
+        consumer.register_message_listener(listener)
+        async with Producer("pg_py_delay", client_config=client_config(push_namesrv, "p")) as producer:
+            await producer.send(Message("TopicPyDelay", b"warm-up", keys="warm"))
+            await consumer.start()
+            try:
+                deadline = time.monotonic() + 30
+                while "warm" not in received and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                stored_at = {}
+                for level in (1, 2):
+                    msg = Message("TopicPyDelay", b"x", keys=f"level{level}")
+                    msg.delay_time_level = level
+                    sent = await producer.send(msg)
+                    stored_at[f"level{level}"] = await asyncio.to_thread(store_time, sent.offset_msg_id)
+                deadline = time.monotonic() + 15
+                while len(received) < 3 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            finally:
+                await consumer.shutdown()
+        for key, delay_ms in (("level1", 1000), ("level2", 5000)):
+            lag = received[key] - (stored_at[key] + delay_ms)
+            assert -CLOCK_SLACK_MS <= lag <= DUE_SLACK_MS, (key, lag)
 
-        run(scenario())
+    run(scenario())

@@ -27,7 +27,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.route import decode_cluster_info, decode_topic_list, decode_topic_route_data
 from tests.apache import ApacheProcess, start_apache_namesrv
-from tests.helpers import free_port, run
+from tests.helpers import free_port, mqadmin, mqadmin_ok, run
 from tests.javatools import JavaToolError
 from tests.unit.namesrv.namesrv_scenario import (
     CONFIG,
@@ -46,10 +46,11 @@ CLUSTER, BROKER, ADDR = "DefaultCluster", "broker-a", "127.0.0.1:10911"
 
 
 class NamesrvProcess:
-    def __init__(self, popen: subprocess.Popen[bytes], port: int, stderr_path: Path) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], port: int, stderr_path: Path, conf_path: Path) -> None:
         self.popen = popen
         self.port = port
         self.stderr_path = stderr_path
+        self.conf_path = conf_path
 
     @property
     def addr(self) -> str:
@@ -99,24 +100,40 @@ def start_namesrv(tmp_path: Path, **conf: str) -> NamesrvProcess:
         settings = {"listenPort": port, "bindAddress": "127.0.0.1", "kvConfigPath": home / "kvConfig.json", **conf}
         conf_path = home / "namesrv.conf"
         conf_path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        stderr_path = home / "namesrv.stderr"
-        with stderr_path.open("wb") as stderr:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "broker.namesrv", "-c", str(conf_path)],
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                stdin=subprocess.DEVNULL,
-            )
-        proc = NamesrvProcess(popen, port, stderr_path)
-        line = _wait_for_boot(popen)
-        if line:
-            assert f"127.0.0.1:{port}" in line
+        proc = _boot(conf_path, port)
+        if proc is not None:
             return proc
-        proc.close()
-        if "Address already in use" not in proc.stderr():
-            raise AssertionError(f"namesrv exited with {popen.returncode}:\n{proc.stderr()}")
     raise AssertionError("no free port for the namesrv after 3 tries")
+
+
+def restart_namesrv(proc: NamesrvProcess) -> NamesrvProcess:
+    """The same NameServer started again with its namesrv.conf (and port), once ``proc`` has stopped."""
+    proc.close()
+    again = _boot(proc.conf_path, proc.port)
+    assert again is not None, f"the namesrv did not start again on port {proc.port}"
+    return again
+
+
+def _boot(conf_path: Path, port: int) -> NamesrvProcess | None:
+    """``python -m broker.namesrv -c conf_path`` booted on ``port``; None when the port was taken."""
+    stderr_path = conf_path.parent / "namesrv.stderr"
+    with stderr_path.open("ab") as stderr:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "broker.namesrv", "-c", str(conf_path)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        )
+    proc = NamesrvProcess(popen, port, stderr_path, conf_path)
+    line = _wait_for_boot(popen)
+    if line:
+        assert f"127.0.0.1:{port}" in line
+        return proc
+    proc.close()
+    if "Address already in use" not in proc.stderr():
+        raise AssertionError(f"namesrv exited with {popen.returncode}:\n{proc.stderr()}")
+    return None
 
 
 @pytest.fixture
@@ -176,6 +193,28 @@ def test_register_and_query_then_sigterm(namesrv):
     run(scenario())
     assert namesrv.stop() == 0, namesrv.stderr()
     assert "Traceback" not in namesrv.stderr()
+
+
+def test_update_namesrv_config_is_written_to_its_file_and_read_after_a_restart(tmp_path):
+    """``mqadmin updateNamesrvConfig`` changes the running NameServer and its -c file (as Apache's
+    Configuration.persist): the key is set in place, the rest of the file stays, and a restart reads the change."""
+    proc = start_namesrv(tmp_path, orderMessageEnable="false")
+    proc.conf_path.write_text("# kept by the update\n" + proc.conf_path.read_text())
+    try:
+        assert mqadmin_ok("updateNamesrvConfig", "-n", proc.addr, "-k", "orderMessageEnable", "-v", "true") == (
+            f"update name server config success![{proc.addr}]\norderMessageEnable : true\n")
+        refused = mqadmin("updateNamesrvConfig", "-n", proc.addr, "-k", "kvConfigPath", "-v", "/etc/x")
+        assert refused.code == 1 and "Can not update config in black list." in refused.err
+        lines = proc.conf_path.read_text().splitlines()
+        assert lines[0] == "# kept by the update" and "orderMessageEnable=true" in lines
+        assert "orderMessageEnable=false" not in lines
+        assert not any(line.startswith("kvConfigPath=/etc") for line in lines)
+        assert proc.stop() == 0, proc.stderr()
+        proc = restart_namesrv(proc)
+        shown = mqadmin_ok("getNamesrvConfig", "-n", proc.addr).splitlines()
+        assert f"{'orderMessageEnable':<50}=  true" in shown
+    finally:
+        proc.close()
 
 
 def test_print_config_and_bad_config(tmp_path):

@@ -119,7 +119,7 @@ def test_paths_from_the_config_files_directory_and_apaches_log_files_rolled(tmp_
     assert [sum(f"topic_name='{topic}'," in line for line in created) for topic in TOPICS] == [1] * len(TOPICS)
     assert len(list((broker_logs / "otherdays").glob("broker.*.log.gz"))) >= 3
     store_lines = _lines(broker_logs, "store.log")
-    assert any(" DispatchProcess broker.store.dispatch_process - " in line for line in store_lines)
+    assert any(" DispatchProcess broker.store.dispatch_child - " in line for line in store_lines)
     assert any("broker.store.recovery" in line for line in store_lines)
     assert any("remoting server on" in line and "stopped" in line for line in _lines(broker_logs, "remoting.log"))
     broker_log = "\n".join(_lines(broker_logs, "broker.log"))

@@ -49,6 +49,30 @@ def test_an_executor_loads_no_asyncio_client() -> None:
     assert not {"broker.client.producer", "broker.client.push_consumer", "broker.client.consumer"} & set(loaded)
 
 
+@pytest.mark.parametrize("statement", ["import connector.source", "import connector.sink"])
+def test_an_executor_loads_only_the_headers_it_frames(statement: str) -> None:
+    """broker.remoting.headers' face imports each header from its module when first used: the read path (pull, and
+    the route it asks the NameServer for when a broker moves) and the write path (send, END_TRANSACTION, routes)
+    load the message and route headers, never the admin ones (topics, groups, clients) or the broker's own."""
+    loaded = {m for m in loaded_after(statement) if m.startswith("broker.remoting.headers")}
+    assert loaded == {"broker.remoting.headers", "broker.remoting.headers.base", "broker.remoting.headers.message",
+                      "broker.remoting.headers.namesrv"}, f"{statement!r} loads {sorted(loaded)}"
+
+
+def test_the_headers_face_names_every_header_once() -> None:
+    """Every name of the face resolves to the class of its own module, and the face lists them all (dir, __all__)."""
+    import importlib
+
+    from broker.remoting import headers
+
+    assert sorted(headers._HOMES) == sorted(headers.__all__)
+    for name, home in headers._HOMES.items():
+        assert getattr(headers, name) is getattr(importlib.import_module(home), name), name
+    assert set(headers.__all__) <= set(dir(headers))
+    with pytest.raises(AttributeError, match="NoSuchHeader"):
+        headers.NoSuchHeader  # noqa: B018
+
+
 def test_tools_load_no_broker_store_or_namesrv_code() -> None:
     """mqadmin speaks to brokers and NameServers through the wire bodies of broker.remoting, not the server's."""
     loaded = loaded_after("import broker.tools.mqadmin, broker.tools.messages")

@@ -5,86 +5,182 @@ camelCase of its snake_case name unless ``WIRE`` says otherwise. Required fields
 without a default; a request missing one is refused with Java's own message.
 
 Modules: ``base`` (Header, HeaderError, RpcRequestHeader), ``message`` (sending, transactions, pulling, offsets,
-queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests). This
-face re-exports every header, so ``from broker.remoting.headers import PullMessageRequestHeader`` keeps working.
+queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests).
+
+May import: ``broker.common`` only (and ``broker._speedups``), like the rest of ``broker.remoting``.
+
+Every header is importable from here (``from broker.remoting.headers import PullMessageRequestHeader``), and each is
+imported from its module when first used (PEP 562): a Spark executor that pulls and sends loads ``message`` and the
+route request's ``namesrv``, never the admin headers.
 """
 
-from broker.remoting.headers.admin import (
-    CloneGroupOffsetRequestHeader,
-    ConsumeMessageDirectlyResultRequestHeader,
-    ConsumerGroupHeader,
-    ConsumeStatsTopicListHeader,
-    CreateTopicRequestHeader,
-    DeleteSubscriptionGroupRequestHeader,
-    GetAllSubscriptionGroupResponseHeader,
-    GetAllTopicConfigRequestHeader,
-    GetAllTopicConfigResponseHeader,
-    GetBrokerConfigResponseHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumerStatusRequestHeader,
-    GetConsumeStatsInBrokerHeader,
-    GetConsumeStatsRequestHeader,
-    GetProducerConnectionListRequestHeader,
-    GroupHeader,
-    HeartbeatResponseHeader,
-    QueryConsumeQueueRequestHeader,
-    QueryConsumeTimeSpanRequestHeader,
-    QueryCorrectionOffsetHeader,
-    QuerySubscriptionByConsumerRequestHeader,
-    ResetOffsetRequestHeader,
-    TopicHeader,
-    UnregisterClientRequestHeader,
-    UpdateGroupForbiddenRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
-)
-from broker.remoting.headers.base import (
-    Header,
-    HeaderError,
-    RpcRequestHeader,
-)
-from broker.remoting.headers.message import (
-    CheckTransactionStateRequestHeader,
-    ConsumerSendMsgBackRequestHeader,
-    EndTransactionBatchRequestHeader,
-    EndTransactionBatchResponseHeader,
-    EndTransactionRequestHeader,
-    OffsetResponseHeader,
-    PullForbiddenResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueryMessageIndexHeader,
-    QueryMessageRequestHeader,
-    QueryMessageResponseHeader,
-    SearchOffsetRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-    TimestampResponseHeader,
-    TopicQueueHeader,
-    UniqueKeyQueryHeader,
-    UpdateConsumerOffsetRequestHeader,
-    ViewMessageRequestHeader,
-)
-from broker.remoting.headers.namesrv import (
-    AddWritePermOfBrokerResponseHeader,
-    BrokerHeartbeatRequestHeader,
-    BrokerNameHeader,
-    DeleteTopicFromNamesrvRequestHeader,
-    GetBrokerMemberGroupRequestHeader,
-    GetKVConfigResponseHeader,
-    GetKVListByNamespaceRequestHeader,
-    GetRouteInfoRequestHeader,
-    GetTopicsByClusterRequestHeader,
-    KVConfigKeyHeader,
-    PutKVConfigRequestHeader,
-    QueryDataVersionRequestHeader,
-    QueryDataVersionResponseHeader,
-    RegisterBrokerRequestHeader,
-    RegisterBrokerResponseHeader,
-    RegisterTopicRequestHeader,
-    UnRegisterBrokerRequestHeader,
-    WipeWritePermOfBrokerResponseHeader,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.remoting.headers.admin import (
+        CloneGroupOffsetRequestHeader,
+        ConsumeMessageDirectlyResultRequestHeader,
+        ConsumerGroupHeader,
+        ConsumeStatsTopicListHeader,
+        CreateTopicRequestHeader,
+        DeleteSubscriptionGroupRequestHeader,
+        GetAllSubscriptionGroupResponseHeader,
+        GetAllTopicConfigRequestHeader,
+        GetAllTopicConfigResponseHeader,
+        GetBrokerConfigResponseHeader,
+        GetConsumerRunningInfoRequestHeader,
+        GetConsumerStatusRequestHeader,
+        GetConsumeStatsInBrokerHeader,
+        GetConsumeStatsRequestHeader,
+        GetProducerConnectionListRequestHeader,
+        GroupHeader,
+        HeartbeatResponseHeader,
+        QueryConsumeQueueRequestHeader,
+        QueryConsumeTimeSpanRequestHeader,
+        QueryCorrectionOffsetHeader,
+        QuerySubscriptionByConsumerRequestHeader,
+        ResetOffsetRequestHeader,
+        TopicHeader,
+        UnregisterClientRequestHeader,
+        UpdateGroupForbiddenRequestHeader,
+        ViewBrokerStatsDataRequestHeader,
+    )
+    from broker.remoting.headers.base import (
+        Header,
+        HeaderError,
+        RpcRequestHeader,
+    )
+    from broker.remoting.headers.message import (
+        CheckTransactionStateRequestHeader,
+        ConsumerSendMsgBackRequestHeader,
+        EndTransactionBatchRequestHeader,
+        EndTransactionBatchResponseHeader,
+        EndTransactionRequestHeader,
+        OffsetResponseHeader,
+        PullForbiddenResponseHeader,
+        PullMessageRequestHeader,
+        PullMessageResponseHeader,
+        QueryConsumerOffsetRequestHeader,
+        QueryMessageIndexHeader,
+        QueryMessageRequestHeader,
+        QueryMessageResponseHeader,
+        SearchOffsetRequestHeader,
+        SendMessageRequestHeader,
+        SendMessageResponseHeader,
+        TimestampResponseHeader,
+        TopicQueueHeader,
+        UniqueKeyQueryHeader,
+        UpdateConsumerOffsetRequestHeader,
+        ViewMessageRequestHeader,
+    )
+    from broker.remoting.headers.namesrv import (
+        AddWritePermOfBrokerResponseHeader,
+        BrokerHeartbeatRequestHeader,
+        BrokerNameHeader,
+        DeleteTopicFromNamesrvRequestHeader,
+        GetBrokerMemberGroupRequestHeader,
+        GetKVConfigResponseHeader,
+        GetKVListByNamespaceRequestHeader,
+        GetRouteInfoRequestHeader,
+        GetTopicsByClusterRequestHeader,
+        KVConfigKeyHeader,
+        PutKVConfigRequestHeader,
+        QueryDataVersionRequestHeader,
+        QueryDataVersionResponseHeader,
+        RegisterBrokerRequestHeader,
+        RegisterBrokerResponseHeader,
+        RegisterTopicRequestHeader,
+        UnRegisterBrokerRequestHeader,
+        WipeWritePermOfBrokerResponseHeader,
+    )
+
+_HOMES = {
+    "CloneGroupOffsetRequestHeader": "broker.remoting.headers.admin",
+    "ConsumeMessageDirectlyResultRequestHeader": "broker.remoting.headers.admin",
+    "ConsumerGroupHeader": "broker.remoting.headers.admin",
+    "ConsumeStatsTopicListHeader": "broker.remoting.headers.admin",
+    "CreateTopicRequestHeader": "broker.remoting.headers.admin",
+    "DeleteSubscriptionGroupRequestHeader": "broker.remoting.headers.admin",
+    "GetAllSubscriptionGroupResponseHeader": "broker.remoting.headers.admin",
+    "GetAllTopicConfigRequestHeader": "broker.remoting.headers.admin",
+    "GetAllTopicConfigResponseHeader": "broker.remoting.headers.admin",
+    "GetBrokerConfigResponseHeader": "broker.remoting.headers.admin",
+    "GetConsumerRunningInfoRequestHeader": "broker.remoting.headers.admin",
+    "GetConsumerStatusRequestHeader": "broker.remoting.headers.admin",
+    "GetConsumeStatsInBrokerHeader": "broker.remoting.headers.admin",
+    "GetConsumeStatsRequestHeader": "broker.remoting.headers.admin",
+    "GetProducerConnectionListRequestHeader": "broker.remoting.headers.admin",
+    "GroupHeader": "broker.remoting.headers.admin",
+    "HeartbeatResponseHeader": "broker.remoting.headers.admin",
+    "QueryConsumeQueueRequestHeader": "broker.remoting.headers.admin",
+    "QueryConsumeTimeSpanRequestHeader": "broker.remoting.headers.admin",
+    "QueryCorrectionOffsetHeader": "broker.remoting.headers.admin",
+    "QuerySubscriptionByConsumerRequestHeader": "broker.remoting.headers.admin",
+    "ResetOffsetRequestHeader": "broker.remoting.headers.admin",
+    "TopicHeader": "broker.remoting.headers.admin",
+    "UnregisterClientRequestHeader": "broker.remoting.headers.admin",
+    "UpdateGroupForbiddenRequestHeader": "broker.remoting.headers.admin",
+    "ViewBrokerStatsDataRequestHeader": "broker.remoting.headers.admin",
+    "Header": "broker.remoting.headers.base",
+    "HeaderError": "broker.remoting.headers.base",
+    "RpcRequestHeader": "broker.remoting.headers.base",
+    "CheckTransactionStateRequestHeader": "broker.remoting.headers.message",
+    "ConsumerSendMsgBackRequestHeader": "broker.remoting.headers.message",
+    "EndTransactionBatchRequestHeader": "broker.remoting.headers.message",
+    "EndTransactionBatchResponseHeader": "broker.remoting.headers.message",
+    "EndTransactionRequestHeader": "broker.remoting.headers.message",
+    "OffsetResponseHeader": "broker.remoting.headers.message",
+    "PullForbiddenResponseHeader": "broker.remoting.headers.message",
+    "PullMessageRequestHeader": "broker.remoting.headers.message",
+    "PullMessageResponseHeader": "broker.remoting.headers.message",
+    "QueryConsumerOffsetRequestHeader": "broker.remoting.headers.message",
+    "QueryMessageIndexHeader": "broker.remoting.headers.message",
+    "QueryMessageRequestHeader": "broker.remoting.headers.message",
+    "QueryMessageResponseHeader": "broker.remoting.headers.message",
+    "SearchOffsetRequestHeader": "broker.remoting.headers.message",
+    "SendMessageRequestHeader": "broker.remoting.headers.message",
+    "SendMessageResponseHeader": "broker.remoting.headers.message",
+    "TimestampResponseHeader": "broker.remoting.headers.message",
+    "TopicQueueHeader": "broker.remoting.headers.message",
+    "UniqueKeyQueryHeader": "broker.remoting.headers.message",
+    "UpdateConsumerOffsetRequestHeader": "broker.remoting.headers.message",
+    "ViewMessageRequestHeader": "broker.remoting.headers.message",
+    "AddWritePermOfBrokerResponseHeader": "broker.remoting.headers.namesrv",
+    "BrokerHeartbeatRequestHeader": "broker.remoting.headers.namesrv",
+    "BrokerNameHeader": "broker.remoting.headers.namesrv",
+    "DeleteTopicFromNamesrvRequestHeader": "broker.remoting.headers.namesrv",
+    "GetBrokerMemberGroupRequestHeader": "broker.remoting.headers.namesrv",
+    "GetKVConfigResponseHeader": "broker.remoting.headers.namesrv",
+    "GetKVListByNamespaceRequestHeader": "broker.remoting.headers.namesrv",
+    "GetRouteInfoRequestHeader": "broker.remoting.headers.namesrv",
+    "GetTopicsByClusterRequestHeader": "broker.remoting.headers.namesrv",
+    "KVConfigKeyHeader": "broker.remoting.headers.namesrv",
+    "PutKVConfigRequestHeader": "broker.remoting.headers.namesrv",
+    "QueryDataVersionRequestHeader": "broker.remoting.headers.namesrv",
+    "QueryDataVersionResponseHeader": "broker.remoting.headers.namesrv",
+    "RegisterBrokerRequestHeader": "broker.remoting.headers.namesrv",
+    "RegisterBrokerResponseHeader": "broker.remoting.headers.namesrv",
+    "RegisterTopicRequestHeader": "broker.remoting.headers.namesrv",
+    "UnRegisterBrokerRequestHeader": "broker.remoting.headers.namesrv",
+    "WipeWritePermOfBrokerResponseHeader": "broker.remoting.headers.namesrv",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "AddWritePermOfBrokerResponseHeader",

@@ -52,13 +52,9 @@ JAVA_WORKERS = 2  # Apache's mqadmin is a JVM per command (1.5-3 s of start-up):
 
 @pytest.fixture(scope="module")
 def apache_mqadmin(tmp_path_factory: pytest.TempPathFactory) -> JavaProgram:
-    from tests.apache import DRIVER_JVM_ARGS, apache_artifact
-    from tests.javatools import JavaProgram, resolve_classpath
+    from tests.apache import apache_mqadmin
 
-    home = tmp_path_factory.mktemp("apache-mqadmin")
-    return JavaProgram(resolve_classpath([apache_artifact("rocketmq-tools")]),
-                       "org.apache.rocketmq.tools.command.MQAdminStartup",
-                       (*DRIVER_JVM_ARGS, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}"))
+    return apache_mqadmin(tmp_path_factory.mktemp("apache-mqadmin"))
 
 
 def java_text(tool: JavaProgram, args: list[str]) -> str:

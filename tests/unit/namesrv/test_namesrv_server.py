@@ -23,7 +23,8 @@ CLUSTER, BROKER, ADDR = "DefaultCluster", "broker-a", "127.0.0.1:10911"
 
 
 def config(tmp_path, **overrides: str) -> NamesrvConfig:
-    base = {"listenPort": "0", "bindAddress": "127.0.0.1", "kvConfigPath": str(tmp_path / "kvConfig.json")}
+    base = {"listenPort": "0", "bindAddress": "127.0.0.1", "kvConfigPath": str(tmp_path / "kvConfig.json"),
+            "configStorePath": str(tmp_path / "namesrv.properties")}
     return load_namesrv_config(None, {**base, **overrides})
 
 
@@ -164,6 +165,8 @@ def test_get_and_update_namesrv_config(tmp_path):
         bad = create_request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"enableTopicList=maybe\n")
         assert (await client.invoke(addr, bad)).code == ResponseCode.SYSTEM_ERROR
         assert namesrv.config.enable_topic_list is True
+        # only the accepted update reached configStorePath (Java's Configuration.persist)
+        assert (tmp_path / "namesrv.properties").read_text() == "enableAllTopicList=false\nsomeKey=1\n"
 
     run(serving(config(tmp_path), scenario))
 

@@ -39,7 +39,7 @@ def test_bname_is_read_back_and_keyword_only() -> None:
 
 def test_bname_is_spelled_once() -> None:
     """Every header that carries ``bname`` gets it from RpcRequestHeader."""
-    for header in vars(headers).values():
+    for header in (getattr(headers, name) for name in headers.__all__):
         if isinstance(header, type) and dataclasses.is_dataclass(header) and issubclass(header, headers.Header):
             names = [f.name for f in dataclasses.fields(header)]
             assert ("bname" in names) == issubclass(header, RpcRequestHeader), header.__name__
