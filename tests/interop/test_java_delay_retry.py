@@ -31,6 +31,7 @@ from broker.client import (
     PushConsumerConfig,
 )
 from broker.client.blocking import BlockingRemotingClient
+from broker.common.errors import MQClientError
 from broker.common.fastjson import decode_json
 from broker.common.message import PullSysFlag, encode_properties
 from broker.common.record import MessageRecord, iter_records
@@ -188,9 +189,16 @@ def test_python_push_consumer_reconsume_later_until_dlq(servers: Servers) -> Non
         config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         async with LitePullConsumer(unique("py_dlq_reader"), config=config,
                                     client_config=client_config("reader")) as reader:
-            reader.assign(await reader.fetch_message_queues(f"%DLQ%{group}"))
-            dead: list = []
             deadline = time.monotonic() + 20
+            while True:  # the DLQ topic was made by the last send-back; its route reaches the NameServer soon after
+                try:
+                    reader.assign(await reader.fetch_message_queues(f"%DLQ%{group}"))
+                    break
+                except MQClientError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+            dead: list = []
             while not dead and time.monotonic() < deadline:
                 dead += await reader.poll(500)
         return deliveries, sent, dead

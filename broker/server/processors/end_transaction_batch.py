@@ -168,17 +168,16 @@ class EndTransactionBatchProcessor:
         commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
         service = self.transactional_message_service
         outcomes = await service.end_many(halves, commit=commit)
-        total = len(outcomes)
         ended = sum(o.status is EndStatus.ENDED for o in outcomes)
         already = sum(o.status is EndStatus.ALREADY_ENDED for o in outcomes)
         failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None), None)
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",
-                 END_TYPES[header.commit_or_rollback], total, header.producer_group, header.topic, ended,
+                 END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
                  already)
         if failed is not None and failed.put is not None:
             code, remark = put_failure(failed.put.status, self.store_config.max_message_size)
             if code != ResponseCode.SUCCESS:
-                remark = f"{remark} ({ended} of {total} were ended; the others stay open for the check)"
+                remark = f"{remark} ({ended} of {len(halves)} were ended; the others stay open for the check)"
                 return create_response(request, code, remark)
         return create_response(request, ResponseCode.SUCCESS,
                                ext_fields=EndTransactionBatchResponseHeader(ended, already).to_ext())
