@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,15 +94,27 @@ def test_without_a_broker_or_cluster_it_shows_its_help(pair: Pair) -> None:
 
 
 def test_interval_prints_again_until_stopped(pair: Pair) -> None:
-    """``-i 1``: a status a second, as Java's loop, until the process is stopped."""
+    """``-i 1``: a status a second, as Java's loop, until the process is stopped (timed from the first status, so a
+    slow interpreter start on a loaded machine does not count)."""
     proc = subprocess.Popen([sys.executable, "-m", "broker.tools", "haStatus", "-n", pair.namesrv.addr, "-b",
                              pair.slave.addr, "-i", "1"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    seen: list[float] = []
+    watchdog = threading.Timer(60, proc.kill)  # a tool that never prints ends the read instead of hanging the test
+    watchdog.start()
     try:
-        time.sleep(3.5)
+        assert proc.stdout is not None
+        for row in proc.stdout:  # the loop flushes after each status, so rows arrive as printed
+            if row.startswith("#MasterAddr\t"):
+                seen.append(time.monotonic())
+                if len(seen) == 3:
+                    break
     finally:
+        watchdog.cancel()
         proc.kill()
-    out = proc.communicate(timeout=10)[0]
-    assert 2 <= out.count("#MasterAddr\t") <= 5, out
+        proc.communicate(timeout=10)
+    assert len(seen) == 3, "the tool stopped printing"
+    gaps = [seen[1] - seen[0], seen[2] - seen[1]]
+    assert all(0.8 <= gap <= 5 for gap in gaps), gaps
 
 
 def test_cluster_list_shows_the_slave_not_activated_and_without_client_puts(pair: Pair) -> None:
