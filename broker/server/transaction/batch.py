@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.common.message import (
+    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_POP_CK,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_SEPARATOR,
     PROPERTY_TRANSACTION_ID,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -93,7 +95,8 @@ def half_batch_messages(items: Sequence[BatchMessage], origin: HalfBatchOrigin,
     commits: list[StoreMessage] = []
     topic, queue_id, born, host, reconsume = (origin.topic, origin.queue_id, origin.born_timestamp, origin.born_host,
                                               origin.reconsume_times)
-    tx_entry = PROPERTY_TRANSACTION_ID.encode() + b"\x01"
+    tx_entry = (PROPERTY_TRANSACTION_ID + NAME_VALUE_SEPARATOR).encode()
+    entry_end = PROPERTY_SEPARATOR.encode()
     for item in items:
         props = item.properties
         uniq = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]  # half_batch_refusal made sure each item has one
@@ -101,8 +104,8 @@ def half_batch_messages(items: Sequence[BatchMessage], origin: HalfBatchOrigin,
         committed.update(added)
         committed[PROPERTY_TRANSACTION_ID] = uniq
         encoded = item.encoded_properties
-        if encoded and encoded[-1] == 2 and reserved.isdisjoint(props):  # 2: PROPERTY_SEPARATOR
-            commit_bytes = b"".join((encoded, added_bytes, tx_entry, uniq.encode(), b"\x02"))
+        if encoded.endswith(entry_end) and reserved.isdisjoint(props):
+            commit_bytes = b"".join((encoded, added_bytes, tx_entry, uniq.encode(), entry_end))
         else:
             for name in (PROPERTY_POP_CK, *real):
                 committed.pop(name, None)
