@@ -27,62 +27,6 @@
 
 #include "_speedups.h"
 
-/* Big-endian loads and stores, as every RocketMQ format is. */
-static inline uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline uint64_t get64(const uint8_t *p) {
-    return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
-
-static inline uint8_t *put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
-    return p + 4;
-}
-
-static inline uint8_t *put64(uint8_t *p, uint64_t v) {
-    return put32(put32(p, (uint32_t)(v >> 32)), (uint32_t)v);
-}
-
-static inline uint8_t *put_bytes(uint8_t *p, const void *src, Py_ssize_t n) {
-    memcpy(p, src, (size_t)n);
-    return p + n;
-}
-
-#define MAGIC_V1 0xDAA320A7u          /* topic length in 1 byte */
-#define MAGIC_V2 0xDAA320ABu          /* topic length in 2 bytes */
-#define TOPIC_V1_MAX 127              /* longest topic a V1 record holds (a signed byte) */
-#define TOPIC_V2_MAX 32767
-#define TX_MASK 0xC
-#define TX_PREPARED 0x4
-#define TX_ROLLBACK 0xC
-#define BORNHOST_V6 0x10
-#define STOREHOST_V6 0x20
-#define MAX_PROPERTIES_LENGTH 32767
-
-/* The CommitLog record's fixed part (record.py's field table). Fields up to BORNHOST sit at the same offset in every
- * record; the ones after a host move with its length, so theirs are given for a record with two IPv4 hosts (_V4). */
-#define TOTALSIZE_POS 0
-#define MAGICCODE_POS 4
-#define BODYCRC_POS 8
-#define QUEUEID_POS 12
-#define QUEUEOFFSET_POS 20
-#define PHYSICALOFFSET_POS 28
-#define SYSFLAG_POS 36
-#define STORETIMESTAMP_POS_V4 56
-#define BODY_LENGTH_POS_V4 84
-#define FIXED_SIZE_V4 88              /* TOTALSIZE .. BODY length */
-#define HOST_V4_LENGTH 8              /* ip + int port */
-#define HOST_V6_LENGTH 20
-/* The fixed part without its two hosts: TOTALSIZE .. BODY length, 13 ints and longs. */
-#define FIXED_WITHOUT_HOSTS 72
-
-/* How far the fields after the hosts move from their _V4 offsets in a record with these host lengths. */
-static inline Py_ssize_t host_shift(Py_ssize_t born_len, Py_ssize_t store_len) {
-    return born_len - HOST_V4_LENGTH + store_len - HOST_V4_LENGTH;
-}
-
 /* -- CRC-32 ---------------------------------------------------------------------------------------------------------
  * zlib's table-driven crc32 runs at about 2.5 GB/s here: for a 1 KB body, half of what packing a record costs. With
  * carry-less multiplication (PCLMULQDQ) the CRC folds 64 bytes a step instead, several times faster: Intel's "Fast
@@ -153,7 +97,7 @@ static void detect_cpu(void) {}
 #endif
 
 /* zlib.crc32(data, crc) */
-static uint32_t crc32_of(uint32_t crc, const uint8_t *p, size_t len) {
+uint32_t rmq_crc32(uint32_t crc, const uint8_t *p, size_t len) {
     if (have_clmul && len >= 64) {
         size_t folded = len & ~(size_t)15;
         crc = ~crc32_fold(p, folded, ~crc);
@@ -172,7 +116,7 @@ static PyObject *crc32_py(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     uint32_t crc;
     Py_BEGIN_ALLOW_THREADS
-    crc = crc32_of(value, data.buf, (size_t)data.len);
+    crc = rmq_crc32(value, data.buf, (size_t)data.len);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
@@ -498,7 +442,7 @@ static Py_ssize_t intact_record(const uint8_t *r, Py_ssize_t room) {
             return 0;
         cur += props_len;
     }
-    if (cur != end || (crc32_of(0, body, (size_t)body_len) & 0x7FFFFFFFu) != get32(r + BODYCRC_POS))
+    if (cur != end || (rmq_crc32(0, body, (size_t)body_len) & 0x7FFFFFFFu) != get32(r + BODYCRC_POS))
         return 0;
     return size;
 }
@@ -539,6 +483,8 @@ typedef struct {
     PyObject *born_host;  /* bytes, 8 or 20 */
     PyObject *props;      /* bytes: the PROPERTIES field */
     Py_buffer body;
+    Py_buffer encoded;    /* a record encoded ahead (bytes or bytearray), else .obj is NULL */
+    Py_ssize_t born_len;
     const char *topic_utf8;
     Py_ssize_t topic_len;
     int32_t queue_id_value, flag, sys_flag, reconsume_times;
@@ -589,6 +535,56 @@ static int read_int(PyObject *msg, PyObject *name, int32_t *out) {
     int failed = to_int(value, name, out);
     Py_DECREF(value);
     return failed;
+}
+
+/* A record encoded ahead (transaction/batch.py's prepared batches): its own bytes, of which the put writes only the
+ * queue offset, physical offset, store timestamp and store host. The (topic, queueId) key is made from its fields,
+ * reusing the previous item's objects when they are the same (a run of one queue's records). */
+static int read_encoded(Item *it, const Item *previous, PyObject *msg, Py_ssize_t store_host_len) {
+    if (PyObject_GetBuffer(msg, &it->encoded, PyBUF_SIMPLE) < 0)
+        return -1;
+    const uint8_t *r = it->encoded.buf;
+    Py_ssize_t n = it->encoded.len;
+    if (n < FIXED_SIZE_V4 || (Py_ssize_t)get32(r + TOTALSIZE_POS) != n)
+        goto malformed;
+    uint32_t magic = get32(r + MAGICCODE_POS);
+    it->sys_flag = (int32_t)get32(r + SYSFLAG_POS);
+    it->born_len = it->sys_flag & BORNHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH;
+    Py_ssize_t stored_len = it->sys_flag & STOREHOST_V6 ? HOST_V6_LENGTH : HOST_V4_LENGTH;
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || stored_len != store_host_len)
+        goto malformed;
+    Py_ssize_t cur = BODY_LENGTH_POS_V4 + host_shift(it->born_len, stored_len);
+    int32_t body_len = (int32_t)get32(r + cur);
+    cur += 4;
+    if (body_len < 0 || body_len > n - cur - 2)
+        goto malformed;
+    cur += body_len;
+    Py_ssize_t topic_len = r[cur];
+    cur += 1;
+    if (magic == MAGIC_V2) {
+        topic_len = (Py_ssize_t)((uint16_t)(topic_len << 8 | r[cur]));
+        cur += 1;
+    }
+    if (topic_len > n - cur - 2 || cur + topic_len + 2 + (r[cur + topic_len] << 8 | r[cur + topic_len + 1]) != n)
+        goto malformed;
+    it->topic_utf8 = (const char *)r + cur;
+    it->topic_len = topic_len;
+    it->queue_id_value = (int32_t)get32(r + QUEUEID_POS);
+    it->size = n;
+    if (previous != NULL && previous->topic != NULL && previous->topic_len == topic_len &&
+        previous->queue_id_value == it->queue_id_value &&
+        memcmp(previous->topic_utf8, it->topic_utf8, (size_t)topic_len) == 0) {
+        it->topic = Py_NewRef(previous->topic);
+        it->queue_id = Py_NewRef(previous->queue_id);
+        return 0;
+    }
+    if ((it->topic = PyUnicode_DecodeUTF8(it->topic_utf8, topic_len, NULL)) == NULL)
+        return -1;
+    it->queue_id = PyLong_FromLong(it->queue_id_value);
+    return it->queue_id == NULL ? -1 : 0;
+malformed:
+    PyErr_SetString(PyExc_TypeError, "a record encoded ahead is malformed (or was encoded for another store host)");
+    return -1;
 }
 
 /* Fills ``it`` from ``msg``; -1 with an exception set when the message cannot be stored. */
@@ -684,9 +680,17 @@ static int assign_queue_offset(Item *it, PyObject *pending, PyObject *next_offse
 
 static uint8_t *write_record(uint8_t *p, const Item *it, int64_t physical_offset, int64_t store_timestamp,
                              const char *store_host, Py_ssize_t store_host_len) {
+    if (it->encoded.obj != NULL) {
+        memcpy(p, it->encoded.buf, (size_t)it->size);
+        put64(p + QUEUEOFFSET_POS, (uint64_t)it->queue_offset);
+        put64(p + PHYSICALOFFSET_POS, (uint64_t)physical_offset);
+        uint8_t *stored = p + STORETIMESTAMP_POS_V4 + it->born_len - HOST_V4_LENGTH;
+        put_bytes(put64(stored, (uint64_t)store_timestamp), store_host, store_host_len);
+        return p + it->size;
+    }
     int v1 = it->topic_len <= TOPIC_V1_MAX;
     Py_ssize_t born_len = PyBytes_GET_SIZE(it->born_host), props_len = PyBytes_GET_SIZE(it->props);
-    uint32_t crc = crc32_of(0, it->body.buf, (size_t)it->body.len);
+    uint32_t crc = rmq_crc32(0, it->body.buf, (size_t)it->body.len);
     p = put32(p, (uint32_t)it->size);
     p = put32(p, v1 ? MAGIC_V1 : MAGIC_V2);
     p = put32(p, (uint32_t)(crc & 0x7FFFFFFFu));
@@ -724,6 +728,8 @@ static void release_items(Item *items, Py_ssize_t n) {
         Py_XDECREF(it->props);
         if (it->body.obj != NULL)
             PyBuffer_Release(&it->body);
+        if (it->encoded.obj != NULL)
+            PyBuffer_Release(&it->encoded);
     }
     PyMem_Free(items);
 }
@@ -767,13 +773,19 @@ static PyObject *pack_records(PyObject *Py_UNUSED(module), PyObject *args) {
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         Item *it = &items[i];
-        if (read_item(it, PyTuple_GET_ITEM(msgs, i), encode_properties, max_body) < 0)
-            goto done;
-        Py_ssize_t born_len = PyBytes_GET_SIZE(it->born_host);
-        it->sys_flag = (it->sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | host_bits |
-                       (born_len == HOST_V6_LENGTH ? BORNHOST_V6 : 0);
-        it->size = FIXED_WITHOUT_HOSTS + born_len + store_host_len + it->body.len +
-                   (it->topic_len <= TOPIC_V1_MAX ? 1 : 2) + it->topic_len + 2 + PyBytes_GET_SIZE(it->props);
+        PyObject *msg = PyTuple_GET_ITEM(msgs, i);
+        if (PyBytes_Check(msg) || PyByteArray_Check(msg)) {
+            if (read_encoded(it, i > 0 ? &items[i - 1] : NULL, msg, store_host_len) < 0)
+                goto done;
+        } else {
+            if (read_item(it, msg, encode_properties, max_body) < 0)
+                goto done;
+            Py_ssize_t born_len = PyBytes_GET_SIZE(it->born_host);
+            it->sys_flag = (it->sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | host_bits |
+                           (born_len == HOST_V6_LENGTH ? BORNHOST_V6 : 0);
+            it->size = FIXED_WITHOUT_HOSTS + born_len + store_host_len + it->body.len +
+                       (it->topic_len <= TOPIC_V1_MAX ? 1 : 2) + it->topic_len + 2 + PyBytes_GET_SIZE(it->props);
+        }
         if (it->size > max_record) {
             refuse("MESSAGE_ILLEGAL", PyUnicode_FromFormat("message is %zd bytes stored, at most %zd fit", it->size,
                                                            max_record));

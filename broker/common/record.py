@@ -310,6 +310,28 @@ def encode_record(
     )
 
 
+def stamp_record(record: bytes | bytearray, queue_offset: int, physical_offset: int, store_timestamp: int,
+                 store_host: bytes) -> bytes:
+    """A record encoded ahead of its put (a prepared batch's), with what only the put knows written in: its queue
+    offset, physical offset, store timestamp and store host (the CommitLog's append does this in C)."""
+    stamped = bytearray(record)
+    (sys_flag,) = _INT.unpack_from(stamped, SYSFLAG_POS)
+    offsets = record_field_offsets(sys_flag)
+    _LONG.pack_into(stamped, offsets["QUEUEOFFSET"], queue_offset)
+    _LONG.pack_into(stamped, offsets["PHYSICALOFFSET"], physical_offset)
+    _LONG.pack_into(stamped, offsets["STORETIMESTAMP"], store_timestamp)
+    host = offsets["STOREHOSTADDRESS"]
+    stamped[host:host + len(store_host)] = store_host
+    return bytes(stamped)
+
+
+def set_prepared_offset(record: bytearray, offset: int) -> None:
+    """Write PREPAREDTRANSACTIONOFFSET into a record encoded ahead: a committed message learns its half message's
+    commit log offset once the half is stored."""
+    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
+    _LONG.pack_into(record, record_field_offsets(sys_flag)["PREPARED TRANSACTION OFFSET"], offset)
+
+
 def record_size(buf, pos: int = 0) -> int:
     return _INT.unpack_from(buf, pos + TOTALSIZE_POS)[0]
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
+from broker.common.record import decode_record
 from broker.remoting.client import RemotingClient
 from broker.remoting.server import RemotingServer
 from broker.replication.ha_service import HAService
@@ -44,12 +45,18 @@ from broker.server.schedule import ScheduleMessageService
 from broker.server.slave_synchronize import SlaveSynchronize
 from broker.server.stats import HOURS_S, MINUTES_S, SECONDS_S, BrokerStats, BrokerStatsManager
 from broker.server.transaction import TransactionalMessageCheckService, TransactionalMessageService
-from broker.store.commit_log import StoreMessage
+from broker.store.commit_log import EncodedRecord, StoreMessage
 from broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
+
+
+def _waits_for_slaves(first: StoreMessage | EncodedRecord) -> bool:
+    """needHandleHA: a put waits for the slaves unless its (first) message says WAIT=false."""
+    props = first.properties if isinstance(first, StoreMessage) else decode_record(first, body=False).properties
+    return props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
 CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
 
@@ -298,7 +305,7 @@ class BrokerController:
 
     # -- store access for processors ------------------------------------------------------------------------------
 
-    async def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+    async def put_messages(self, msgs: list[StoreMessage | EncodedRecord]) -> PutMessageResult:
         """Store ``msgs``; on a SYNC_MASTER the answer waits until a slave holds them too (unless the producer
         said not to wait: the WAIT property, as Java's needHandleHA). A slave stores no message."""
         if self.broker_config.broker_role is BrokerRole.SLAVE:
@@ -310,7 +317,7 @@ class BrokerController:
                                                                       msgs)
         self.ha_service.notify_appended()
         if (self._sync_master and result.append is not None and result.status.ok
-                and msgs[0].properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"):
+                and _waits_for_slaves(msgs[0])):
             replicated = await self.ha_service.wait_for_slaves(result.append.wrote_offset + result.append.wrote_bytes)
             if replicated is not PutMessageStatus.PUT_OK:
                 result = dataclasses.replace(result, status=replicated)

@@ -39,6 +39,7 @@ from broker.common.record import (
     encode_blank,
     record_head,
     record_size,
+    stamp_record,
     store_timestamp_of,
     topic_field,
 )
@@ -52,7 +53,7 @@ _BORNHOST_V6 = int(SysFlag.BORNHOST_V6)
 _STOREHOST_V6 = int(SysFlag.STOREHOSTADDRESS_V6)
 _HOST_V6_MASK = _BORNHOST_V6 | _STOREHOST_V6
 # maxMessageSize bounds the body; the whole record may be this much larger (MessageExtEncoder does the same).
-_RECORD_HEADROOM = 64 * 1024
+RECORD_HEADROOM = 64 * 1024
 MAX_TOPIC_FIELD_LENGTH = 32767  # a V2 record's signed short
 
 
@@ -73,6 +74,11 @@ class StoreMessage:
     # Stored instead of encode_properties(properties) when set: a batch item's bytes as the producer wrote them
     # (message_batch.BatchMessage.encoded_properties); ``properties`` must say the same.
     encoded_properties: bytes | None = None
+
+
+# A record encoded ahead of its put (``encode_ahead``; transaction/batch.py's prepared batches, in C): a put takes it
+# whole, writing in only its queue offset, physical offset, store timestamp and store host.
+EncodedRecord = bytes | bytearray
 
 
 class EncodeError(Exception):
@@ -106,13 +112,41 @@ def _encoded_properties(properties: dict[str, str]) -> bytes:
 PackedRecords = tuple[int, list[int] | None, list[int] | None, dict[tuple[str, int], int] | None]
 
 
-def _pack_records_py(buf, pos: int, room: int, base: int, msgs: list[StoreMessage], store_ts: int,
+def _next_queue_offset(key: tuple[str, int], sys_flag: int, pending: dict[tuple[str, int], int],
+                       next_offsets: dict[tuple[str, int], int]) -> int:
+    """The queue offset a record of ``key`` takes, counted on in ``pending``; prepared and rolled-back records never
+    enter a ConsumeQueue (0)."""
+    tx = sys_flag & TRANSACTION_MASK
+    if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
+        return 0
+    queue_offset = pending.get(key)
+    if queue_offset is None:
+        queue_offset = next_offsets.get(key, 0)
+    pending[key] = queue_offset + 1
+    return queue_offset
+
+
+def _encoded_record_key(record: bytes | bytearray, store_host: bytes) -> tuple[int, tuple[str, int], int]:
+    """(size, (topic, queueId), SYSFLAG) of a record encoded ahead; TypeError when it is not one record made for a
+    store host of ``store_host``'s length."""
+    try:
+        decoded = decode_record(record, body=False)
+    except CorruptRecord as err:
+        raise TypeError(f"a record encoded ahead is malformed: {err}") from None
+    if decoded.store_size != len(record) or len(decoded.store_host) != len(store_host):
+        raise TypeError("a record encoded ahead is malformed (or was encoded for another store host)")
+    return decoded.store_size, (decoded.topic, decoded.queue_id), decoded.sys_flag
+
+
+def _pack_records_py(buf, pos: int, room: int, base: int, msgs: list[StoreMessage | EncodedRecord],
+                     store_ts: int,
                      store_host: bytes, max_body: int, max_record: int, next_offsets: dict[tuple[str, int], int],
                      encode_props: Callable[[dict[str, str]], bytes]) -> PackedRecords:
     """Lay the records of ``msgs`` out at ``buf[pos:]`` (physical offset ``base``) if their total size is at most
     ``room``. The queue offsets they take are counted on from ``next_offsets`` in the returned dict, which the
     caller commits once the put has landed. ValueError(PutMessageStatus name, reason) when a message cannot be
-    stored. ``_speedups.pack_records`` does the same in C, about five times faster."""
+    stored; TypeError for a malformed EncodedRecord. ``_speedups.pack_records`` does the same in C, about five times
+    faster."""
     store_v6 = _STOREHOST_V6 if len(store_host) == 20 else 0
     pending: dict[tuple[str, int], int] = {}
     head_v4 = record_head(0)  # both hosts IPv4: nearly every record
@@ -122,6 +156,16 @@ def _pack_records_py(buf, pos: int, room: int, base: int, msgs: list[StoreMessag
     record_offsets: list[int] = []
     offset = base
     for msg in msgs:
+        if isinstance(msg, (bytes, bytearray)):
+            size, key, sys_flag = _encoded_record_key(msg, store_host)
+            if size > max_record:
+                raise ValueError("MESSAGE_ILLEGAL", f"message is {size} bytes stored, at most {max_record} fit")
+            queue_offset = _next_queue_offset(key, sys_flag, pending, next_offsets)
+            parts.append(stamp_record(msg, queue_offset, offset, store_ts, store_host))
+            queue_offsets.append(queue_offset)
+            record_offsets.append(offset)
+            offset += size
+            continue
         body = msg.body
         body_len = len(body)
         if body_len > max_body:
@@ -141,15 +185,7 @@ def _pack_records_py(buf, pos: int, room: int, base: int, msgs: list[StoreMessag
         size = head.size + body_len + len(topic_bytes) + PROPERTIES_LENGTH.size + props_len
         if size > max_record:
             raise ValueError("MESSAGE_ILLEGAL", f"message is {size} bytes stored, at most {max_record} fit")
-        tx = sys_flag & TRANSACTION_MASK
-        if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
-            queue_offset = 0  # prepared and rolled-back records never enter a ConsumeQueue
-        else:
-            key = (msg.topic, msg.queue_id)
-            queue_offset = pending.get(key)
-            if queue_offset is None:
-                queue_offset = next_offsets.get(key, 0)
-            pending[key] = queue_offset + 1
+        queue_offset = _next_queue_offset((msg.topic, msg.queue_id), sys_flag, pending, next_offsets)
         parts += (
             head.pack(size, magic, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, queue_offset, offset, sys_flag,
                       msg.born_timestamp, msg.born_host, store_ts, store_host, msg.reconsume_times,
@@ -164,6 +200,17 @@ def _pack_records_py(buf, pos: int, room: int, base: int, msgs: list[StoreMessag
         return total, None, None, None
     buf[pos:pos + total] = b"".join(parts)
     return total, queue_offsets, record_offsets, pending
+
+
+def encode_ahead(msg: StoreMessage, store_host: bytes, max_body: int, max_record: int) -> bytearray:
+    """``msg``'s record as a put packs it, with what only the put knows (queue offset, physical offset, store
+    timestamp) zero: a record encoded ahead, which a later put takes as it is (``pack_records`` stamps those in).
+    ValueError(PutMessageStatus name, reason) as ``pack_records`` when it cannot be stored."""
+    args = (0, store_host, max_body, max_record, {}, _encoded_properties)
+    size = _pack_records_py(bytearray(), 0, 0, 0, [msg], *args)[0]
+    buf = bytearray(size)
+    _pack_records_py(buf, 0, size, 0, [msg], *args)
+    return buf
 
 
 try:
@@ -199,7 +246,7 @@ class CommitLog:
 
     # -- append -------------------------------------------------------------------------------------------------
 
-    def put(self, msgs: list[StoreMessage]) -> AppendMessageResult:
+    def put(self, msgs: list[StoreMessage | EncodedRecord]) -> AppendMessageResult:
         """Pack ``msgs`` into the CommitLog contiguously, all or none; EncodeError when one cannot be stored.
 
         Records are packed with their final queue offsets, physical offsets and store time inside the lock, in one
@@ -229,7 +276,7 @@ class CommitLog:
             self.prefaulter.poke(mf)
         return AppendMessageResult(base, total, store_ts, queue_offsets, record_offsets, self.store_host)
 
-    def _pack(self, mf: MappedFile, msgs: list[StoreMessage], store_ts: int) -> PackedRecords:
+    def _pack(self, mf: MappedFile, msgs: list[StoreMessage | EncodedRecord], store_ts: int) -> PackedRecords:
         """``pack_records`` for ``mf``'s write position, leaving room for the BLANK filler that ends a file."""
         limit = self.config.max_message_size
         room = mf.free_space - END_FILE_MIN_BLANK_LENGTH
@@ -239,7 +286,7 @@ class CommitLog:
             buf, pos, room = self._scratch, 0, min(room, len(self._scratch))
         try:
             return pack_records(buf, pos, room, mf.end_offset, msgs, store_ts, self.store_host, limit,
-                                limit + _RECORD_HEADROOM, self.queue_offsets, _encoded_properties)
+                                limit + RECORD_HEADROOM, self.queue_offsets, _encoded_properties)
         except ValueError as err:
             status, reason = err.args
             raise EncodeError(PutMessageStatus[status], reason) from None

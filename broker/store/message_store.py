@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from broker.common.message import pack_host
 from broker.common.record import MessageRecord
 from broker.store.checkpoint import StoreCheckpoint
-from broker.store.commit_log import CommitLog, EncodeError, StoreMessage
+from broker.store.commit_log import CommitLog, EncodedRecord, EncodeError, StoreMessage
 from broker.store.config import DispatchMode, FlushDiskType, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue, ConsumeQueueStore
 from broker.store.dispatch import (
@@ -172,7 +172,7 @@ class MessageStore:
     def put_message(self, msg: StoreMessage) -> PutMessageResult:
         return self.put_messages([msg])
 
-    def put_messages(self, msgs: list[StoreMessage]) -> PutMessageResult:
+    def put_messages(self, msgs: list[StoreMessage | EncodedRecord]) -> PutMessageResult:
         """Store ``msgs`` contiguously, each with its own queue offset; all or nothing. With SYNC_FLUSH the result
         comes once the records are on disk (FLUSH_DISK_TIMEOUT after syncFlushTimeout: stored, not confirmed)."""
         refusal = self._check_writable()

@@ -27,15 +27,21 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     yield from start_env(tmp_path_factory)
 
 
-def test_kept_and_read_back_commits_store_the_same_message(env: Env) -> None:
-    topic = "TxbKept"
+@pytest.mark.parametrize("encoded_ahead", [True, False])
+def test_kept_and_read_back_commits_store_the_same_message(env: Env, encoded_ahead: bool) -> None:
+    """``encoded_ahead``: the batch's records are made in one call (batch.half_batch_records); otherwise its last
+    item sets a name the broker sets itself, which sends the batch the general way (StoreMessages)."""
+    topic = f"TxbKept{encoded_ahead}"
     sent = [Message(topic, f"kept-{i}".encode(), tags="TagA", keys=f"k{i}", flag=7,
                     properties={"order": str(i), **({PROPERTY_CLUSTER: "theirs"} if i == 3 else {})})
-            for i in range(4)]  # the last sets a name the broker sets itself
+            for i in range(4)]
+    if encoded_ahead:
+        sent[3].properties.pop(PROPERTY_CLUSTER)
     response, handles = env.send_half_batch(topic, 0, sent)
     assert response.code == 0, response.remark
     service = env.broker.transactional_message_service
-    assert [service.ready_commits.get(h.commit_log_offset) is not None for h in handles] == [True] * 4
+    kept = [service.ready_commits.get(h.commit_log_offset) for h in handles]
+    assert [type(k[0]).__name__ for k in kept] == ["bytearray" if encoded_ahead else "StoreMessage"] * 4
     for handle in handles[1:3]:  # as if the bound had pushed them out: these are built from the half records
         service.ready_commits.discard(handle.commit_log_offset)
     result = env.end(topic, LocalTransactionState.COMMIT_MESSAGE, handles)

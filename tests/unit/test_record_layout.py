@@ -11,6 +11,7 @@ import pytest
 
 from broker.common import record
 from broker.common.message import (
+    TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -22,6 +23,7 @@ from broker.store.commit_log import MAX_TOPIC_FIELD_LENGTH
 from broker.store.index_file import INVALID_INDEX
 
 SPEEDUPS_C = Path(record.__file__).resolve().parents[1] / "_speedups.c"
+SPEEDUPS_H = SPEEDUPS_C.with_suffix(".h")  # the record layout both parts of the module write
 HOST_FLAGS = [0, int(SysFlag.BORNHOST_V6), int(SysFlag.STOREHOSTADDRESS_V6),
               int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)]
 
@@ -83,10 +85,10 @@ def test_fields_read_at_the_offsets_are_the_decoded_ones(flags: int) -> None:
 
 
 def c_constants() -> dict[str, int]:
-    """Every ``#define NAME <one integer>`` of the C source."""
+    """Every ``#define NAME <one integer>`` of the C source and its header."""
     found = {}
-    for name, value in re.findall(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)[uUlL]*\b(?!,)", SPEEDUPS_C.read_text(),
-                                  re.MULTILINE):
+    source = SPEEDUPS_C.read_text() + SPEEDUPS_H.read_text()
+    for name, value in re.findall(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)[uUlL]*\b(?!,)", source, re.MULTILINE):
         found[name] = int(value, 0)
     return found
 
@@ -102,6 +104,7 @@ def expected_c_constants() -> dict[str, int]:
         "PHYSICALOFFSET_POS": offsets["PHYSICALOFFSET"],
         "SYSFLAG_POS": offsets["SYSFLAG"],
         "STORETIMESTAMP_POS_V4": offsets["STORETIMESTAMP"],
+        "PREPARED_OFFSET_POS_V4": offsets["PREPARED TRANSACTION OFFSET"],
         "BODY_LENGTH_POS_V4": offsets["BODY length"],
         "FIXED_SIZE_V4": record.FIXED_SIZE_V4,
         "HOST_V4_LENGTH": record.HOST_V4_LENGTH,
@@ -115,6 +118,7 @@ def expected_c_constants() -> dict[str, int]:
         "MAX_PROPERTIES_LENGTH": record.MAX_PROPERTIES_LENGTH,
         "TX_MASK": TRANSACTION_MASK,
         "TX_PREPARED": TRANSACTION_PREPARED_TYPE,
+        "TX_COMMIT": TRANSACTION_COMMIT_TYPE,
         "TX_ROLLBACK": TRANSACTION_ROLLBACK_TYPE,
         "BORNHOST_V6": int(SysFlag.BORNHOST_V6),
         "STOREHOST_V6": int(SysFlag.STOREHOSTADDRESS_V6),

@@ -67,8 +67,8 @@ from broker.server.transaction.batch import (  # transactional batches
     half_batch_messages,
     half_batch_refusal,
 )
-from broker.server.transaction.bridge import half_message  # transactions
-from broker.store.commit_log import StoreMessage
+from broker.server.transaction.bridge import HALF_TOPIC, half_message  # transactions
+from broker.store.commit_log import EncodedRecord, StoreMessage
 from broker.store.flush import disk_usage_percent
 from broker.store.results import PutMessageResult, PutMessageStatus
 
@@ -262,7 +262,7 @@ class SendMessageProcessor:
         if prepared:  # transactions: parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0 (parseHalfMessageInner)
             msg = half_message(msg)
         msg = self.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
-        result = await self._put([msg], len(request.body))
+        result = await self._put([msg], len(request.body), msg.topic)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         if prepared:  # transactions: open until END_TRANSACTION or the check service ends it
@@ -338,20 +338,24 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
         if len(request.body) > self.store_config.max_message_size:  # batch rules (issue 4)
             return self._answer(request, ResponseCode.SYSTEM_ERROR, BATCH_TOO_BIG_REMARK)
+        if prepared and not self.broker_config.reject_transaction_message:
+            encoded = await self._send_encoded_half_batch(conn, request, header, config, queue_id, batch_props)
+            if encoded is not None:
+                return encoded
         try:  # a prepared batch's items are BatchMessages (transaction/batch.py); a plain one's go to the store
             items = decode_batch_body(request.body) if prepared else decode_batch_items(request.body)
         except CorruptRecord as err:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {err}")
         if not items:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
-        if prepared:
+        if prepared:  # not of the common shape, or refused: the general path, which names what is wrong
             return await self._send_half_batch(conn, request, header, config, queue_id, items,
                                                batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
         topic, sys_flag, host = header.topic, self._sys_flag(header, config), born_host(conn.remote_address)
         born, reconsume = header.born_timestamp, header.reconsume_times or 0
         msgs = [StoreMessage(topic, queue_id, body, props, flag, sys_flag, born, host, reconsume,
                              encoded_properties=encoded) for body, props, flag, encoded in items]
-        result = await self._put(msgs, len(request.body))
+        result = await self._put(msgs, len(request.body), topic)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
@@ -369,6 +373,32 @@ class SendMessageProcessor:
             return self._illegal_remark()
         return None
 
+    async def _send_encoded_half_batch(self, conn: RemotingConnection, request: RemotingCommand,
+                                       header: SendMessageRequestHeader, config: TopicConfig, queue_id: int,
+                                       batch_props: dict[str, str]) -> RemotingCommand | None:
+        """A prepared batch of the common shape (the sink's), its records encoded in one call (batch.HalfBatch) and
+        stored as they are; None for any other batch, which takes ``_send_half_batch``."""
+        origin = self._half_batch_origin(conn, header, config, queue_id)
+        service = self.transactional_message_service
+        batch = service.half_batch_records(request.body, origin, header.producer_group, self._added_properties())
+        if batch is None:
+            return None
+        result = await self._put(batch.halves, len(request.body), HALF_TOPIC)
+        if result is None:
+            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        service.half_batch_records_stored(batch, header.producer_group, origin, result)
+        return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def _half_batch_origin(self, conn: RemotingConnection, header: SendMessageRequestHeader, config: TopicConfig,
+                           queue_id: int) -> HalfBatchOrigin:
+        return HalfBatchOrigin(header.topic, queue_id, self._sys_flag(header, config), header.born_timestamp,
+                               born_host(conn.remote_address), header.reconsume_times or 0)
+
+    def _added_properties(self) -> dict[str, str]:
+        """The properties the broker adds to every half message of a prepared batch."""
+        return {PROPERTY_MSG_REGION: self.region_id, PROPERTY_TRACE_SWITCH: self.trace_on,
+                PROPERTY_CLUSTER: self.broker_config.broker_cluster_name}
+
     async def _send_half_batch(self, conn: RemotingConnection, request: RemotingCommand,
                                header: SendMessageRequestHeader, config: TopicConfig, queue_id: int,
                                items: list[BatchMessage], transaction_id: str | None) -> RemotingCommand:
@@ -379,12 +409,9 @@ class SendMessageProcessor:
         refusal = half_batch_refusal(items, header.producer_group)
         if refusal is not None:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
-        origin = HalfBatchOrigin(header.topic, queue_id, self._sys_flag(header, config), header.born_timestamp,
-                                 born_host(conn.remote_address), header.reconsume_times or 0)
-        halves, commits = half_batch_messages(items, origin, {
-            PROPERTY_MSG_REGION: self.region_id, PROPERTY_TRACE_SWITCH: self.trace_on,
-            PROPERTY_CLUSTER: self.broker_config.broker_cluster_name})
-        result = await self._put(halves, len(request.body))
+        origin = self._half_batch_origin(conn, header, config, queue_id)
+        halves, commits = half_batch_messages(items, origin, self._added_properties())
+        result = await self._put(halves, len(request.body), HALF_TOPIC)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self.transactional_message_service.half_batch_stored(halves, commits, result)
@@ -392,8 +419,9 @@ class SendMessageProcessor:
 
     # -- the put and its answer ---------------------------------------------------------------------------------------
 
-    async def _put(self, msgs: list[StoreMessage], size: int) -> PutMessageResult | None:
-        """The store's result, or None when too many puts already wait for the store (back-pressure)."""
+    async def _put(self, msgs: list[StoreMessage | EncodedRecord], size: int, topic: str) -> PutMessageResult | None:
+        """The store's result, or None when too many puts already wait for the store (back-pressure); ``topic`` is
+        what the stats count it under (the messages' topic)."""
         if self.puts_in_flight and (self.puts_in_flight >= self.max_puts_in_flight
                                     or self.bytes_in_flight + size > self.max_bytes_in_flight):
             log.warning("send refused: %d puts (%d bytes) already wait for the store", self.puts_in_flight,
@@ -407,7 +435,7 @@ class SendMessageProcessor:
             self.puts_in_flight -= 1
             self.bytes_in_flight -= size
         if result.ok and result.append is not None and self.stats_manager is not None:  # statsAll's TOPIC_PUT_NUMS
-            self.stats_manager.record_put(msgs[0].topic, len(msgs), result.append.wrote_bytes)
+            self.stats_manager.record_put(topic, len(msgs), result.append.wrote_bytes)
         return result
 
     def put_response(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,

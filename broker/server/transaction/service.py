@@ -40,6 +40,13 @@ from broker.common.message import (
 from broker.common.record import MessageRecord, decode_record
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.server.transaction import bridge
+from broker.server.transaction.batch import (
+    HalfBatch,
+    HalfBatchOrigin,
+    RecordLimits,
+    half_batch_records,
+    set_prepared_offsets,
+)
 from broker.server.transaction.bridge import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
 from broker.server.transaction.state import (
     COMMIT_OVERHEAD,
@@ -50,9 +57,10 @@ from broker.server.transaction.state import (
     KeptByOffset,
     QueueProgress,
     Ready,
+    ReadyCommit,
     outcome,
 )
-from broker.store.commit_log import StoreMessage
+from broker.store.commit_log import RECORD_HEADROOM, StoreMessage
 from broker.store.results import GetMessageStatus, PutMessageResult
 
 if TYPE_CHECKING:
@@ -72,7 +80,7 @@ class TransactionalMessageService:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         self.half_records: KeptByOffset[MessageRecord] = KeptByOffset()  # of single prepared sends
-        self.ready_commits: KeptByOffset[StoreMessage] = KeptByOffset(READY_COMMITS_BYTES, COMMIT_OVERHEAD)
+        self.ready_commits: KeptByOffset[ReadyCommit] = KeptByOffset(READY_COMMITS_BYTES, COMMIT_OVERHEAD)
         self.open: dict[str, HalfMessage] = {}  # by transaction id
         self.half = QueueProgress(0)
         self.op = QueueProgress(0)
@@ -190,16 +198,43 @@ class TransactionalMessageService:
         for msg, commit, offset, queue_offset in zip(halves, commits, offsets, queue_offsets, strict=True):
             self._open(msg, offset, queue_offset, stored)
             commit.prepared_transaction_offset = offset
-            ready.add(offset, commit, len(commit.body) + len(commit.encoded_properties or b""))
+            ready.add(offset, (commit, commit.topic), len(commit.body) + len(commit.encoded_properties or b""))
+
+    def half_batch_records_stored(self, batch: HalfBatch, producer_group: str, origin: HalfBatchOrigin,
+                                  result: PutMessageResult) -> None:
+        """``half_batch_stored`` for a batch encoded ahead (batch.half_batch_records): its records say nothing the
+        batch does not, so each half is opened from the batch's lists, without a message object."""
+        if not result.ok or result.append is None:
+            return
+        append = result.append
+        offsets, stored, born = append.record_offsets, append.store_timestamp, origin.born_timestamp
+        set_prepared_offsets(batch.commits, offsets)
+        for tx, immunity, offset, queue_offset in zip(batch.transaction_ids, batch.immunities, offsets,
+                                                      append.queue_offsets, strict=True):
+            self._register(HalfMessage(tx, producer_group, queue_offset, offset, born, stored, 0, immunity))
+        ready = (origin.topic,)
+        self.ready_commits.add_many(offsets, [(commit, *ready) for commit in batch.commits],
+                                    [len(commit) for commit in batch.commits])
+
+    def half_batch_records(self, body: bytes, origin: HalfBatchOrigin, producer_group: str,
+                           added: Mapping[str, str]) -> HalfBatch | None:
+        """batch.half_batch_records for this broker's store: its host, maxMessageSize and record bound."""
+        store, limit = self.controller.store, self.controller.store_config.max_message_size
+        return half_batch_records(body, origin, producer_group, added,
+                                  RecordLimits(store.store_host, limit, limit + RECORD_HEADROOM))
 
     def _open(self, msg: StoreMessage, offset: int, queue_offset: int, store_timestamp: int) -> HalfMessage:
-        """Register the half message ``msg`` stored at ``offset`` as an open transaction; a producer's retry of the
-        same send (same transaction id, not being ended) supersedes the earlier half."""
+        """Register the half message ``msg`` stored at ``offset`` as an open transaction."""
         props = msg.properties
-        entry = HalfMessage(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{offset}",
-                            props.get(PROPERTY_PRODUCER_GROUP), queue_offset, offset, msg.born_timestamp,
-                            store_timestamp, bridge.parse_java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0,
-                            props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS))
+        return self._register(HalfMessage(
+            props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"@{offset}", props.get(PROPERTY_PRODUCER_GROUP),
+            queue_offset, offset, msg.born_timestamp, store_timestamp,
+            bridge.parse_java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0,
+            props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)))
+
+    def _register(self, entry: HalfMessage) -> HalfMessage:
+        """``entry`` is open from now on; a producer's retry of the same send (same transaction id, not being
+        ended) supersedes the earlier half."""
         previous = self.open.get(entry.transaction_id)
         self.open[entry.transaction_id] = entry
         if previous is not None and previous.busy is None:
@@ -272,10 +307,10 @@ class TransactionalMessageService:
         if (entry is None or entry.commit_log_offset != commit_log_offset or entry.queue_offset != queue_offset
                 or entry.producer_group != producer_group):
             return None
-        commit = self.ready_commits.get(commit_log_offset)
-        if commit is None or commit.topic != topic:
+        kept = self.ready_commits.get(commit_log_offset)
+        if kept is None or kept[1] != topic:
             return None
-        return entry, commit
+        return entry, kept[0]
 
     async def end_many(self, halves: list[Ready | MessageRecord], *, commit: bool) -> list[EndOutcome]:
         """``end`` for many half messages, queued in their order in one pass: those found by ``ready_end`` with

@@ -53,7 +53,9 @@ class HalfMessage:
                    bridge.immunity_property(record))
 
 
-Ready = tuple[HalfMessage, StoreMessage]  # an open half message of a prepared batch and its kept committed message
+# A committed message kept ready: a StoreMessage, or its record encoded ahead (batch.HalfBatch), with its topic.
+ReadyCommit = tuple[StoreMessage | bytearray, str]
+Ready = tuple[HalfMessage, StoreMessage | bytearray]  # an open half message of a prepared batch and its committed one
 
 
 class EndStatus(Enum):
@@ -117,6 +119,19 @@ class KeptByOffset(Generic[T]):
         self.bytes += size
         while self.bytes > self.max_bytes and values:
             self.discard(next(iter(values)))
+
+    def add_many(self, offsets: list[int], values: list[T], sizes: list[int]) -> None:
+        """``add`` for each (offset, value, size), the bound applied once at the end."""
+        kept, overhead, total = self._values, self.overhead, self.bytes
+        for offset, value, size in zip(offsets, values, sizes, strict=True):
+            previous = kept.pop(offset, None)
+            if previous is not None:
+                total -= previous[1]
+            kept[offset] = (value, size + overhead)
+            total += size + overhead
+        self.bytes = total
+        while self.bytes > self.max_bytes and kept:
+            self.discard(next(iter(kept)))
 
     def discard(self, commit_log_offset: int) -> None:
         kept = self._values.pop(commit_log_offset, None)
