@@ -206,22 +206,20 @@ class TransactionalMessageService:
         batch does not, so each half is opened from the batch's lists, without a message object."""
         if not result.ok or result.append is None:
             return
-        append = result.append
-        offsets, stored, born = append.record_offsets, append.store_timestamp, origin.born_timestamp
+        offsets, stored, born = result.append.record_offsets, result.append.store_timestamp, origin.born_timestamp
         set_prepared_offsets(batch.commits, offsets)
         for tx, immunity, offset, queue_offset in zip(batch.transaction_ids, batch.immunities, offsets,
-                                                      append.queue_offsets, strict=True):
+                                                      result.append.queue_offsets, strict=True):
             self._register(HalfMessage(tx, producer_group, queue_offset, offset, born, stored, 0, immunity))
-        ready = (origin.topic,)
-        self.ready_commits.add_many(offsets, [(commit, *ready) for commit in batch.commits],
-                                    [len(commit) for commit in batch.commits])
+        commits, topic = batch.commits, origin.topic
+        self.ready_commits.add_many(offsets, [(c, topic) for c in commits], [len(c) for c in commits])
 
     def half_batch_records(self, body: bytes, origin: HalfBatchOrigin, producer_group: str,
                            added: Mapping[str, str]) -> HalfBatch | None:
         """batch.half_batch_records for this broker's store: its host, maxMessageSize and record bound."""
-        store, limit = self.controller.store, self.controller.store_config.max_message_size
-        return half_batch_records(body, origin, producer_group, added,
-                                  RecordLimits(store.store_host, limit, limit + RECORD_HEADROOM))
+        limit = self.controller.store_config.max_message_size
+        limits = RecordLimits(self.controller.store.store_host, limit, limit + RECORD_HEADROOM)
+        return half_batch_records(body, origin, producer_group, added, limits)
 
     def _open(self, msg: StoreMessage, offset: int, queue_offset: int, store_timestamp: int) -> HalfMessage:
         """Register the half message ``msg`` stored at ``offset`` as an open transaction."""
@@ -403,9 +401,6 @@ class TransactionalMessageService:
             self._done(offsets, dict(zip(op_offsets, op_groups, strict=True)))
         stored.set_result(result)
 
-    def _op(self, half_offsets: list[int]) -> StoreMessage:
-        return bridge.op_message(half_offsets, self.controller.store.store_host, now_ms())
-
     def _close(self, entry: HalfMessage, half_offsets: list[int], op_offset: int | None) -> None:
         entry.ended = True
         if self.open.get(entry.transaction_id) is entry:
@@ -508,7 +503,7 @@ class TransactionalMessageService:
             return
         try:
             half = self.half_record(entry.commit_log_offset)
-            msgs = [self._op([entry.queue_offset])]
+            msgs = [bridge.op_message([entry.queue_offset], self.controller.store.store_host, now_ms())]
             if half is not None:
                 self.controller.topic_config_manager.create_topic_of_tran_check_max_time(
                     bridge.TCMT_QUEUE_NUMS, PERM_READ | PERM_WRITE)
