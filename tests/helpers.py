@@ -1,6 +1,7 @@
 """Small helpers the whole suite shares: a free port, the wall clock in ms, waiting for a condition, a bounded
 ``asyncio.run`` and an event loop in a thread of its own, our ``mqadmin`` in-process, a client config for 127.0.0.1
-and topic names no two tests share.
+topic names no two tests share, and two consumer scenarios (a topic drained from its first offset, a message failed
+by our PushConsumer until it is in the DLQ).
 
 One of each, so a test module imports them instead of writing its own. ``free_port`` is the local cluster's (the
 ports our servers are started on come from the same place).
@@ -27,10 +28,10 @@ from broker.tools.local_cluster import free_port
 if TYPE_CHECKING:
     import pytest
 
-    from broker.client import ClientConfig
+    from broker.client import ClientConfig, MessageExt, SendResult
 
-__all__ = ["LoopThread", "MqadminRun", "client_config", "eventually", "free_port", "mqadmin", "mqadmin_ok", "now_ms",
-           "run", "unique_topic", "wait_until"]
+__all__ = ["DlqRun", "LoopThread", "MqadminRun", "client_config", "drain_topic", "eventually", "free_port", "mqadmin",
+           "mqadmin_ok", "now_ms", "push_until_dlq", "run", "unique_topic", "wait_until"]
 
 T = TypeVar("T")
 RUN_TIMEOUT_S = 60.0
@@ -145,3 +146,77 @@ def unique_topic(node: pytest.Item, prefix: str = "T") -> str:
     if len(name) > TOPIC_NAME_MAX:
         name = f"{name[:TOPIC_NAME_MAX - 9]}_{zlib.crc32(name.encode()):08x}"
     return name
+
+
+async def drain_topic(namesrv_addr: str, topic: str, expected: int, timeout_s: float, *,
+                      settle_s: float = 1.0) -> list[MessageExt]:
+    """Everything in ``topic`` from its first offset, read by a fresh lite pull consumer: until ``expected`` came or
+    ``timeout_s`` passed, then ``settle_s`` more (anything beyond ``expected`` would be a duplicate). A topic the
+    broker made itself (a DLQ, a retry topic) reaches the NameServer with the broker's next registration, so its
+    route is asked for until then."""
+    from broker.client import ConsumeFromWhere, LitePullConfig, LitePullConsumer, MQClientError
+
+    deadline = time.monotonic() + timeout_s
+    got: list[MessageExt] = []
+    config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    async with LitePullConsumer(f"drain_{time.monotonic_ns()}", config=config,
+                                client_config=client_config(namesrv_addr, f"drain-{time.monotonic_ns()}")) as reader:
+        while True:
+            try:
+                reader.assign(await reader.fetch_message_queues(topic))
+                break
+            except MQClientError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        while len(got) < expected and time.monotonic() < deadline:
+            got += await reader.poll(500)
+        if settle_s:
+            await asyncio.sleep(settle_s)
+            got += await reader.poll(200)
+    return got
+
+
+class DlqRun(NamedTuple):
+    deliveries: list[tuple[int, str, int]]  # (reconsume times, topic, ms received) of each delivery
+    sent: SendResult
+    dead: list[MessageExt]  # what %DLQ%group holds afterwards
+
+
+async def push_until_dlq(namesrv_addr: str, topic: str, group: str, *, keys: str, max_reconsume_times: int = 2,
+                         settle_s: float = 2.0, timeout_s: float = 40) -> DlqRun:
+    """One message sent to ``topic``, and our PushConsumer answering RECONSUME_LATER to every delivery: it
+    subscribes to %RETRY%group itself and sends each failure back, so the message should come max+1 times and then
+    be in %DLQ%group. ``settle_s`` after the expected deliveries, a further one would have shown."""
+    from broker.client import (
+        ConsumeConcurrentlyStatus,
+        ConsumeFromWhere,
+        Message,
+        Producer,
+        PushConsumer,
+        PushConsumerConfig,
+    )
+
+    deliveries: list[tuple[int, str, int]] = []
+
+    async def listener(msgs, context):  # type: ignore[no-untyped-def]
+        deliveries.extend((m.reconsume_times, m.topic, now_ms()) for m in msgs)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+    async with Producer(f"{group}_producer", client_config=client_config(namesrv_addr, f"{group}-p")) as producer:
+        sent = await producer.send(Message(topic, b"fail-me", keys=keys))
+    consumer = PushConsumer(group, config=PushConsumerConfig(
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, max_reconsume_times=max_reconsume_times),
+        client_config=client_config(namesrv_addr, f"{group}-push"))
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(deliveries) <= max_reconsume_times and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(settle_s)
+    finally:
+        await consumer.shutdown()
+    dead = await drain_topic(namesrv_addr, f"%DLQ%{group}", 1, 20)
+    return DlqRun(deliveries, sent, dead)

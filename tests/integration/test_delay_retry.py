@@ -26,8 +26,6 @@ import pytest
 from broker.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
-    LitePullConfig,
-    LitePullConsumer,
     Message,
     Producer,
     PushConsumer,
@@ -50,7 +48,7 @@ from broker.remoting.headers import (
 from broker.server.broker_controller import BrokerController
 from broker.server.metadata.paths import delay_offset_path
 from broker.server.schedule import SCHEDULE_TOPIC
-from tests.helpers import client_config, free_port, now_ms
+from tests.helpers import client_config, drain_topic, free_port, now_ms, push_until_dlq
 from tests.helpers import run as run_bounded
 from tests.integration.cluster import ClusterPool, start_broker, start_namesrv
 from tests.integration.in_process import running_controller
@@ -419,21 +417,6 @@ def test_send_back_refusals(tmp_path):
 # -- processes: a crash, and our push consumer -------------------------------------------------------------------------
 
 
-async def _drain(namesrv_addr: str, topic: str, expected: int, timeout_s: float) -> list:
-    """Everything in ``topic`` from the first offset, with a fresh lite pull consumer."""
-    config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    got: list = []
-    async with LitePullConsumer(f"drain_{os.getpid()}_{time.monotonic_ns()}", config=config,
-                                client_config=client_config(namesrv_addr, "drain")) as consumer:
-        consumer.assign(await consumer.fetch_message_queues(topic))
-        deadline = time.monotonic() + timeout_s
-        while len(got) < expected and time.monotonic() < deadline:
-            got += await consumer.poll(500)
-        await asyncio.sleep(1.0)  # anything beyond ``expected`` would be a duplicate
-        got += await consumer.poll(200)
-    return got
-
-
 @pytest.mark.slow
 def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none(tmp_path):
     """SIGKILL after some deliveries (delayOffset.json not yet written: the persist interval is a minute), with
@@ -449,7 +432,7 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
                         msg = Message("TopicKill", b"m%d" % i, keys=f"k{i}")
                         msg.delay_time_level = 1 if i < 5 else 2
                         await producer.send(msg)
-                early = await _drain(namesrv.addr, "TopicKill", 5, 15)
+                early = await drain_topic(namesrv.addr, "TopicKill", 5, 15)
                 assert len(early) == 5
 
             run(before(), timeout=60)
@@ -457,7 +440,7 @@ def test_broker_killed_with_delayed_messages_pending_loses_none_and_repeats_none
             broker.kill()
         assert not os.path.exists(delay_offset_path(str(store)))
         with start_broker(tmp_path / "b2", namesrv.addr, store_dir=store, **conf):
-            got = run(_drain(namesrv.addr, "TopicKill", 10, 20), timeout=60)
+            got = run(drain_topic(namesrv.addr, "TopicKill", 10, 20), timeout=60)
     assert sorted(m.keys for m in got) == sorted(f"k{i}" for i in range(10))
 
 
@@ -482,38 +465,13 @@ def push_namesrv(clusters: ClusterPool) -> str:
 def test_python_push_consumer_reconsumes_until_the_dlq(push_namesrv: str):
     """Our PushConsumer subscribes to %RETRY%group itself, answers RECONSUME_LATER every time, and sends each
     failure back: deliveries with reconsume times 0, 1, 2 (maxReconsumeTimes 2), then the message is in %DLQ%."""
-    async def scenario() -> list:
-        deliveries: list[tuple[int, str, int]] = []
-
-        async def listener(msgs, context):  # type: ignore[no-untyped-def]
-            deliveries.extend((m.reconsume_times, m.topic, now_ms()) for m in msgs)
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-
-        config = PushConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                    max_reconsume_times=2)
-        consumer = PushConsumer("py_dlq_group", config=config,
-                                client_config=client_config(push_namesrv, "push-dlq"))
-        consumer.subscribe("TopicPyRetry")
-        consumer.register_message_listener(listener)
-        async with Producer("pg_py_retry", client_config=client_config(push_namesrv, "p")) as producer:
-            sent = await producer.send(Message("TopicPyRetry", b"fail-me", keys="kpy"))
-        await consumer.start()
-        try:
-            deadline = time.monotonic() + 40
-            while len(deliveries) < 3 and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(2.0)  # a fourth delivery would show up by now
-        finally:
-            await consumer.shutdown()
-        assert [(times, topic) for times, topic, _ in deliveries] == [(i, "TopicPyRetry") for i in range(3)]
-        gaps = [b - a for (_, _, a), (_, _, b) in zip(deliveries, deliveries[1:], strict=False)]
-        assert all(900 <= gap <= 1000 + DUE_SLACK_MS + 1000 for gap in gaps), gaps  # level 3/4: 1 s here
-        (dead,) = await _drain(push_namesrv, "%DLQ%py_dlq_group", 1, 15)
-        assert (dead.body, dead.reconsume_times, dead.keys) == (b"fail-me", 3, "kpy")
-        assert (dead.properties["RETRY_TOPIC"], dead.msg_id) == ("TopicPyRetry", sent.msg_id)
-        return deliveries
-
-    run(scenario())
+    deliveries, sent, dead = run(push_until_dlq(push_namesrv, "TopicPyRetry", "py_dlq_group", keys="kpy"))
+    assert [(times, topic) for times, topic, _ in deliveries] == [(i, "TopicPyRetry") for i in range(3)]
+    gaps = [b - a for (_, _, a), (_, _, b) in zip(deliveries, deliveries[1:], strict=False)]
+    assert all(900 <= gap <= 1000 + DUE_SLACK_MS + 1000 for gap in gaps), gaps  # level 3/4: 1 s here
+    (msg,) = dead
+    assert (msg.body, msg.reconsume_times, msg.keys) == (b"fail-me", 3, "kpy")
+    assert (msg.properties["RETRY_TOPIC"], msg.msg_id) == ("TopicPyRetry", sent.msg_id)
 
 
 @pytest.mark.slow

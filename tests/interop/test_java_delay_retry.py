@@ -8,30 +8,16 @@ test, and the levels a retry uses (3 + reconsumeTimes) are 1 s, so a message rea
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from broker.client import (
-    ClientConfig,
-    ConsumeConcurrentlyStatus,
-    ConsumeFromWhere,
-    LitePullConfig,
-    LitePullConsumer,
-    Message,
-    Producer,
-    PushConsumer,
-    PushConsumerConfig,
-)
 from broker.client.blocking import BlockingRemotingClient
-from broker.common.errors import MQClientError
 from broker.common.fastjson import decode_json
 from broker.common.message import PullSysFlag, encode_properties
 from broker.common.record import MessageRecord, iter_records
@@ -39,6 +25,7 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from tests.apache import ApacheClient, DriverSession, apache_client, start_apache_broker, start_apache_namesrv
+from tests.helpers import push_until_dlq, run
 from tests.integration.cluster import start_broker, start_namesrv, start_servers
 from tests.javatools import JavaToolError
 
@@ -159,52 +146,9 @@ def test_java_push_consumer_reconsume_later_until_dlq(servers: Servers, session:
 
 def test_python_push_consumer_reconsume_later_until_dlq(servers: Servers) -> None:
     """Our PushConsumer on both brokers: it subscribes to %RETRY%group itself and sends every failure back."""
-    ns, topic, group = servers.namesrv_addr, unique("PyRetryTopic"), unique("py_retry_group")
-
-    def client_config(name: str) -> ClientConfig:
-        return ClientConfig(namesrv_addr=ns, client_ip="127.0.0.1", instance_name=name)
-
-    async def scenario() -> tuple[list[tuple[int, str]], Any, Any]:
-        deliveries: list[tuple[int, str]] = []
-
-        async def listener(msgs, context):  # type: ignore[no-untyped-def]
-            deliveries.extend((m.reconsume_times, m.topic) for m in msgs)
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-
-        async with Producer(unique("py_pg"), client_config=client_config("p")) as producer:
-            sent = await producer.send(Message(topic, b"fail-me", keys="pk"))
-            consumer = PushConsumer(group, config=PushConsumerConfig(
-                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, max_reconsume_times=2),
-                client_config=client_config("push"))
-            consumer.subscribe(topic)
-            consumer.register_message_listener(listener)
-            await consumer.start()
-            try:
-                deadline = time.monotonic() + 40
-                while len(deliveries) < 3 and time.monotonic() < deadline:
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(3.0)  # a fourth delivery would show up by now
-            finally:
-                await consumer.shutdown()
-        config = LitePullConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-        async with LitePullConsumer(unique("py_dlq_reader"), config=config,
-                                    client_config=client_config("reader")) as reader:
-            deadline = time.monotonic() + 20
-            while True:  # the DLQ topic was made by the last send-back; its route reaches the NameServer soon after
-                try:
-                    reader.assign(await reader.fetch_message_queues(f"%DLQ%{group}"))
-                    break
-                except MQClientError:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.2)
-            dead: list = []
-            while not dead and time.monotonic() < deadline:
-                dead += await reader.poll(500)
-        return deliveries, sent, dead
-
-    deliveries, sent, dead = asyncio.run(asyncio.wait_for(scenario(), 120))
-    assert deliveries == [(i, topic) for i in range(3)]
+    topic, group = unique("PyRetryTopic"), unique("py_retry_group")
+    deliveries, sent, dead = run(push_until_dlq(servers.namesrv_addr, topic, group, keys="pk", settle_s=3.0), 120)
+    assert [(times, where) for times, where, _ in deliveries] == [(i, topic) for i in range(3)]
     (msg,) = dead
     assert (msg.topic, msg.reconsume_times, msg.keys, msg.msg_id, msg.body) == (
         f"%DLQ%{group}", 3, "pk", sent.msg_id, b"fail-me")
