@@ -56,11 +56,11 @@ from tests.integration.transaction_batch_env import (
     MAX_MESSAGE_SIZE,
     TIMEOUT_MS,
     Env,
-    Listener,
     orders,
     start_env,
     uniq_keys,
 )
+from tests.integration.transactions import Listener
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_the_check_asks_about_each_half_of_a_batch_nobody_ended(env: Env) -> Non
     sent = orders(topic, "open", 3)
     response, _ = env.send_half_batch(topic, 0, sent, group)
     assert response.code == ResponseCode.SUCCESS, response.remark
-    listener = Listener()
+    listener = Listener(execute=LocalTransactionState.UNKNOW)
     producer = env.producer(group, listener)
     try:
         wait_until("the producer's heartbeat", lambda: env.broker.producer_manager.any_channel(group))
@@ -147,7 +147,7 @@ def test_the_check_asks_about_each_half_of_a_batch_nobody_ended(env: Env) -> Non
     finally:
         env.loop.run(producer.shutdown())
     assert sorted(listener.asked()) == sorted(uniq_keys(sent))
-    assert sorted(m.body for m in listener.checked) == sorted(m.body for m in sent)
+    assert sorted(m.body for _, m in listener.checked) == sorted(m.body for m in sent)
     assert sorted(c.body for c in env.records(topic)) == sorted(m.body for m in sent)
 
 
@@ -296,7 +296,7 @@ def test_a_restart_keeps_prepared_batches_open_and_ended_ones_ended(env: Env) ->
     env.restart()
     assert [c.body for c in env.records(topic)] == [m.body for m in ends_after], "committed twice"
     assert not set(uniq_keys(ends_after)) & set(env.broker.transactional_message_service.open)
-    listener = Listener()
+    listener = Listener(execute=LocalTransactionState.UNKNOW)
     producer = env.producer(group, listener)
     try:
         wait_until("the producer's heartbeat", lambda: env.broker.producer_manager.any_channel(group))
@@ -339,7 +339,7 @@ def test_apaches_broker_refuses_the_extension_and_takes_over_a_store_with_batche
         end = remote.invoke(raw_end(topic, encode_end_batch_body(o_handles), group=group), 10_000)
         assert end.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, (end.code, end.remark)
 
-        listener = Listener()
+        listener = Listener(execute=LocalTransactionState.UNKNOW)
         producer = env.producer(group, listener, namesrv.addr)
         try:
             wait_until("Apache's checks of the open halves", lambda: len(set(listener.asked())) >= 3, timeout=60)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from broker.client import Message, MessageExt
+from broker.client import Message
 from broker.client.blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue
 from broker.client.protocol import parse_send_response
@@ -37,6 +37,7 @@ from broker.remoting.transaction_batch import TransactionHandle
 from broker.server.broker_controller import BrokerController
 from tests.helpers import LoopThread, client_config
 from tests.integration.in_process import BROKER_NAME, broker_configs, dispatched
+from tests.integration.transactions import Listener
 
 GROUP = "txb_group"
 TIMEOUT_MS = 1000  # transactionTimeOut: a half message older than this (without immunity) is due for a check
@@ -47,23 +48,6 @@ APACHE_STORE_CONF = {"brokerName": BROKER_NAME, "mappedFileSizeCommitLog": 1024 
                      "mappedFileSizeConsumeQueue": 100 * 20, "maxHashSlotNum": 64, "maxIndexNum": 256,
                      "maxMessageSize": MAX_MESSAGE_SIZE, "transactionTimeOut": TIMEOUT_MS,
                      "transactionCheckInterval": 300, "transactionCheckMax": 50, "transactionOpBatchInterval": 100}
-
-
-@dataclass
-class Listener:
-    """A TransactionListener that commits whatever the check asks about and records each ask."""
-
-    checked: list[MessageExt] = field(default_factory=list)
-
-    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
-        return LocalTransactionState.UNKNOW
-
-    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        self.checked.append(msg)
-        return LocalTransactionState.COMMIT_MESSAGE
-
-    def asked(self) -> list[str]:
-        return [m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in self.checked]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from broker.client import ClientConfig, Message, MessageExt
 from broker.client.transaction import TransactionProducer
 from broker.client.transaction_protocol import LocalTransactionState
-from broker.common.message import decode_offset_msg_id
+from broker.common.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode_offset_msg_id
 from broker.common.record import MessageRecord, decode_record
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.server import NamesrvController
@@ -51,6 +51,10 @@ class Listener:
     async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
         self.checked.append((now_ms(), msg))
         return self.check(msg)
+
+    def asked(self) -> list[str]:
+        """The UNIQ_KEY of each half the broker asked about, in the order asked."""
+        return [m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for _, m in self.checked]
 
 
 @dataclass
