@@ -27,9 +27,9 @@ Columns:
 - **consume CPU us/msg**: the broker's CPU time over the consume pass divided by the messages read.
 - **ours/apache**: the ratio, measured in the same run.
 
-Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case of the
-Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs our broker on the
-standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
+Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case and
+consume pass of the Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs
+our broker on the standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
 
 Examples
 --------
@@ -266,8 +266,9 @@ def java_case(settings: Settings, running: Running, case: Case, topic: str) -> R
               f"{machine_used[2] * per:7.1f}  idle {machine_used[3] * per:7.1f} us/msg")
     cpu_before = cpu_seconds(running.broker_pid)
     threads_before = thread_cpu(running.broker_pid) if settings.thread_cpu else {}
-    got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
-                   "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
+    with profiling(settings, running, case, "consume"):
+        got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
+                       "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
     result.consume_mps, result.consumed = got["consumeTps"], got["received"]
     result.consume_cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.consumed)
     if settings.thread_cpu:
@@ -362,15 +363,15 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
 
 
 @contextlib.contextmanager
-def profiling(settings: Settings, running: Running, case: Case) -> Iterator[None]:
+def profiling(settings: Settings, running: Running, case: Case, phase: str = "produce") -> Iterator[None]:
     """py-spy on our broker (collapsed stacks by function, GIL holder only) while the block runs; a summary of the
     top functions per thread is printed after. Sampling costs the machine CPU: do not compare figures taken with it."""
     if settings.profile is None or running.target == REFERENCE:
         yield
         return
     settings.profile.mkdir(parents=True, exist_ok=True)
-    out = settings.profile / f"{running.target}_{case.slug}.txt"
-    duration = int(settings.warmup + settings.seconds + 5)
+    out = settings.profile / f"{running.target}_{case.slug}_{phase}.txt"
+    duration = int(settings.warmup + settings.seconds + 5 if phase == "produce" else settings.consume_seconds)
     # --gil: only samples of the thread holding the GIL, i.e. Python work (waits and GIL-free syscalls left out).
     # --nonblocking: without it every sample stops the broker, and the broker slows down by a factor of about 4.
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(running.broker_pid), "--rate", str(PY_SPY_RATE),
@@ -382,7 +383,7 @@ def profiling(settings: Settings, running: Running, case: Case) -> Iterator[None
         spy.send_signal(signal.SIGINT)  # py-spy writes what it has and exits
         spy.wait(60)
     if out.exists():
-        print(f"\npy-spy, {running.target}, {case.label} ({out}):")
+        print(f"\npy-spy, {running.target}, {case.label} {phase} ({out}):")
         print(summarize_profile(out.read_text()))
 
 
