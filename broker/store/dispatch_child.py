@@ -107,7 +107,7 @@ class DispatchChild:
 
     def serve(self) -> None:
         """Dispatch what the broker writes, and answer its commands, until told to stop. A pass takes everything
-        written so far and reports it; the next pass comes IDLE_POLL_S later, as Java's reput thread sleeps 1 ms
+        written so far and reports it; the next pass comes IDLE_POLL_MS later, as Java's reput thread sleeps 1 ms
         after each pass. Under a trickle of sync sends a pass right after the last one found one record, and a pass
         with its report costs about as much CPU for one record as for fifty, plus a turn of the broker's GIL: a
         message cost dispatch more than it cost the broker to store it. A long-polling pull still hears of a put
