@@ -24,11 +24,12 @@ Columns:
   process) over the whole produce run, warm-up included, divided by the messages it stored. This moves much less
   than msg/s when the machine is shared.
 - **consume msg/s**: messages per second, from the first message received to the last.
+- **consume CPU us/msg**: the broker's CPU time over the consume pass divided by the messages read.
 - **ours/apache**: the ratio, measured in the same run.
 
-Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case of the
-Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs our broker on the
-standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
+Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case and
+consume pass of the Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs
+our broker on the standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
 
 Examples
 --------
@@ -107,6 +108,7 @@ class Result:
     cpu_us_per_msg: float = 0.0
     consume_mps: float = 0.0
     consumed: int = 0
+    consume_cpu_us_per_msg: float = 0.0  # the broker's CPU over the consume pass, per message read
 
 
 @dataclass(slots=True)
@@ -262,9 +264,16 @@ def java_case(settings: Settings, running: Running, case: Case, topic: str) -> R
               f"    Java client (whole run)          {client * per:7.1f} us/msg\n"
               f"    machine: user {machine_used[0] * per:7.1f}  sys {machine_used[1] * per:7.1f}  irq+softirq "
               f"{machine_used[2] * per:7.1f}  idle {machine_used[3] * per:7.1f} us/msg")
-    got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
-                   "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
+    cpu_before = cpu_seconds(running.broker_pid)
+    threads_before = thread_cpu(running.broker_pid) if settings.thread_cpu else {}
+    with profiling(settings, running, case, "consume"):
+        got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
+                       "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
     result.consume_mps, result.consumed = got["consumeTps"], got["received"]
+    result.consume_cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.consumed)
+    if settings.thread_cpu:
+        print(f"  {running.target} {case.label} consume, by thread:\n"
+              f"{thread_cpu_report(threads_before, thread_cpu(running.broker_pid), result.consumed)}")
     return result
 
 
@@ -343,8 +352,10 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
     cpu_before = cpu_seconds(running.broker_pid)
     result = asyncio.run(python_produce(running.namesrv_addr, topic, case, settings))
     result.cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.total)
+    cpu_before = cpu_seconds(running.broker_pid)
     result.consume_mps, result.consumed = asyncio.run(
         python_consume(running.namesrv_addr, topic, result.total, settings.consume_seconds))
+    result.consume_cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.consumed)
     return result
 
 
@@ -352,15 +363,15 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
 
 
 @contextlib.contextmanager
-def profiling(settings: Settings, running: Running, case: Case) -> Iterator[None]:
+def profiling(settings: Settings, running: Running, case: Case, phase: str = "produce") -> Iterator[None]:
     """py-spy on our broker (collapsed stacks by function, GIL holder only) while the block runs; a summary of the
     top functions per thread is printed after. Sampling costs the machine CPU: do not compare figures taken with it."""
     if settings.profile is None or running.target == REFERENCE:
         yield
         return
     settings.profile.mkdir(parents=True, exist_ok=True)
-    out = settings.profile / f"{running.target}_{case.slug}.txt"
-    duration = int(settings.warmup + settings.seconds + 5)
+    out = settings.profile / f"{running.target}_{case.slug}_{phase}.txt"
+    duration = int(settings.warmup + settings.seconds + 5 if phase == "produce" else settings.consume_seconds)
     # --gil: only samples of the thread holding the GIL, i.e. Python work (waits and GIL-free syscalls left out).
     # --nonblocking: without it every sample stops the broker, and the broker slows down by a factor of about 4.
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(running.broker_pid), "--rate", str(PY_SPY_RATE),
@@ -372,7 +383,7 @@ def profiling(settings: Settings, running: Running, case: Case) -> Iterator[None
         spy.send_signal(signal.SIGINT)  # py-spy writes what it has and exits
         spy.wait(60)
     if out.exists():
-        print(f"\npy-spy, {running.target}, {case.label} ({out}):")
+        print(f"\npy-spy, {running.target}, {case.label} {phase} ({out}):")
         print(summarize_profile(out.read_text()))
 
 
@@ -417,7 +428,8 @@ def run_target(target: str, round_no: int, cases: list[Case], settings: Settings
             settings.results.setdefault((target, case), []).append(result)
             print(f"  {target:12} {case.label:22} send {result.send_mps:9,.0f} msg/s  RT {result.avg_rt_ms:6.2f} / "
                   f"{result.max_rt_ms:7.1f} ms  CPU {result.cpu_us_per_msg:6.1f} us/msg  consume "
-                  f"{result.consume_mps:9,.0f} msg/s ({result.consumed:,}/{result.total:,})  failed {result.failed}",
+                  f"{result.consume_mps:9,.0f} msg/s ({result.consumed:,}/{result.total:,}, CPU "
+                  f"{result.consume_cpu_us_per_msg:.1f} us/msg)  failed {result.failed}",
                   flush=True)
     shutil.rmtree(home, ignore_errors=True)  # GiB-sized CommitLog files
 
@@ -464,14 +476,16 @@ def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
                *(f"{got[t].avg_rt_ms:.2f} / {got[t].max_rt_ms:.0f}" for t in targets),
                *(f"{got[t].cpu_us_per_msg:.1f}" for t in targets)]
         lines.append("| " + " | ".join(row) + " |")
-    head = ["case", *(f"{t} consume msg/s" for t in targets), *(f"{t}/{REFERENCE}" for t in others if compare)]
+    head = ["case", *(f"{t} consume msg/s" for t in targets), *(f"{t}/{REFERENCE}" for t in others if compare),
+            *(f"{t} consume CPU us/msg" for t in targets)]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case in cases:
         got = {t: best(settings.results[(t, case)]) for t in targets if (t, case) in settings.results}
         if len(got) != len(targets):
             continue
         row = [case.label, *(f"{got[t].consume_mps:,.0f}" for t in targets),
-               *(ratio(got[t].consume_mps, got[REFERENCE].consume_mps) for t in others if compare)]
+               *(ratio(got[t].consume_mps, got[REFERENCE].consume_mps) for t in others if compare),
+               *(f"{got[t].consume_cpu_us_per_msg:.1f}" for t in targets)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

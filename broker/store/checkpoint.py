@@ -9,6 +9,7 @@ import mmap
 import os
 
 from broker.store.layout import CHECKPOINT_FILE_SIZE, Checkpoint, decode_checkpoint, encode_checkpoint
+from broker.store.mapped_file import map_address, sync_map
 
 # Java's StoreCheckpoint.getMinTimestamp steps back this far to cover records stored in the same instant.
 _SAFETY_MARGIN_MS = 3000
@@ -25,17 +26,21 @@ class StoreCheckpoint:
             self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
         finally:
             os.close(fd)
+        self._address = map_address(self._mm)  # msync without the GIL (``sync_map``)
         self.value = decode_checkpoint(self._mm) if existed else Checkpoint()
 
     def update(self, **fields: int) -> None:
         self.value = self.value._replace(**fields)
 
     def flush(self) -> None:
+        """Write the times and force them to disk: an msync that releases the GIL (``mmap.flush`` held it for the
+        disk write, once a second, stalling the broker's requests meanwhile)."""
         self._mm[:CHECKPOINT_FILE_SIZE] = encode_checkpoint(self.value)
-        self._mm.flush()
+        sync_map(self._mm, self._address, 0, CHECKPOINT_FILE_SIZE)
 
     def close(self) -> None:
         self.flush()
+        self._address = 0
         self._mm.close()
 
     def min_timestamp(self) -> int:

@@ -339,7 +339,7 @@ class ConsumeQueue:
         return list(iter_cq_units(self.read_units(start_offset, max_count)))
 
     def read_units(self, start_offset: int, max_count: int) -> bytes:
-        """The raw bytes of the units ``iter_units`` returns (CQ_UNIT_DTYPE reads them in bulk)."""
+        """The raw bytes of the units ``iter_units`` returns, for a reader of many at once (``CQ_UNIT.iter_unpack``)."""
         if max_count <= 0 or start_offset < self.min_offset:
             return b""
         pos = cq_pos(start_offset)

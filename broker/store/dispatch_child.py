@@ -13,6 +13,7 @@ import ctypes
 import logging
 import mmap
 import os
+import select
 import signal
 import threading
 import time
@@ -21,15 +22,14 @@ from multiprocessing.connection import Connection
 from broker.common.logs import LINE_FORMAT, follow_logging
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import Arrivals, BuildConsumeQueue, BuildIndex, CommitLogDispatcher, ReputMessageService
-from broker.store.dispatch_process import ChildStart, DeleteExpired, DeleteTopics, Done, Step, Stop
+from broker.store.dispatch_process import ChildStart, DeleteExpired, DeleteTopics, Done, Step, Stop, encode_report
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import MapMode, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-IDLE_POLL_S = 0.001  # the child looks for new records this often when idle (Java's ReputMessageService: 1 ms)
-REPORT_INTERVAL_S = 0.002  # while behind, the child reports at most this often
-CAUGHT_UP_REPORT_INTERVAL_S = 0.0005  # once caught up, at most this often (see DispatchChild.serve)
+IDLE_POLL_MS = 1  # between dispatch passes (Java's ReputMessageService: 1 ms)
+REPORT_INTERVAL_S = 0.002  # within a long pass (a backlog), the child reports at most this often
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -72,7 +72,7 @@ class DispatchChild:
 
     def on_step(self, arrivals: Arrivals) -> None:
         """The arrival listener of the child's ReputMessageService: collect, report at most every REPORT_INTERVAL_S
-        while behind (each report costs the broker's GIL a little); ``serve`` reports the rest once caught up."""
+        within a pass (each report costs the broker's GIL a little); ``serve`` reports the rest after the pass."""
         pending = self._arrivals
         for key, (max_offset, codes) in arrivals.items():
             known = pending.get(key)
@@ -95,8 +95,8 @@ class DispatchChild:
             current = [f.file_name for f in self.index.files]
             if current != self._index_files:
                 names = self._index_files = current
-        self.conn.send(Step(self.reput.reput_from_offset, self.reput.last_store_timestamp, queues, arrivals, names,
-                            indexed_through))
+        self.conn.send_bytes(encode_report(Step(self.reput.reput_from_offset, self.reput.last_store_timestamp, queues,
+                                                arrivals, names, indexed_through)))
         self._reported_at = time.monotonic()
         self._reported_offset = self.reput.reput_from_offset
 
@@ -106,28 +106,25 @@ class DispatchChild:
             self.commit_log.follow(self.reput.reput_from_offset, end)
 
     def serve(self) -> None:
-        """Dispatch what the broker writes, and answer its commands, until told to stop. Once caught up, what was
-        dispatched is reported at once, unless the last report is younger than CAUGHT_UP_REPORT_INTERVAL_S: a broker
-        taking small puts steadily would otherwise hear of every few records, and each report costs its GIL (at
-        0.5 ms, a put is visible to pulls sooner than Java's reput thread, which looks every 1 ms)."""
+        """Dispatch what the broker writes, and answer its commands, until told to stop. A pass takes everything
+        written so far and reports it; the next pass comes IDLE_POLL_MS later, as Java's reput thread sleeps 1 ms
+        after each pass. Under a trickle of sync sends a pass right after the last one found one record, and a pass
+        with its report costs about as much CPU for one record as for fifty, plus a turn of the broker's GIL: a
+        message cost dispatch more than it cost the broker to store it. A long-polling pull still hears of a put
+        within about 1 ms, as from Java's broker."""
+        poller = select.poll()  # made once: ``Connection.poll`` builds a selector on every call
+        poller.register(self.conn.fileno(), select.POLLIN)
         while True:
             self.follow_commit_log()
             try:
-                dispatched = self.reput.do_reput()
+                self.reput.do_reput()
             except Exception:  # as the dispatch thread: a bug must not stop all future dispatching silently
                 log.exception("dispatch failed at offset %d", self.reput.reput_from_offset)
-                dispatched = 0
                 time.sleep(1)
-            wait = 0.0 if dispatched else IDLE_POLL_S
             if self.reput.reput_from_offset != self._reported_offset:
-                due = self._reported_at + CAUGHT_UP_REPORT_INTERVAL_S - time.monotonic()
-                if due <= 0:
-                    self.report()
-                else:
-                    wait = min(wait, due)
-            if self.conn.poll(wait):
-                if self.command(self.conn.recv()):
-                    return
+                self.report()
+            if poller.poll(IDLE_POLL_MS) and self.command(self.conn.recv()):
+                return
 
     def command(self, command: DeleteExpired | DeleteTopics | Stop) -> bool:
         """Carry out ``command``, report, answer; True when the child should exit."""
@@ -150,7 +147,7 @@ class DispatchChild:
         else:
             self.reput.delete_topics(command.topics)
             self.report()
-        self.conn.send(Done(command))
+        self.conn.send_bytes(encode_report(Done(command)))
         return isinstance(command, Stop)
 
 

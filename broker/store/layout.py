@@ -15,8 +15,6 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple, NewType
 
-import numpy as np
-
 PhysicalOffset = NewType("PhysicalOffset", int)
 QueueOffset = NewType("QueueOffset", int)
 
@@ -31,9 +29,6 @@ CQ_UNIT = struct.Struct(
     "q"  # tagsCode
 )
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
-# The same unit for numpy: the pull path reads a whole span of units at once.
-CQ_UNIT_DTYPE = np.dtype([("commit_log_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
-assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 CQ_UNITS_PER_FILE = 300_000
 
 

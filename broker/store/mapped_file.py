@@ -293,6 +293,12 @@ class MappedFileQueue:
         missing meanwhile (deleted by the writer since it reported ``end``) ends the view until the next report.
         The list is replaced, not changed in place, so readers in other threads see one or the other."""
         size = self.file_size
+        files = self.files
+        if files and files[0].file_from_offset + size > start and 0 <= end - files[-1].file_from_offset <= size:
+            # Nothing deleted, nothing to map: the writer only wrote on in its last file (a dispatch report's
+            # usual news, a thousand times a second under a trickle of puts).
+            files[-1].wrote_position = end - files[-1].file_from_offset
+            return
         # Files past the one holding ``end`` are not (yet) the writer's: a writer that died may have left one.
         files = [mf for mf in self.files if mf.file_from_offset + size > start and mf.file_from_offset <= end]
         for mf in self.files:

@@ -16,7 +16,8 @@ from broker.common.message import TRANSACTION_PREPARED_TYPE
 from broker.store import commit_log as commit_log_module
 from broker.store.commit_log import StoreMessage
 from broker.store.config import DispatchMode, MessageStoreConfig
-from broker.store.dispatch_process import DispatchProcess
+from broker.store.consume_queue import QueueState
+from broker.store.dispatch_process import DeleteTopics, DispatchProcess, Done, Step, decode_report, encode_report
 from broker.store.message_store import MessageStore
 
 
@@ -171,3 +172,14 @@ def test_long_polling_hears_of_each_queue_once_per_step(tmp_path, mode):
     for (topic, queue_id), (max_offset, codes) in arrivals.items():
         mine = [m for m in queued if (m.topic, m.queue_id) == (topic, queue_id)]
         assert max_offset == len(mine) and len(codes) == len(mine)
+
+
+def test_reports_cross_the_pipe_as_bytes_and_come_back_equal():
+    step = Step(8192, 1_700_000_000_123, {("TopicA", 3): QueueState(0, 20, 400, 8000)}, {("TopicA", 3): (20, [7, 0])},
+                ["20240101000000000"], 8100)
+    assert decode_report(encode_report(step)) == step
+    assert decode_report(encode_report(Step(0, 0, {}, {}, None, -1))) == Step(0, 0, {}, {}, None, -1)
+    done = Done(DeleteTopics({"TopicA"}))
+    assert decode_report(encode_report(done)) == done
+    with pytest.raises(ValueError, match="neither"):
+        decode_report(b"X" + encode_report(step)[1:])
