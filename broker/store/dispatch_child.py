@@ -22,7 +22,19 @@ from multiprocessing.connection import Connection
 from broker.common.logs import LINE_FORMAT, follow_logging
 from broker.store.consume_queue import ConsumeQueueStore, QueueState
 from broker.store.dispatch import Arrivals, BuildConsumeQueue, BuildIndex, CommitLogDispatcher, ReputMessageService
-from broker.store.dispatch_process import ChildStart, DeleteExpired, DeleteTopics, Done, Step, Stop, encode_report
+from broker.store.dispatch_process import (
+    END_CELL,
+    SLEEP_AFTER_S,
+    SLEEP_POLL_MS,
+    SLEEPING_CELL,
+    ChildStart,
+    DeleteExpired,
+    DeleteTopics,
+    Done,
+    Step,
+    Stop,
+    encode_report,
+)
 from broker.store.index_service import IndexService
 from broker.store.mapped_file import MapMode, MappedFileQueue
 
@@ -46,10 +58,13 @@ def _die_with_parent(parent_pid: int) -> None:
 class DispatchChild:
     """The child's state: its view of the CommitLog and the derived files it writes."""
 
-    def __init__(self, conn: Connection, start: ChildStart, end: ctypes.c_int64) -> None:
+    def __init__(self, conn: Connection, start: ChildStart, shared: mmap.mmap, wake_fd: int) -> None:
         config = start.config
         self.conn = conn
-        self.end = end
+        self.end = ctypes.c_int64.from_buffer(shared, END_CELL)
+        self.sleeping = ctypes.c_int64.from_buffer(shared, SLEEPING_CELL)
+        self.wake_fd = wake_fd
+        self._fence = threading.Lock()  # its acquire and release: an atomic operation between two cells' accesses
         self.commit_log = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, MapMode.READ)
         self.consume_queues = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
         self.consume_queues.load()
@@ -111,9 +126,12 @@ class DispatchChild:
         after each pass. Under a trickle of sync sends a pass right after the last one found one record, and a pass
         with its report costs about as much CPU for one record as for fifty, plus a turn of the broker's GIL: a
         message cost dispatch more than it cost the broker to store it. A long-polling pull still hears of a put
-        within about 1 ms, as from Java's broker."""
+        within about 1 ms, as from Java's broker. After SLEEP_AFTER_S without a put the child sleeps until the
+        broker's next put wakes it (dispatch_process's docstring)."""
         poller = select.poll()  # made once: ``Connection.poll`` builds a selector on every call
         poller.register(self.conn.fileno(), select.POLLIN)
+        poller.register(self.wake_fd, select.POLLIN)
+        seen_end, put_at = self.end.value, time.monotonic()
         while True:
             self.follow_commit_log()
             try:
@@ -123,8 +141,37 @@ class DispatchChild:
                 time.sleep(1)
             if self.reput.reput_from_offset != self._reported_offset:
                 self.report()
-            if poller.poll(IDLE_POLL_MS) and self.command(self.conn.recv()):
-                return
+            timeout = IDLE_POLL_MS
+            now = time.monotonic()
+            if self.end.value != seen_end:
+                seen_end, put_at = self.end.value, now
+            elif now - put_at >= SLEEP_AFTER_S and self._fall_asleep(seen_end):
+                timeout = SLEEP_POLL_MS
+            events = poller.poll(timeout)
+            self.sleeping.value = 0
+            for fd, _ in events:
+                if fd == self.wake_fd:
+                    self._drain_wake_pipe()
+                elif self.command(self.conn.recv()):
+                    return
+
+    def _fall_asleep(self, seen_end: int) -> bool:
+        """Say so in the shared page, then look at the end once more: a put stored before this look is dispatched
+        now; one after it finds the cell set and wakes this process (dispatch_process's docstring)."""
+        self.sleeping.value = 1
+        with self._fence:
+            pass
+        if self.end.value != seen_end:
+            self.sleeping.value = 0
+            return False
+        return True
+
+    def _drain_wake_pipe(self) -> None:
+        try:
+            while os.read(self.wake_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
 
     def command(self, command: DeleteExpired | DeleteTopics | Stop) -> bool:
         """Carry out ``command``, report, answer; True when the child should exit."""
@@ -152,7 +199,7 @@ class DispatchChild:
 
 
 def main(argv: list[str]) -> int:
-    conn_fd, end_fd, parent_pid = (int(arg) for arg in argv)
+    conn_fd, end_fd, wake_fd, parent_pid = (int(arg) for arg in argv)
     _die_with_parent(parent_pid)
     # A signal to the whole process group (Ctrl-C in a terminal, systemd stopping the unit's cgroup) is for the
     # broker: it stops this child with Stop once everything written is dispatched, and its death kills this one.
@@ -166,8 +213,7 @@ def main(argv: list[str]) -> int:
     else:  # a store embedded without log files: stderr, at the embedding process's level
         logging.basicConfig(level=start.log_level, format=LINE_FORMAT)
     log.info("dispatch process %d dispatches from CommitLog offset %d", os.getpid(), start.reput_from_offset)
-    end_map = mmap.mmap(end_fd, mmap.PAGESIZE)
-    child = DispatchChild(conn, start, ctypes.c_int64.from_buffer(end_map))
+    child = DispatchChild(conn, start, mmap.mmap(end_fd, mmap.PAGESIZE), wake_fd)
     try:
         child.report()  # ready
         child.serve()
