@@ -62,6 +62,17 @@ def _named(index: int, handle: TransactionHandle) -> str:
     return f"handle {index} (commitLogOffset={handle.commit_log_offset}, msgId={handle.msg_id})"
 
 
+def _first_repeat(handles: list[TransactionHandle]) -> tuple[int, int] | None:
+    """(index, the earlier index) of the first handle naming a commit log offset or msgId named before."""
+    seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
+    for index, handle in enumerate(handles):
+        for key in (handle.commit_log_offset, handle.msg_id):
+            if key in seen:
+                return index, seen[key]
+            seen[key] = index
+    return None
+
+
 class EndTransactionBatchProcessor:
     """The END_TRANSACTION_BATCH handler of one broker.
 
@@ -103,7 +114,8 @@ class EndTransactionBatchProcessor:
     def _validate(self, header: EndTransactionBatchRequestHeader, body: bytes) -> list[Ready | MessageRecord]:
         """What every handle names, in order: an open half message of a prepared batch with its committed message
         kept ready (most, while the broker runs), else the half record read; Refusal naming the first thing
-        wrong."""
+        wrong. The ready ones are found in one pass; only the others, and those with a check immunity to weigh,
+        are looked at one by one."""
         if header.commit_or_rollback not in END_TYPES:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"commitOrRollback {header.commit_or_rollback} is neither "
                           f"{TRANSACTION_COMMIT_TYPE} (commit) nor {TRANSACTION_ROLLBACK_TYPE} (rollback)")
@@ -114,29 +126,27 @@ class EndTransactionBatchProcessor:
             handles = decode_end_batch_body(body)
         except MalformedBody as err:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"malformed END_TRANSACTION_BATCH body: {err.reason}") from err
-        seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
-        halves: list[Ready | MessageRecord] = []
-        service, timeout = self.transactional_message_service, self.broker_config.transaction_time_out
-        now = time.time_ns() // 1_000_000
-        for index, handle in enumerate(handles):
-            for key in (handle.commit_log_offset, handle.msg_id):
-                if key in seen:
-                    raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handle)} repeats handle {seen[key]}")
-                seen[key] = index
-            found = service.ready_end(handle.commit_log_offset, handle.queue_offset, handle.msg_id,
-                                      header.producer_group, header.topic)
+        offsets, queue_offsets, ids = zip(*handles, strict=True)
+        repeat = _first_repeat(handles) if len(set(offsets)) + len(set(ids)) != 2 * len(handles) else None
+        halves: list[Ready | MessageRecord | None] = self.transactional_message_service.ready_ends(
+            offsets, queue_offsets, ids, header.producer_group, header.topic)
+        timeout, now = self.broker_config.transaction_time_out, time.time_ns() // 1_000_000
+        for index in [i for i, found in enumerate(halves) if found is None or found[0].immunity]:
+            if repeat is not None and index >= repeat[0]:
+                break
+            found = halves[index]
             if found is not None:
-                entry = found[0]
-                late = bridge.past_immunity(entry.immunity, entry.born_timestamp, timeout, now)
-                halves.append(found)
+                late = bridge.past_immunity(found[0].immunity, found[0].born_timestamp, timeout, now)
             else:
-                half = self._half(index, handle, header)
+                half = halves[index] = self._half(index, handles[index], header)
                 late = bridge.past_end_immunity(half, timeout, now)
-                halves.append(half)
             if late:
-                raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(index, handle)} is past its check immunity "
-                              "time: the broker's check decides it now")
-        return halves
+                raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(index, handles[index])} is past its check "
+                              "immunity time: the broker's check decides it now")
+        if repeat is not None:
+            index, earlier = repeat
+            raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handles[index])} repeats handle {earlier}")
+        return halves  # type: ignore[return-value]  # every None was replaced by its half record
 
     def _half(self, index: int, handle: TransactionHandle, header: EndTransactionBatchRequestHeader) -> MessageRecord:
         """The open half record ``handle`` names, as the header describes it; Refusal otherwise."""
