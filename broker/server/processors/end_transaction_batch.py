@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from broker.common.errors import MalformedBody
@@ -70,6 +72,21 @@ def _first_repeat(handles: list[TransactionHandle]) -> tuple[int, int] | None:
             if key in seen:
                 return index, seen[key]
             seen[key] = index
+    return None
+
+
+def _first_late(halves: list[Ready | MessageRecord | None], timeout: int, now: int) -> int | None:
+    """The index of the first ready half message past its check immunity (bridge.past_immunity; each distinct
+    CHECK_IMMUNITY_TIME_IN_SECONDS read once: the sink gives every row of a job the same)."""
+    limits: dict[str, int] = {}
+    for index, found in enumerate(halves):
+        if found is not None and found[0].immunity:
+            entry = found[0]
+            limit = limits.get(entry.immunity)
+            if limit is None:
+                limit = limits[entry.immunity] = bridge.end_immunity_ms(entry.immunity, timeout)
+            if now - entry.born_timestamp > limit:
+                return index
     return None
 
 
@@ -131,21 +148,19 @@ class EndTransactionBatchProcessor:
         halves: list[Ready | MessageRecord | None] = self.transactional_message_service.ready_ends(
             offsets, queue_offsets, ids, header.producer_group, header.topic)
         timeout, now = self.broker_config.transaction_time_out, time.time_ns() // 1_000_000
-        for index in [i for i, found in enumerate(halves) if found is None or found[0].immunity]:
-            if repeat is not None and index >= repeat[0]:
+        late = _first_late(halves, timeout, now)
+        stop = min(len(halves) if repeat is None else repeat[0], len(halves) if late is None else late)
+        for index in [i for i, found in enumerate(halves[:stop]) if found is None]:
+            half = halves[index] = self._half(index, handles[index], header)
+            if bridge.past_end_immunity(half, timeout, now):
+                late = index
                 break
-            found = halves[index]
-            if found is not None:
-                late = bridge.past_immunity(found[0].immunity, found[0].born_timestamp, timeout, now)
-            else:
-                half = halves[index] = self._half(index, handles[index], header)
-                late = bridge.past_end_immunity(half, timeout, now)
-            if late:
-                raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(index, handles[index])} is past its check "
-                              "immunity time: the broker's check decides it now")
-        if repeat is not None:
+        if repeat is not None and (late is None or repeat[0] <= late):
             index, earlier = repeat
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handles[index])} repeats handle {earlier}")
+        if late is not None:
+            raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(late, handles[late])} is past its check "
+                          "immunity time: the broker's check decides it now")
         return halves  # type: ignore[return-value]  # every None was replaced by its half record
 
     def _half(self, index: int, handle: TransactionHandle, header: EndTransactionBatchRequestHeader) -> MessageRecord:
@@ -178,9 +193,10 @@ class EndTransactionBatchProcessor:
         commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
         service = self.transactional_message_service
         outcomes = await service.end_many(halves, commit=commit)
-        ended = sum(o.status is EndStatus.ENDED for o in outcomes)
-        already = sum(o.status is EndStatus.ALREADY_ENDED for o in outcomes)
-        failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None), None)
+        counted = Counter(map(attrgetter("status"), outcomes))
+        ended, already = counted[EndStatus.ENDED], counted[EndStatus.ALREADY_ENDED]
+        failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None),
+                      None) if counted[EndStatus.PUT_FAILED] else None
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",
                  END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
                  already)
