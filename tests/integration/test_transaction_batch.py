@@ -236,6 +236,8 @@ def test_bad_batched_ends_are_refused_whole(env: Env) -> None:
                    f"msgId={h2.msg_id}): no half message at this offset")
     assert_refused(env, end([h0, h1, ended[0]]), error, "handle 2", "was ended before")
     assert_refused(env, end([h0, h1, h0]), error, "handle 2", "repeats handle 0")
+    assert_refused(env, end([h0, bogus, h0]), error, "handle 1", "no half message")  # the first fault is named
+    assert_refused(env, end([h1, h1, bogus]), error, "handle 1", "repeats handle 0")
     assert_refused(env, end([h0, elsewhere[0]]), error, "handle 1", f"topic is {other}, the request says {topic}")
     assert_refused(env, end([h0._replace(msg_id="not-its-key")]), error, "UNIQ_KEY is")
     assert_refused(env, end([h1._replace(queue_offset=h1.queue_offset + 1)]), error, "tranStateTableOffset is")

@@ -122,7 +122,7 @@ def test_consumer_offsets_file_names_the_transaction_group(tmp_path):
 
 
 def test_op_records_of_java_4_and_5_are_read():
-    from broker.server.transaction.bridge import op_message, op_offsets
+    from broker.server.transaction.bridge import op_message, op_messages, op_offsets
 
     host = pack_host("127.0.0.1", 1)
 
@@ -136,6 +136,11 @@ def test_op_records_of_java_4_and_5_are_read():
     assert op_offsets(op(b"7", tags="x")) == []  # not a remove record
     assert op_offsets(op(b"x,9,")) == [9]
     assert op_message([5, 6], host, 0).body == b"5,6,"
+    # Cut as Java's op batches: an entry is added while the body is shorter than the bound (here 5 bytes).
+    grouped = op_messages([1, 22, 333, 4444, 5], host, 0, max_size=5)
+    assert [(op.body, named) for op, named in grouped] == [(b"1,22,", [1, 22]), (b"333,4444,", [333, 4444]),
+                                                           (b"5,", [5])]
+    assert all(op.properties == op_message([1], host, 0).properties for op, _ in grouped)
 
 
 def test_queue_progress_moves_over_done_offsets_only():
@@ -146,3 +151,8 @@ def test_queue_progress_moves_over_done_offsets_only():
     assert not progress.done(1)  # below: nothing to do
     assert progress.done(3) and progress.offset == 4
     assert progress.done(4) and progress.offset == 6
+    # Many at once (the ends of one put): the same consume offset as one at a time.
+    assert not progress.done_many([]) and not progress.done_many([8, 9]) and progress.offset == 6
+    assert progress.done_many([2, 7, 6]) and progress.offset == 10  # a run from the consume offset: one step
+    assert progress.done_many([12, 10]) and progress.offset == 11  # a gap at 11 stops it
+    assert progress.done_many([11]) and progress.offset == 13

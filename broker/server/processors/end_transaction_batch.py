@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from broker.common.errors import MalformedBody
@@ -62,6 +64,32 @@ def _named(index: int, handle: TransactionHandle) -> str:
     return f"handle {index} (commitLogOffset={handle.commit_log_offset}, msgId={handle.msg_id})"
 
 
+def _first_repeat(handles: list[TransactionHandle]) -> tuple[int, int] | None:
+    """(index, the earlier index) of the first handle naming a commit log offset or msgId named before."""
+    seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
+    for index, handle in enumerate(handles):
+        for key in (handle.commit_log_offset, handle.msg_id):
+            if key in seen:
+                return index, seen[key]
+            seen[key] = index
+    return None
+
+
+def _first_late(halves: list[Ready | MessageRecord | None], timeout: int, now: int) -> int | None:
+    """The index of the first ready half message past its check immunity (bridge.past_immunity; each distinct
+    CHECK_IMMUNITY_TIME_IN_SECONDS read once: the sink gives every row of a job the same)."""
+    limits: dict[str, int] = {}
+    for index, found in enumerate(halves):
+        if found is not None and found[0].immunity:
+            entry = found[0]
+            limit = limits.get(entry.immunity)
+            if limit is None:
+                limit = limits[entry.immunity] = bridge.end_immunity_ms(entry.immunity, timeout)
+            if now - entry.born_timestamp > limit:
+                return index
+    return None
+
+
 class EndTransactionBatchProcessor:
     """The END_TRANSACTION_BATCH handler of one broker.
 
@@ -103,7 +131,8 @@ class EndTransactionBatchProcessor:
     def _validate(self, header: EndTransactionBatchRequestHeader, body: bytes) -> list[Ready | MessageRecord]:
         """What every handle names, in order: an open half message of a prepared batch with its committed message
         kept ready (most, while the broker runs), else the half record read; Refusal naming the first thing
-        wrong."""
+        wrong. The ready ones are found in one pass; only the others, and those with a check immunity to weigh,
+        are looked at one by one."""
         if header.commit_or_rollback not in END_TYPES:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"commitOrRollback {header.commit_or_rollback} is neither "
                           f"{TRANSACTION_COMMIT_TYPE} (commit) nor {TRANSACTION_ROLLBACK_TYPE} (rollback)")
@@ -114,29 +143,25 @@ class EndTransactionBatchProcessor:
             handles = decode_end_batch_body(body)
         except MalformedBody as err:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"malformed END_TRANSACTION_BATCH body: {err.reason}") from err
-        seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
-        halves: list[Ready | MessageRecord] = []
-        service, timeout = self.transactional_message_service, self.broker_config.transaction_time_out
-        now = time.time_ns() // 1_000_000
-        for index, handle in enumerate(handles):
-            for key in (handle.commit_log_offset, handle.msg_id):
-                if key in seen:
-                    raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handle)} repeats handle {seen[key]}")
-                seen[key] = index
-            found = service.ready_end(handle.commit_log_offset, handle.queue_offset, handle.msg_id,
-                                      header.producer_group, header.topic)
-            if found is not None:
-                entry = found[0]
-                late = bridge.past_immunity(entry.immunity, entry.born_timestamp, timeout, now)
-                halves.append(found)
-            else:
-                half = self._half(index, handle, header)
-                late = bridge.past_end_immunity(half, timeout, now)
-                halves.append(half)
-            if late:
-                raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(index, handle)} is past its check immunity "
-                              "time: the broker's check decides it now")
-        return halves
+        offsets, queue_offsets, ids = zip(*handles, strict=True)
+        repeat = _first_repeat(handles) if len(set(offsets)) + len(set(ids)) != 2 * len(handles) else None
+        halves: list[Ready | MessageRecord | None] = self.transactional_message_service.ready_ends(
+            offsets, queue_offsets, ids, header.producer_group, header.topic)
+        timeout, now = self.broker_config.transaction_time_out, time.time_ns() // 1_000_000
+        late = _first_late(halves, timeout, now)
+        stop = min(len(halves) if repeat is None else repeat[0], len(halves) if late is None else late)
+        for index in [i for i, found in enumerate(halves[:stop]) if found is None]:
+            half = halves[index] = self._half(index, handles[index], header)
+            if bridge.past_end_immunity(half, timeout, now):
+                late = index
+                break
+        if repeat is not None and (late is None or repeat[0] <= late):
+            index, earlier = repeat
+            raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handles[index])} repeats handle {earlier}")
+        if late is not None:
+            raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(late, handles[late])} is past its check "
+                          "immunity time: the broker's check decides it now")
+        return halves  # type: ignore[return-value]  # every None was replaced by its half record
 
     def _half(self, index: int, handle: TransactionHandle, header: EndTransactionBatchRequestHeader) -> MessageRecord:
         """The open half record ``handle`` names, as the header describes it; Refusal otherwise."""
@@ -168,9 +193,10 @@ class EndTransactionBatchProcessor:
         commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
         service = self.transactional_message_service
         outcomes = await service.end_many(halves, commit=commit)
-        ended = sum(o.status is EndStatus.ENDED for o in outcomes)
-        already = sum(o.status is EndStatus.ALREADY_ENDED for o in outcomes)
-        failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None), None)
+        counted = Counter(map(attrgetter("status"), outcomes))
+        ended, already = counted[EndStatus.ENDED], counted[EndStatus.ALREADY_ENDED]
+        failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None),
+                      None) if counted[EndStatus.PUT_FAILED] else None
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",
                  END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
                  already)

@@ -6,9 +6,10 @@ back, writing an op record to RMQ_SYS_TRANS_OP_HALF_TOPIC either way; the check 
 about half messages nobody ended.
 
 Modules: ``bridge`` (how each record is derived: half, committed, op, re-put, discarded, the check request),
-``service`` (TransactionalMessageService: open transactions, ending them, the check round, the rebuild at start),
-``state`` (what the service keeps in memory), ``check`` (TransactionalMessageCheckService: the periodic round),
-``batch`` (rmq's prepared batches: which items may be half messages, and their records).
+``service`` (TransactionalMessageService: open transactions, ending them, the check round), ``rebuild`` (the open
+transactions read back from the store at start), ``ends`` (ends gathered into puts: committed messages and op
+records), ``state`` (what the service keeps in memory), ``check`` (TransactionalMessageCheckService: the periodic
+round), ``batch`` (rmq's prepared batches: which items may be half messages, and their records).
 """
 
 from broker.server.transaction.check import TransactionalMessageCheckService

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from broker.common import validation as v
 from broker.common.message import (
@@ -165,19 +165,22 @@ def op_message(half_offsets: Iterable[int], store_host: bytes, now_ms: int) -> S
     return StoreMessage(OP_TOPIC, HALF_QUEUE_ID, body, dict(_OP_PROPERTIES), 0, 0, now_ms, store_host)
 
 
-def op_messages(half_offsets: Iterable[int], store_host: bytes, now_ms: int,
+def op_messages(half_offsets: Sequence[int], store_host: bytes, now_ms: int,
                 max_size: int = OP_MSG_MAX_SIZE) -> list[tuple[StoreMessage, list[int]]]:
     """The op records that end ``half_offsets``, each with the offsets it names: as many as Java's op batches would
-    be (an entry is added while the body is shorter than ``max_size``), in order."""
-    groups: list[list[int]] = []
+    be (an entry is added while the body is shorter than ``max_size``), in order. Each entry's text is made once,
+    and a record's body is its entries joined (op_message's bytes)."""
+    texts = [f"{offset}{OFFSET_SEPARATOR}" for offset in half_offsets]
+    starts: list[int] = []
     size = max_size
-    for offset in half_offsets:
+    for index, text in enumerate(texts):
         if size >= max_size:
-            groups.append([])
+            starts.append(index)
             size = 0
-        groups[-1].append(offset)
-        size += len(str(offset)) + len(OFFSET_SEPARATOR)
-    return [(op_message(group, store_host, now_ms), group) for group in groups]
+        size += len(text)
+    spans = zip(starts, [*starts[1:], len(texts)], strict=True)
+    return [(StoreMessage(OP_TOPIC, HALF_QUEUE_ID, "".join(texts[start:end]).encode(), dict(_OP_PROPERTIES), 0, 0,
+                          now_ms, store_host), list(half_offsets[start:end])) for start, end in spans]
 
 
 def op_offsets(op: MessageRecord) -> list[int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from broker.common.errors import RemotingError
@@ -37,7 +37,7 @@ from broker.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     format_host,
 )
-from broker.common.record import MessageRecord, decode_record
+from broker.common.record import MessageRecord
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.server.transaction import bridge
 from broker.server.transaction.batch import (
@@ -48,11 +48,13 @@ from broker.server.transaction.batch import (
     set_prepared_offsets,
 )
 from broker.server.transaction.bridge import HALF_QUEUE_ID, HALF_TOPIC, OP_TOPIC, TRANS_GROUP
+from broker.server.transaction.ends import EndPuts
+from broker.server.transaction.rebuild import read_transactions
 from broker.server.transaction.state import (
+    ALREADY_ENDED,
     COMMIT_OVERHEAD,
     READY_COMMITS_BYTES,
     EndOutcome,
-    EndStatus,
     HalfMessage,
     KeptByOffset,
     QueueProgress,
@@ -61,16 +63,12 @@ from broker.server.transaction.state import (
     outcome,
 )
 from broker.store.commit_log import RECORD_HEADROOM, StoreMessage
-from broker.store.results import GetMessageStatus, PutMessageResult
+from broker.store.results import PutMessageResult
 
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
-
-REBUILD_BATCH = 256  # records read per get_message while rebuilding
-END_BATCH_MAX = 256  # ends stored in one put at most
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -87,9 +85,7 @@ class TransactionalMessageService:
         self._op_refs: dict[int, int] = {}  # op queue offset -> the highest half offset it names (not yet done)
         self._committed: dict[str, int] = {}  # the CID_RMQ_SYS_TRANS offsets as last committed (or first read)
         self._discarded: dict[str, HalfMessage] = {}  # moved to TRANS_CHECK_MAX_TIME_TOPIC since start
-        self._ends: list[tuple[HalfMessage, list[int], StoreMessage | None]] = []  # the put being gathered
-        self._ends_stored: asyncio.Future[PutMessageResult] | None = None  # settled once that put is stored
-        self._end_tasks: set[asyncio.Task[None]] = set()
+        self._puts = EndPuts(controller.put_messages, controller.store.store_host, self._ended)
 
     # -- start: rebuild from the half and op topics -----------------------------------------------------------------
 
@@ -97,55 +93,18 @@ class TransactionalMessageService:
         await asyncio.get_running_loop().run_in_executor(None, self.rebuild)
 
     def rebuild(self) -> None:
-        """Open transactions from the store: half records from the half consume offset on, minus those an op record
-        from the op consume offset on ends, one (the newest) per transaction id."""
-        self.open.clear()
-        self._op_refs.clear()
+        """Open transactions from the store (``rebuild.read_transactions``); nothing of before is kept."""
         self.half_records.clear()
         self.ready_commits.clear()
-        self.half = QueueProgress(self._consume_offset(HALF_TOPIC))
-        self.op = QueueProgress(self._consume_offset(OP_TOPIC))
-        self._committed = {HALF_TOPIC: self.half.offset, OP_TOPIC: self.op.offset}
-        ended: set[int] = set()
-        for op_offset, record in self._scan(OP_TOPIC, self.op.offset, body=True):
-            offsets = bridge.op_offsets(record)
-            ended.update(offsets)
-            self._op_refs[op_offset] = max(offsets, default=-1)
-        chains: dict[str, list[int]] = {}
-        newest: dict[str, HalfMessage] = {}
-        for queue_offset, record in self._scan(HALF_TOPIC, self.half.offset, body=False):
-            entry = HalfMessage.from_record(record, queue_offset)
-            chains.setdefault(entry.transaction_id, []).append(queue_offset)
-            newest[entry.transaction_id] = entry
-        for tx, offsets in chains.items():
-            if ended.isdisjoint(offsets):
-                self.open[tx] = newest[tx]
-                offsets = offsets[:-1]
-            for offset in offsets:
-                self.half.done(offset)
+        stored = read_transactions(self.controller.store, self.controller.consumer_offset_manager)
+        self.open.clear()
+        self.open.update(stored.open)
+        self._op_refs.clear()
+        self._op_refs.update(stored.op_refs)
+        self.half, self.op, self._committed = stored.half, stored.op, stored.read_from
         self._progressed()
         log.info("transactions rebuilt: %d open, half offset %d, op offset %d", len(self.open), self.half.offset,
                  self.op.offset)
-
-    def _consume_offset(self, topic: str) -> int:
-        """fetchConsumeOffset: the committed offset, else the queue's minimum (never below it)."""
-        store = self.controller.store
-        committed = self.controller.consumer_offset_manager.query_offset(TRANS_GROUP, topic, HALF_QUEUE_ID)
-        return max(committed, store.min_offset_in_queue(topic, HALF_QUEUE_ID))
-
-    def _scan(self, topic: str, offset: int, *, body: bool) -> Iterator[tuple[int, MessageRecord]]:
-        """(queue offset, record) of ``topic`` queue 0 from ``offset`` to its end."""
-        store = self.controller.store
-        while True:
-            result = store.get_message(TRANS_GROUP, topic, HALF_QUEUE_ID, offset, REBUILD_BATCH)
-            for queue_offset, data in zip(result.queue_offsets, result.records(), strict=True):
-                yield queue_offset, decode_record(data, body=body)
-            if result.status not in (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE,
-                                     GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.OFFSET_TOO_SMALL):
-                return
-            if result.next_begin_offset <= offset:
-                return
-            offset = result.next_begin_offset
 
     # -- progress: the CID_RMQ_SYS_TRANS offsets ---------------------------------------------------------------------
 
@@ -154,9 +113,7 @@ class TransactionalMessageService:
         the half offsets it names)."""
         for op_offset, named in (op_refs or {}).items():
             self._op_refs[op_offset] = max(named, default=-1)
-        moved = False
-        for offset in half_offsets:
-            moved = self.half.done(offset) or moved
+        moved = self.half.done_many(half_offsets)
         if moved or op_refs:
             self._progressed()
 
@@ -262,18 +219,14 @@ class TransactionalMessageService:
 
     async def end(self, half: MessageRecord, *, commit: bool, prepared_offset: int) -> EndOutcome:
         """Commit (the message goes to its real queue) or roll back the transaction of the half record ``half``;
-        either way an op record names the ended half offsets. Both records go in one put, so a crash keeps both
-        or neither. A transaction ended before is not ended again; one the check discarded (since this broker
-        started) is, as in Java.
-
-        Ends that arrive in the same loop iteration (a producer pipelining them) share that put and one op record
-        naming all their half offsets, as Java's TransactionalOpBatchService merges op records: one store write
-        for many ends instead of two each."""
+        either way an op record names the ended half offsets. Both records go in one put (``ends.EndPuts``, shared
+        with the other ends of this loop iteration), so a crash keeps both or neither. A transaction ended before
+        is not ended again; one the check discarded (since this broker started) is, as in Java."""
         entry = self._entry_of(half)
         if entry is None or not await self._claim(entry):
-            return EndOutcome(EndStatus.ALREADY_ENDED)
+            return ALREADY_ENDED
         try:
-            return outcome(await self._queue_end(entry, *self._end_of(entry, half, commit, prepared_offset)))
+            return outcome(await self._puts.add(entry, *self._end_of(entry, half, commit, prepared_offset)))
         finally:
             self._release(entry)
 
@@ -296,110 +249,97 @@ class TransactionalMessageService:
         schedule = self.controller.schedule_message_service
         return offsets, schedule.handle_schedule_message(bridge.committed_message(half, prepared_offset))
 
-    def ready_end(self, commit_log_offset: int, queue_offset: int, transaction_id: str,
-                  producer_group: str, topic: str) -> Ready | None:
-        """The open half message of a prepared batch that a handle names, with its committed message kept ready,
-        when everything the handle and its request say matches it; None sends the caller the long way (reading
-        the half record), which also says what does not match."""
-        entry = self.open.get(transaction_id)
-        if (entry is None or entry.commit_log_offset != commit_log_offset or entry.queue_offset != queue_offset
-                or entry.producer_group != producer_group):
-            return None
-        kept = self.ready_commits.get(commit_log_offset)
-        if kept is None or kept[1] != topic:
-            return None
-        return entry, kept[0]
+    def ready_ends(self, commit_log_offsets: Sequence[int], queue_offsets: Sequence[int],
+                   transaction_ids: Sequence[str], producer_group: str, topic: str) -> list[Ready | None]:
+        """Per handle of an END_TRANSACTION_BATCH (its three columns), in one pass: the open half message of a
+        prepared batch it names, with its committed message kept ready, when everything the handle and its request
+        say matches it; None sends the caller the long way (reading the half record), which also says what does not
+        match."""
+        entries = map(self.open.get, transaction_ids)
+        kept = self.ready_commits.get_many(commit_log_offsets)
+        return [(entry, ready[0]) if (entry is not None and ready is not None and entry.commit_log_offset == offset
+                                      and entry.queue_offset == queue_offset
+                                      and entry.producer_group == producer_group and ready[1] == topic) else None
+                for entry, ready, offset, queue_offset in zip(entries, kept, commit_log_offsets, queue_offsets,
+                                                              strict=True)]
 
     async def end_many(self, halves: list[Ready | MessageRecord], *, commit: bool) -> list[EndOutcome]:
-        """``end`` for many half messages, queued in their order in one pass: those found by ``ready_end`` with
-        their kept committed messages, the others from their half records (each ending as its own commit log
-        offset says)."""
-        loop = asyncio.get_running_loop()
-        busy: asyncio.Future[None] = loop.create_future()  # shared by every entry claimed here without waiting
-        claimed: list[HalfMessage] = []
+        """``end`` for many half messages, in their order: a run of those found by ``ready_ends`` is claimed and
+        queued in one step with its kept committed messages; any other (a half record, or an entry a check is
+        writing for) is ended as ``end`` ends it, as its own commit log offset says."""
+        busy: asyncio.Future[None] = asyncio.get_running_loop().create_future()  # of every entry claimed unawaited
+        shared: list[HalfMessage] = []  # claimed with ``busy``
+        own: list[HalfMessage] = []  # claimed after waiting, each with its own future
         waits: list[asyncio.Future[PutMessageResult] | None] = []
+        run: list[HalfMessage] = []  # ready ends claimed, not queued yet
+        run_msgs: list[StoreMessage | bytearray] = []
         try:
             for half in halves:
-                if isinstance(half, MessageRecord):
-                    entry, kept = self._entry_of(half), None
-                else:
-                    entry, kept = half
-                if entry is None:
-                    ok = False
-                elif entry.busy is None:
-                    ok = not entry.ended
-                    if ok:
-                        entry.busy = busy
-                else:
-                    ok = await self._claim(entry)  # a check writes for it: wait, as ``end`` does
-                if not ok or entry is None:
-                    waits.append(None)
+                if isinstance(half, tuple) and half[0].busy is None and not half[0].ended:
+                    half[0].busy = busy
+                    run.append(half[0])
+                    run_msgs.append(half[1])
                     continue
-                claimed.append(entry)
-                if kept is None:
-                    offsets, msg = self._end_of(entry, half, commit, half.commit_log_offset)
-                else:
-                    offsets, msg = [entry.queue_offset], kept if commit else None
-                waits.append(self._queue_end(entry, offsets, msg))
+                if run:
+                    waits += self._queue_run(run, run_msgs, commit)
+                    shared += run
+                    run, run_msgs = [], []
+                waits.append(await self._end_one(half, commit, busy, shared, own))
+            if run:
+                waits += self._queue_run(run, run_msgs, commit)
+                shared += run
             settled: dict[asyncio.Future[PutMessageResult], EndOutcome] = {}  # a few puts' futures, many ends each
             for wait in dict.fromkeys(w for w in waits if w is not None):
                 settled[wait] = outcome(await wait)
-            return [EndOutcome(EndStatus.ALREADY_ENDED) if wait is None else settled[wait] for wait in waits]
+            return [ALREADY_ENDED if wait is None else settled[wait] for wait in waits]
         finally:
-            for entry in claimed:
+            for entry in shared:
+                entry.busy = None
+            for entry in own:
                 self._release(entry)
-            if not busy.done():
-                busy.set_result(None)
+            busy.set_result(None)
 
-    def _queue_end(self, entry: HalfMessage, half_offsets: list[int],
-                   msg: StoreMessage | None) -> asyncio.Future[PutMessageResult]:
-        """Add an end to the put being gathered (stored at the end of this loop iteration, or now when full); the
-        future is that put's, shared by every end in it."""
-        if not self._ends:
-            loop = asyncio.get_running_loop()
-            loop.call_soon(self._put_ends)
-            self._ends_stored = loop.create_future()
-        future = self._ends_stored
-        self._ends.append((entry, half_offsets, msg))
-        if len(self._ends) >= END_BATCH_MAX:
-            self._put_ends()
-        return future
+    def _queue_run(self, entries: list[HalfMessage], msgs: list[StoreMessage | bytearray],
+                   commit: bool) -> list[asyncio.Future[PutMessageResult]]:
+        """Queue the ends of claimed ready entries, each naming its half offset (one future per end)."""
+        return self._puts.add_many(entries, [entry.queue_offset for entry in entries], msgs if commit else None)
 
-    def _put_ends(self) -> None:
-        """Store the ends gathered so far: their committed messages and one op record, in one put."""
-        ends, self._ends = self._ends, []
-        if not ends:
-            return
-        offsets = [offset for _, entry_offsets, _ in ends for offset in entry_offsets]
-        msgs = [msg for _, _, msg in ends if msg is not None]
-        ops = bridge.op_messages(offsets, self.controller.store.store_host, now_ms())  # Java's op batch sizes
-        msgs += [op for op, _ in ops]
-        task = asyncio.get_running_loop().create_task(self._store_ends(
-            [entry for entry, _, _ in ends], offsets, msgs, [named for _, named in ops], self._ends_stored))
-        self._end_tasks.add(task)
-        task.add_done_callback(self._end_tasks.discard)
+    async def _end_one(self, half: Ready | MessageRecord, commit: bool, busy: asyncio.Future[None],
+                       shared: list[HalfMessage],
+                       own: list[HalfMessage]) -> asyncio.Future[PutMessageResult] | None:
+        """One end of ``end_many`` the long way: claimed with ``busy`` (added to ``shared``), or after waiting for
+        a check that writes for it (added to ``own``); None when it was ended before."""
+        if isinstance(half, MessageRecord):
+            entry, kept = self._entry_of(half), None
+        else:
+            entry, kept = half
+        if entry is None or (entry.busy is None and entry.ended):
+            return None
+        if entry.busy is None:
+            entry.busy = busy
+            shared.append(entry)
+        elif await self._claim(entry):
+            own.append(entry)
+        else:
+            return None
+        if kept is None:
+            offsets, msg = self._end_of(entry, half, commit, half.commit_log_offset)
+        else:
+            offsets, msg = [entry.queue_offset], kept if commit else None
+        return self._puts.add(entry, offsets, msg)
 
-    async def _store_ends(self, entries: list[HalfMessage], offsets: list[int], msgs: list[StoreMessage],
-                          op_groups: list[list[int]], stored: asyncio.Future[PutMessageResult]) -> None:
-        """Put ``msgs`` (the committed messages, then one op record per ``op_groups`` entry) and settle the ends of
-        ``entries`` through ``stored``."""
-        try:
-            result = await self.controller.put_messages(msgs)
-        except asyncio.CancelledError:
-            stored.cancel()
-            raise
-        except Exception as err:  # each end() raises it (its request is answered SYSTEM_ERROR)
-            stored.set_exception(err)
-            return
-        if result.ok and result.append is not None:
-            for entry in entries:
-                entry.ended = True
-                if self.open.get(entry.transaction_id) is entry:
-                    del self.open[entry.transaction_id]
-                self._forget(entry.commit_log_offset)
-            op_offsets = result.append.queue_offsets[-len(op_groups):]
-            self._done(offsets, dict(zip(op_offsets, op_groups, strict=True)))
-        stored.set_result(result)
+    def _ended(self, entries: list[HalfMessage], half_offsets: list[int], op_refs: dict[int, list[int]]) -> None:
+        """A put of ends was stored (``EndPuts``' bookkeeping, once per put): ``entries`` are ended, what is kept of
+        their half records is dropped, and ``half_offsets`` and the op records ``op_refs`` are done."""
+        open_ = self.open
+        for entry in entries:
+            entry.ended = True
+            if open_.get(entry.transaction_id) is entry:
+                del open_[entry.transaction_id]
+        offsets = [entry.commit_log_offset for entry in entries]
+        self.half_records.discard_many(offsets)
+        self.ready_commits.discard_many(offsets)
+        self._done(half_offsets, op_refs)
 
     def _close(self, entry: HalfMessage, half_offsets: list[int], op_offset: int | None) -> None:
         entry.ended = True

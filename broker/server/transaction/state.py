@@ -12,6 +12,7 @@ read from the store as before.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, TypeVar
@@ -70,6 +71,9 @@ class EndOutcome:
     put: PutMessageResult | None = None
 
 
+ALREADY_ENDED = EndOutcome(EndStatus.ALREADY_ENDED)  # one for every end that finds its transaction ended
+
+
 def outcome(result: PutMessageResult) -> EndOutcome:
     if not result.ok or result.append is None:
         return EndOutcome(EndStatus.PUT_FAILED, result)
@@ -94,6 +98,26 @@ class QueueProgress:
             self.offset += 1
         return self.offset != start
 
+    def done_many(self, offsets: list[int]) -> bool:
+        """``done`` for each of ``offsets``; True when the consume offset moved. The ends of a put are usually the
+        run of offsets right at the consume offset: then that run is passed in one step."""
+        start, pending = self.offset, self._done
+        if not offsets:
+            return False
+        pending.update(offsets)
+        if min(offsets) < start:  # below: nothing to do
+            pending.difference_update([offset for offset in offsets if offset < start])
+        if start not in pending:
+            return False
+        if max(pending) == start + len(pending) - 1:  # done from the consume offset on without a gap
+            self.offset += len(pending)
+            pending.clear()
+            return True
+        while self.offset in pending:
+            pending.remove(self.offset)
+            self.offset += 1
+        return True
+
 
 class KeptByOffset(Generic[T]):
     """Values by commit log offset, oldest first, at most ``max_bytes`` (each value's size plus ``overhead``)."""
@@ -110,6 +134,10 @@ class KeptByOffset(Generic[T]):
     def get(self, commit_log_offset: int) -> T | None:
         kept = self._values.get(commit_log_offset)
         return None if kept is None else kept[0]
+
+    def get_many(self, commit_log_offsets: Iterable[int]) -> list[T | None]:
+        """``get`` for each of ``commit_log_offsets``."""
+        return [None if kept is None else kept[0] for kept in map(self._values.get, commit_log_offsets)]
 
     def add(self, commit_log_offset: int, value: T, size: int) -> None:
         values = self._values
@@ -137,6 +165,18 @@ class KeptByOffset(Generic[T]):
         kept = self._values.pop(commit_log_offset, None)
         if kept is not None:
             self.bytes -= kept[1]
+
+    def discard_many(self, offsets: list[int]) -> None:
+        """``discard`` for each of ``offsets``."""
+        kept = self._values
+        if not kept:
+            return
+        pop, freed = kept.pop, 0
+        for offset in offsets:
+            value = pop(offset, None)
+            if value is not None:
+                freed += value[1]
+        self.bytes -= freed
 
     def clear(self) -> None:
         self._values.clear()
