@@ -42,6 +42,11 @@ from broker.common.record import (
     record_head_dtype,
 )
 
+try:
+    from broker._speedups import pull_columns
+except ImportError:  # built without the C extension: _decode_records_py does it all
+    pull_columns = None
+
 log = logging.getLogger(__name__)
 
 # The record fields as Arrow types, in SOURCE_SCHEMA's order (connector/datasource.py has the Spark schema, of the
@@ -120,7 +125,72 @@ def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
                    tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
     """The records of ``body`` (one or more pull bodies, joined) whose queue offset is below ``end_offset``, as
     one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is one of these (the broker filters
-    by the tag's hash code; a colliding tag is dropped here, as Java's PullAPIWrapper does)."""
+    by the tag's hash code; a colliding tag is dropped here, as Java's PullAPIWrapper does).
+
+    The C pass (``pull_columns``) writes the columns' buffers in one walk; what it leaves (IPv6 hosts, compressed
+    bodies, anything malformed) and a build without the extension take ``_decode_records_py``, its twin."""
+    columns = pull_columns(body, end_offset) if pull_columns is not None else None
+    if columns is None:
+        return _decode_records_py(body, topic, broker_name, end_offset, tags_filter)
+    batch = _from_columns(columns, topic, broker_name)
+    if tags_filter:
+        batch = _filter_tags(batch, tags_filter)
+    return batch
+
+
+def _from_columns(columns: tuple, topic: str, broker_name: str) -> pa.RecordBatch:
+    """ARROW_SCHEMA's RecordBatch over ``pull_columns``' buffers, none of them copied."""
+    (n, queue_id, queue_offset, sys_flag, born, store, reconsume, msg_id, offset_msg_id, keys, tags, body,
+     born_host, store_host, map_offsets, names, values) = columns
+    entries = len(names[0]) // 4 - 1
+    properties = pa.MapArray.from_buffers(
+        ARROW_SCHEMA.field("properties").type, n, [None, pa.py_buffer(map_offsets)],
+        children=[pa.StructArray.from_arrays([_texts(entries, names), _texts(entries, values)], ["key", "value"])])
+    arrays = [
+        _repeated(topic, n),
+        _repeated(broker_name, n),
+        _fixed(pa.int32(), n, queue_id),
+        _fixed(pa.int64(), n, queue_offset),
+        _texts(n, msg_id),
+        _texts(n, offset_msg_id),
+        _texts(n, keys),
+        _texts(n, tags),
+        _texts(n, body, pa.binary()),
+        properties,
+        _fixed(_TIMESTAMP, n, born),
+        _fixed(_TIMESTAMP, n, store),
+        _texts(n, born_host),
+        _texts(n, store_host),
+        _fixed(pa.int32(), n, reconsume),
+        _fixed(pa.int32(), n, sys_flag),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_STRING = pa.string()
+
+
+def _fixed(type_: pa.DataType, n: int, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(data)], null_count=0)
+
+
+def _texts(n: int, column: tuple[bytes, bytes, bytes | None, int], type_: pa.DataType = _STRING) -> pa.Array:
+    """A string (or binary) array over ``pull_columns``' (offsets, data, validity or None, null count)."""
+    offsets, data, valid, nulls = column
+    return pa.Array.from_buffers(type_, n, [valid and pa.py_buffer(valid), pa.py_buffer(offsets),
+                                            pa.py_buffer(data)], null_count=nulls)
+
+
+def _filter_tags(batch: pa.RecordBatch, tags_filter: Sequence[str]) -> pa.RecordBatch:
+    tags = batch.column("tags")
+    return batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
+
+
+def _decode_records_py(body: bytes, topic: str, broker_name: str, end_offset: int,
+                       tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
+    """``decode_records`` with numpy and Arrow kernels over all the records at once (the only Python loop is the
+    walk from record to record), and record by record where a host is IPv6 or a body compressed."""
     with no_cyclic_gc():
         starts = _record_starts(body)
         if not len(starts):
@@ -244,7 +314,7 @@ def _batch(topic: str, broker_name: str, columns: dict[str, np.ndarray], born_ho
     ]
     batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
     if tags_filter:
-        batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
+        batch = _filter_tags(batch, tags_filter)
     return batch
 
 
