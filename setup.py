@@ -3,7 +3,8 @@
 - ``broker``, ``connector``, ``jobs``, and ``conf/`` as the package ``rmq_conf``: the jobs read their defaults
   (``jobs.conf``, ``spark-defaults.conf``) through it, so an installed wheel has them wherever it runs, and a checkout
   (an editable install maps ``rmq_conf`` to ``conf/``) reads the files users edit. The servers' sample configs ship too.
-- ``broker._speedups`` (the store's per-message loops, the remoting header codec and the batch body) is ``optional``:
+- ``broker._speedups`` (the store's per-message loops, the remoting header codec, the batch body and the pull body's
+  Arrow columns) is ``optional``:
   without a C compiler the install still succeeds, and the same loops run in Python.
 """
 
