@@ -163,7 +163,7 @@ static inline void hex_put(uint8_t *out, uint64_t v) {
         out[i] = (uint8_t)HEX[v & 0xF];
 }
 
-/* Where a record's parts are, found by the first pass. */
+/* Where a record's parts are, found by the first pass and kept for the second. */
 typedef struct {
     Py_ssize_t body_length, properties_at, properties_length;
 } Parts;
@@ -248,19 +248,24 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_ssize_t end = buf.len, pos = 0, n = 0, body_bytes = 0, properties_bytes = 0, entries = 0;
     PyObject *result = NULL;
     Out fixed[FIXED_COLUMNS] = {{0}}, map_offsets = {0};
+    Parts *parts = NULL;
     enum { MSG_ID, OFFSET_MSG_ID, KEYS, TAGS, BODY, BORN_HOST, STORE_HOST, NAMES, VALUES, COLUMNS };
     Column columns[COLUMNS];
     memset(columns, 0, sizeof(columns));
-    Parts parts;
-    /* first pass: how many records, and how many bytes their columns take */
+    /* first pass: how many records, where their parts are, and how many bytes their columns take */
+    parts = PyMem_Malloc(sizeof(Parts) * (size_t)(end / FIXED_SIZE_V4 + 1));
+    if (parts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     while (pos < end) {
-        if (record_parts(base + pos, end - pos, &parts) < 0)
+        if (record_parts(base + pos, end - pos, &parts[n]) < 0)
             goto twin;
         if ((long long)be64(base + pos + QUEUEOFFSET_POS) >= end_offset)
             break;
-        body_bytes += parts.body_length;
-        properties_bytes += parts.properties_length;
-        entries += parts.properties_length / 3 + 1;  /* an entry kept takes 3 bytes at least: a, \x01, b */
+        body_bytes += parts[n].body_length;
+        properties_bytes += parts[n].properties_length;
+        entries += parts[n].properties_length / 3 + 1;  /* an entry kept takes 3 bytes at least: a, \x01, b */
         n++;
         pos += (int32_t)be32(base + pos);
     }
@@ -292,7 +297,6 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
     pos = 0;
     for (Py_ssize_t row = 0; row < n; row++) {
         const uint8_t *r = base + pos;
-        record_parts(r, end - pos, &parts);
         queue_id[row] = (int32_t)be32(r + QUEUEID_POS);
         queue_offset[row] = (int64_t)be64(r + QUEUEOFFSET_POS);
         sys_flag[row] = (int32_t)be32(r + SYSFLAG_POS);
@@ -303,8 +307,8 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
         hex_put(offset_msg_id + 16, be64(r + PHYSICALOFFSET_POS));
         column_put(&columns[OFFSET_MSG_ID], row, offset_msg_id, OFFSET_MSG_ID_LENGTH);
         Span tags = {NULL, 0}, msg_keys = {NULL, 0}, uniq_key = {NULL, 0};
-        entry += put_entries(r + parts.properties_at, parts.properties_length, &columns[NAMES], &columns[VALUES],
-                             entry, &tags, &msg_keys, &uniq_key);
+        entry += put_entries(r + parts[row].properties_at, parts[row].properties_length, &columns[NAMES],
+                             &columns[VALUES], entry, &tags, &msg_keys, &uniq_key);
         map_offset[row + 1] = (int32_t)entry;
         if (uniq_key.at)
             column_put(&columns[MSG_ID], row, uniq_key.at, uniq_key.length);
@@ -318,7 +322,7 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
             column_put(&columns[TAGS], row, tags.at, tags.length);
         else
             column_null(&columns[TAGS], row);
-        column_put(&columns[BODY], row, r + FIXED_SIZE_V4, parts.body_length);
+        column_put(&columns[BODY], row, r + FIXED_SIZE_V4, parts[row].body_length);
         host_put(&columns[BORN_HOST], row, &born_text, r + BORNHOST_POS);
         host_put(&columns[STORE_HOST], row, &store_text, r + STOREHOST_POS_V4);
         pos += (int32_t)be32(r);
@@ -342,6 +346,7 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
 twin:
     result = Py_NewRef(Py_None);
 done:
+    PyMem_Free(parts);
     for (int i = 0; i < FIXED_COLUMNS; i++)
         Py_XDECREF(fixed[i].bytes);
     Py_XDECREF(map_offsets.bytes);
