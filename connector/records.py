@@ -1,11 +1,16 @@
 """Stored records of PULL_MESSAGE bodies to Arrow, in bulk: the source's ``read()`` yields these RecordBatches.
 
 Why not ``decode_messages``: a MessageExt per record, a properties dict per record and then Row tuples cost about
-ten times what Spark spends on the same row from Parquet. Here the only Python loop is the walk from record to
-record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of all records are then gathered into one numpy
-array of ``record.record_head_dtype``, and bodies and properties are cut out of the pull body by Arrow's ``take``
-(see ``_slices``). The properties are split into a map column by Arrow kernels, TAGS / KEYS / UNIQ_KEY are map
-lookups. Records with IPv6 hosts or compressed bodies (rare) take a per-record path with the same output.
+ten times what Spark spends on the same row from Parquet. Here a pull body's records become the columns' buffers in
+one pass in C (``broker/_speedups_pull.c``: fixed-width values, offsets and bytes of bodies, keys, tags, ids, hosts,
+the properties map), which the RecordBatch wraps without a copy.
+
+Its Python twin (``_decode_records_py``, where the extension was not built or a record needs it) works in bulk too:
+the only Python loop is the walk from record to record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of
+all records are gathered into one numpy array of ``record.record_head_dtype``, and bodies and properties are cut
+out of the pull body by Arrow's ``take`` (see ``_slices``). The properties are split into a map column in numpy,
+TAGS / KEYS / UNIQ_KEY are lookups in it. Records with IPv6 hosts or compressed bodies (rare) take a per-record path
+with the same output.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def no_cyclic_gc() -> Iterator[None]:
     """Decoding allocates objects per record (more on the per-record path) and keeps them alive until the batch is
     built: the cyclic collector would walk them again and again (it doubled the cost per record in
     bench/connector_source.py), and turning it back on between pulls starts a collection at once. Nothing made here
-    is cyclic, so reference counting frees it all; ``decode_records`` keeps the collector off while it decodes."""
+    is cyclic, so reference counting frees it all; ``_decode_records_py`` keeps the collector off while it decodes."""
     enabled = gc.isenabled()
     gc.disable()
     try:
