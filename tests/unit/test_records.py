@@ -165,3 +165,27 @@ def test_pull_columns_gives_the_twins_batches(specs, cut, tags):
     c_batch = decode_records(body, "T", "b", cut, tuple(tags))
     c_batch.validate(full=True)
     assert c_batch.equals(_decode_records_py(body, "T", "b", cut, tuple(tags)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(count=st.integers(1, 6), cut=st.integers(0, 2000), flips=st.lists(st.tuples(st.integers(0, 2000),
+                                                                                   st.integers(1, 255)), max_size=4))
+def test_pull_columns_on_damaged_bodies_gives_what_the_twin_gives(count, cut, flips):
+    """Cut short or with flipped bytes (sizes, lengths, magic codes, flags, UTF-8): the C pass either gives the
+    twin's batch or leaves the body to it, so the caller sees the same rows or the same error."""
+    body = bytearray(b"".join(record(i) for i in range(count)))
+    for at, xor in flips:
+        body[at % len(body)] ^= xor
+    body = bytes(body[:max(1, len(body) - cut % len(body))])
+
+    def outcome(decode_body):
+        try:
+            return decode_body(body, "T", "b", 10**9)
+        except Exception as err:  # noqa: BLE001 - the same error type is the expectation
+            return type(err)
+
+    c_result, twin_result = outcome(decode_records), outcome(_decode_records_py)
+    if isinstance(twin_result, pa.RecordBatch) and isinstance(c_result, pa.RecordBatch):
+        assert c_result.equals(twin_result)
+    else:
+        assert c_result == twin_result
