@@ -3,7 +3,8 @@
 - ``broker``, ``connector``, ``jobs``, and ``conf/`` as the package ``rmq_conf``: the jobs read their defaults
   (``jobs.conf``, ``spark-defaults.conf``) through it, so an installed wheel has them wherever it runs, and a checkout
   (an editable install maps ``rmq_conf`` to ``conf/``) reads the files users edit. The servers' sample configs ship too.
-- ``broker._speedups`` (the store's per-message loops, the remoting header codec and the batch body) is ``optional``:
+- ``broker._speedups`` (the store's per-message loops, the remoting header codec, the batch body and the pull body's
+  Arrow columns) is ``optional``:
   without a C compiler the install still succeeds, and the same loops run in Python.
 """
 
@@ -14,7 +15,8 @@ setup(
     package_dir={"rmq_conf": "conf"},
     package_data={"rmq_conf": ["*.conf"]},
     ext_modules=[Extension("broker._speedups",
-                           ["broker/_speedups.c", "broker/_speedups_remoting.c", "broker/_speedups_batch.c"],
+                           ["broker/_speedups.c", "broker/_speedups_remoting.c", "broker/_speedups_batch.c",
+                            "broker/_speedups_pull.c"],
                            depends=["broker/_speedups.h"], libraries=["z"], extra_compile_args=["-O2"],
                            optional=True)],
 )

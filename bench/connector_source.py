@@ -7,7 +7,9 @@ cannot shrink them) by ``--producers`` processes sending batches of 128. Our bro
 (``maxTransferCountOnMessageInMemory`` / ``maxTransferBytesOnMessageInMemory``, see ``--pull-count``); the source
 asks for ``pullBatchSize`` messages per pull.
 
-Measured (each ``--repeat`` times, best kept), every query writing to the ``noop`` sink so only the read counts:
+Measured (each ``--repeat`` times, best kept), every query writing to the ``noop`` sink so only the read counts
+(each stream run also prints its CPU per row: the JVM, Spark's Python workers, the rest of Spark's tree, the broker;
+bench/cpu.py):
 - **stream**: ``readStream.format("rmq")``, startingOffsets=earliest, Trigger.AvailableNow, fresh checkpoint;
   **stream batches** is the same run without the query's start and stop (the sum of its triggers' time).
 - **batch**: ``read.format("rmq")`` of the same offsets (this query also writes the Parquet copy, once).
@@ -40,6 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.cpu import child_with, spark_parts, tree_cpu  # noqa: E402
 from broker.client import BlockingClient, Message  # noqa: E402
 from broker.client.message import MessageQueue  # noqa: E402
 
@@ -139,6 +142,7 @@ def main() -> None:
         from jobs.spark import build_session
 
         spark = build_session("bench-connector-source", master=args.master)
+        jvm = child_with("java")
         opts = {"namesrvAddr": namesrv, "topic": TOPIC, "pullBatchSize": str(args.pull_batch_size)}
         parquet = str(home / "copy.parquet")
         runs: dict[str, list[float]] = {"stream": [], "stream batches": [], "batch": [], "parquet": []}
@@ -167,7 +171,13 @@ def main() -> None:
                                              args.profile, "--pid", str(os.getpid())],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1)
+            before, broker_before = spark_parts(jvm), sum(tree_cpu(pid) for pid in broker_pids)
             runs["stream"].append(timed(lambda n=n: stream(n)))
+            used = {name: spent - before[name] for name, spent in spark_parts(jvm).items()}
+            used["broker"] = sum(tree_cpu(pid) for pid in broker_pids) - broker_before
+            print(f"stream {n}: CPU us/row " + ", ".join(f"{name} {1e6 * spent / args.messages:.2f}"
+                                                          for name, spent in used.items())
+                  + f" (load average {os.getloadavg()[0]:.1f})", flush=True)
             if profiler is not None:
                 profiler.send_signal(2)
                 profiler.wait()

@@ -45,7 +45,14 @@ def tree_cpu(root: int) -> float:
 
 def child_with(marker: str, parent: int | None = None) -> int | None:
     """The first child of ``parent`` (this process) whose command line contains ``marker``."""
+    found = children_with(marker, parent)
+    return found[0] if found else None
+
+
+def children_with(marker: str, parent: int | None = None) -> list[int]:
+    """Every child of ``parent`` (this process) whose command line contains ``marker``."""
     parent = os.getpid() if parent is None else parent
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -57,5 +64,22 @@ def child_with(marker: str, parent: int | None = None) -> int | None:
         except OSError:
             continue
         if marker in cmdline:
-            return int(entry.name)
-    return None
+            found.append(int(entry.name))
+    return found
+
+
+def own_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` itself: its user + system time without its reaped children's."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def spark_parts(jvm: int) -> dict[str, float]:
+    """CPU seconds of a local Spark's parts: the JVM itself, its Python worker daemons with the workers they fork
+    (``pyspark.daemon pyspark.worker``: a Python source's reads and their Arrow IPC to the JVM; and the daemons of
+    the data source lookup and planning, small beside it), and the rest of its tree (the streaming source runner
+    and whatever else it started, reaped ones included). Their sum is ``tree_cpu(jvm)``."""
+    jvm_own = own_cpu(jvm)
+    workers = sum(tree_cpu(daemon) for daemon in children_with("pyspark.daemon", jvm))
+    return {"jvm": jvm_own, "python workers": workers, "other": tree_cpu(jvm) - jvm_own - workers}

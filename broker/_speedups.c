@@ -15,6 +15,8 @@
  * - rocketmq_header_fields and encode_rocketmq_header: the remoting header, in broker/_speedups_remoting.c (added
  *   to this module at its import).
  * - decode_batch_items: the SEND_BATCH_MESSAGE body, in broker/_speedups_batch.c (added likewise).
+ * - pull_columns: a PULL_MESSAGE body's records as Arrow column buffers (the Spark source's), in
+ *   broker/_speedups_pull.c (added likewise).
  *
  * The byte layouts are broker/common/record.py's (the CommitLog record) and broker/store/layout.py's (the IndexFile);
  * the numbers below repeat theirs, and tests/unit/test_record_layout.py holds each one to them.
@@ -835,6 +837,7 @@ done:
 
 extern PyMethodDef rmq_remoting_methods[];  /* broker/_speedups_remoting.c */
 extern PyMethodDef rmq_batch_methods[];     /* broker/_speedups_batch.c */
+extern PyMethodDef rmq_pull_methods[];      /* broker/_speedups_pull.c */
 
 static PyMethodDef methods[] = {
     {"pack_records", pack_records, METH_VARARGS, pack_records_doc},
@@ -865,7 +868,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     detect_cpu();
     PyObject *module = PyModule_Create(&module_def);
     if (module != NULL && (PyModule_AddFunctions(module, rmq_remoting_methods) < 0 ||
-                           PyModule_AddFunctions(module, rmq_batch_methods) < 0))
+                           PyModule_AddFunctions(module, rmq_batch_methods) < 0 ||
+                           PyModule_AddFunctions(module, rmq_pull_methods) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -1,5 +1,6 @@
 /*
- * What the parts of broker._speedups share (broker/_speedups.c defines these; _speedups_batch.c uses them).
+ * What the parts of broker._speedups share (broker/_speedups.c defines these; _speedups_batch.c and
+ * _speedups_pull.c use them).
  */
 #ifndef RMQ_SPEEDUPS_H
 #define RMQ_SPEEDUPS_H
@@ -55,6 +56,7 @@ static inline uint8_t *put_bytes(uint8_t *p, const void *src, Py_ssize_t n) {
 #define TX_ROLLBACK 0xC
 #define BORNHOST_V6 0x10
 #define STOREHOST_V6 0x20
+#define COMPRESSED 0x1                /* sysFlag: the body is zlib-compressed */
 #define MAX_PROPERTIES_LENGTH 32767
 
 /* The CommitLog record's fixed part (record.py's field table). Fields up to BORNHOST sit at the same offset in every
@@ -66,7 +68,11 @@ static inline uint8_t *put_bytes(uint8_t *p, const void *src, Py_ssize_t n) {
 #define QUEUEOFFSET_POS 20
 #define PHYSICALOFFSET_POS 28
 #define SYSFLAG_POS 36
+#define BORNTIMESTAMP_POS 40
+#define BORNHOST_POS 48
 #define STORETIMESTAMP_POS_V4 56
+#define STOREHOST_POS_V4 64
+#define RECONSUMETIMES_POS_V4 72
 #define PREPARED_OFFSET_POS_V4 76
 #define BODY_LENGTH_POS_V4 84
 #define FIXED_SIZE_V4 88              /* TOTALSIZE .. BODY length */

@@ -1,7 +1,7 @@
 """Spark connector: ``format("rmq")`` as a batch and streaming source and an exactly-once transactional sink.
 
-May import: ``broker.common``, ``broker.remoting`` and ``broker.client`` (Spark executors import this package; the
-broker's server code stays off them).
+May import: ``broker.common``, ``broker.remoting``, ``broker.client`` and ``broker._speedups`` (the pull bodies'
+columns in C) (Spark executors import this package; the broker's server code stays off them).
 
 >>> from connector import register
 >>> register(spark)  # doctest: +SKIP

@@ -1,11 +1,16 @@
 """Stored records of PULL_MESSAGE bodies to Arrow, in bulk: the source's ``read()`` yields these RecordBatches.
 
 Why not ``decode_messages``: a MessageExt per record, a properties dict per record and then Row tuples cost about
-ten times what Spark spends on the same row from Parquet. Here the only Python loop is the walk from record to
-record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of all records are then gathered into one numpy
-array of ``record.record_head_dtype``, and bodies and properties are cut out of the pull body by Arrow's ``take``
-(see ``_slices``). The properties are split into a map column by Arrow kernels, TAGS / KEYS / UNIQ_KEY are map
-lookups. Records with IPv6 hosts or compressed bodies (rare) take a per-record path with the same output.
+ten times what Spark spends on the same row from Parquet. Here a pull body's records become the columns' buffers in
+one pass in C (``broker/_speedups_pull.c``: fixed-width values, offsets and bytes of bodies, keys, tags, ids, hosts,
+the properties map), which the RecordBatch wraps without a copy.
+
+Its Python twin (``_decode_records_py``, where the extension was not built or a record needs it) works in bulk too:
+the only Python loop is the walk from record to record (one ``unpack_from`` of TOTALSIZE each); the fixed parts of
+all records are gathered into one numpy array of ``record.record_head_dtype``, and bodies and properties are cut
+out of the pull body by Arrow's ``take`` (see ``_slices``). The properties are split into a map column in numpy,
+TAGS / KEYS / UNIQ_KEY are lookups in it. Records with IPv6 hosts or compressed bodies (rare) take a per-record path
+with the same output.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ from broker.common.record import (
     record_head,
     record_head_dtype,
 )
+
+try:
+    from broker._speedups import pull_columns
+except ImportError:  # built without the C extension: _decode_records_py does it all
+    pull_columns = None
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +116,7 @@ def no_cyclic_gc() -> Iterator[None]:
     """Decoding allocates objects per record (more on the per-record path) and keeps them alive until the batch is
     built: the cyclic collector would walk them again and again (it doubled the cost per record in
     bench/connector_source.py), and turning it back on between pulls starts a collection at once. Nothing made here
-    is cyclic, so reference counting frees it all; ``decode_records`` keeps the collector off while it decodes."""
+    is cyclic, so reference counting frees it all; ``_decode_records_py`` keeps the collector off while it decodes."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -120,7 +130,72 @@ def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
                    tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
     """The records of ``body`` (one or more pull bodies, joined) whose queue offset is below ``end_offset``, as
     one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is one of these (the broker filters
-    by the tag's hash code; a colliding tag is dropped here, as Java's PullAPIWrapper does)."""
+    by the tag's hash code; a colliding tag is dropped here, as Java's PullAPIWrapper does).
+
+    The C pass (``pull_columns``) writes the columns' buffers in one walk; what it leaves (IPv6 hosts, compressed
+    bodies, anything malformed) and a build without the extension take ``_decode_records_py``, its twin."""
+    columns = pull_columns(body, end_offset) if pull_columns is not None else None
+    if columns is None:
+        return _decode_records_py(body, topic, broker_name, end_offset, tags_filter)
+    batch = _from_columns(columns, topic, broker_name)
+    if tags_filter:
+        batch = _filter_tags(batch, tags_filter)
+    return batch
+
+
+def _from_columns(columns: tuple, topic: str, broker_name: str) -> pa.RecordBatch:
+    """ARROW_SCHEMA's RecordBatch over ``pull_columns``' buffers, none of them copied."""
+    (n, queue_id, queue_offset, sys_flag, born, store, reconsume, msg_id, offset_msg_id, keys, tags, body,
+     born_host, store_host, map_offsets, names, values) = columns
+    entries = len(names[0]) // 4 - 1
+    properties = pa.MapArray.from_buffers(
+        ARROW_SCHEMA.field("properties").type, n, [None, pa.py_buffer(map_offsets)],
+        children=[pa.StructArray.from_arrays([_texts(entries, names), _texts(entries, values)], ["key", "value"])])
+    arrays = [
+        _repeated(topic, n),
+        _repeated(broker_name, n),
+        _fixed(pa.int32(), n, queue_id),
+        _fixed(pa.int64(), n, queue_offset),
+        _texts(n, msg_id),
+        _texts(n, offset_msg_id),
+        _texts(n, keys),
+        _texts(n, tags),
+        _texts(n, body, pa.binary()),
+        properties,
+        _fixed(_TIMESTAMP, n, born),
+        _fixed(_TIMESTAMP, n, store),
+        _texts(n, born_host),
+        _texts(n, store_host),
+        _fixed(pa.int32(), n, reconsume),
+        _fixed(pa.int32(), n, sys_flag),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_STRING = pa.string()
+
+
+def _fixed(type_: pa.DataType, n: int, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(data)], null_count=0)
+
+
+def _texts(n: int, column: tuple[bytes, bytes, bytes | None, int], type_: pa.DataType = _STRING) -> pa.Array:
+    """A string (or binary) array over ``pull_columns``' (offsets, data, validity or None, null count)."""
+    offsets, data, valid, nulls = column
+    return pa.Array.from_buffers(type_, n, [valid and pa.py_buffer(valid), pa.py_buffer(offsets),
+                                            pa.py_buffer(data)], null_count=nulls)
+
+
+def _filter_tags(batch: pa.RecordBatch, tags_filter: Sequence[str]) -> pa.RecordBatch:
+    tags = batch.column("tags")
+    return batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
+
+
+def _decode_records_py(body: bytes, topic: str, broker_name: str, end_offset: int,
+                       tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
+    """``decode_records`` with numpy and Arrow kernels over all the records at once (the only Python loop is the
+    walk from record to record), and record by record where a host is IPv6 or a body compressed."""
     with no_cyclic_gc():
         starts = _record_starts(body)
         if not len(starts):
@@ -244,7 +319,7 @@ def _batch(topic: str, broker_name: str, columns: dict[str, np.ndarray], born_ho
     ]
     batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
     if tags_filter:
-        batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(list(tags_filter), pa.string())), False))
+        batch = _filter_tags(batch, tags_filter)
     return batch
 
 

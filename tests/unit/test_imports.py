@@ -117,7 +117,7 @@ ROOM_RULES = {
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
     "broker.replication": ("broker.common", "broker.store"),
     "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker._speedups"),
-    "connector": ("broker.common", "broker.remoting", "broker.client"),
+    "connector": ("broker.common", "broker.remoting", "broker.client", "broker._speedups"),
 }
 
 

@@ -16,6 +16,7 @@ from broker.common.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     SysFlag,
+    offset_msg_id,
     pack_host,
 )
 from broker.store import layout
@@ -23,7 +24,8 @@ from broker.store.commit_log import MAX_TOPIC_FIELD_LENGTH
 from broker.store.index_file import INVALID_INDEX
 
 SPEEDUPS_C = Path(record.__file__).resolve().parents[1] / "_speedups.c"
-SPEEDUPS_H = SPEEDUPS_C.with_suffix(".h")  # the record layout both parts of the module write
+SPEEDUPS_H = SPEEDUPS_C.with_suffix(".h")  # the record layout every part of the module reads or writes
+SPEEDUPS_PULL_C = SPEEDUPS_C.with_name("_speedups_pull.c")  # the Spark source's column pass
 HOST_FLAGS = [0, int(SysFlag.BORNHOST_V6), int(SysFlag.STOREHOSTADDRESS_V6),
               int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6)]
 
@@ -84,10 +86,10 @@ def test_fields_read_at_the_offsets_are_the_decoded_ones(flags: int) -> None:
 # -- broker/_speedups.c ------------------------------------------------------------------------------------------------
 
 
-def c_constants() -> dict[str, int]:
-    """Every ``#define NAME <one integer>`` of the C source and its header."""
+def c_constants(*sources: Path) -> dict[str, int]:
+    """Every ``#define NAME <one integer>`` of ``sources`` (the C source and its header by default)."""
     found = {}
-    source = SPEEDUPS_C.read_text() + SPEEDUPS_H.read_text()
+    source = "".join(path.read_text() for path in sources or (SPEEDUPS_C, SPEEDUPS_H))
     for name, value in re.findall(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)[uUlL]*\b(?!,)", source, re.MULTILINE):
         found[name] = int(value, 0)
     return found
@@ -122,6 +124,11 @@ def expected_c_constants() -> dict[str, int]:
         "TX_ROLLBACK": TRANSACTION_ROLLBACK_TYPE,
         "BORNHOST_V6": int(SysFlag.BORNHOST_V6),
         "STOREHOST_V6": int(SysFlag.STOREHOSTADDRESS_V6),
+        "BORNTIMESTAMP_POS": offsets["BORNTIMESTAMP"],
+        "BORNHOST_POS": offsets["BORNHOST"],
+        "STOREHOST_POS_V4": offsets["STOREHOSTADDRESS"],
+        "RECONSUMETIMES_POS_V4": offsets["RECONSUMETIMES"],
+        "COMPRESSED": int(SysFlag.COMPRESSED),
         "INDEX_HEADER_SIZE": layout.INDEX_HEADER_SIZE,
         "INDEX_SLOT_SIZE": layout.INDEX_SLOT_SIZE,
         "INDEX_ENTRY_SIZE": layout.INDEX_ENTRY_SIZE,
@@ -129,8 +136,9 @@ def expected_c_constants() -> dict[str, int]:
     }
 
 
-# The C source's own numbers, not a layout's: the CRC folding constants, a cache size, Python's API switch.
-C_ONLY = {"PY_SSIZE_T_CLEAN", "FOLD_64", "NAME_CACHE"}
+# The C sources' own numbers, not a layout's: the CRC folding constants, a cache size, Python's API switch, how many
+# fixed-width columns the pull pass writes.
+C_ONLY = {"PY_SSIZE_T_CLEAN", "FOLD_64", "NAME_CACHE", "FIXED_COLUMNS"}
 
 
 def test_c_constants_are_the_layouts() -> None:
@@ -138,6 +146,17 @@ def test_c_constants_are_the_layouts() -> None:
     expected = expected_c_constants()
     assert {name: constants.get(name) for name in expected} == expected
     assert set(constants) - set(expected) <= C_ONLY, "a new constant in _speedups.c: hold it to its Python source here"
+
+
+def test_the_pull_pass_constants_are_the_layouts() -> None:
+    """broker/_speedups_pull.c reads IPv4 records only, with the header's _V4 offsets; its own numbers are text
+    sizes."""
+    expected = {
+        "HOST_TEXT_MAX": len("255.255.255.255:-2147483648") + 1,
+        "OFFSET_MSG_ID_LENGTH": len(offset_msg_id(pack_host("1.2.3.4", 5), 6)),
+    }
+    constants = c_constants(SPEEDUPS_PULL_C)
+    assert {name: value for name, value in constants.items() if name not in C_ONLY} == expected
 
 
 def test_c_host_shift_gives_the_tables_offsets() -> None:
@@ -161,3 +180,4 @@ def test_c_reads_record_fields_only_through_named_offsets() -> None:
     """No offset typed by hand into a record read: ``get32(r + 36)`` is how the copies drifted before."""
     source = SPEEDUPS_C.read_text()
     assert re.findall(r"get(?:32|64)\((?:r|base \+ pos) \+ \d+\)", source) == []
+    assert re.findall(r"get(?:32|64)\(r \+ \d+\)", SPEEDUPS_PULL_C.read_text()) == []

@@ -25,6 +25,7 @@ from broker.remoting.frame import Frame
 from broker.store import commit_log, dispatch, index_file
 from broker.store.commit_log import StoreMessage, _encoded_properties, _pack_records_py
 from broker.store.layout import index_file_size
+from connector import records
 
 pytestmark = pytest.mark.smoke  # the C loops and their Python twins, on every interpreter .ci/run tries
 
@@ -45,6 +46,7 @@ def test_the_store_uses_the_c_loops():
     assert command.encode_rocketmq_header is _speedups.encode_rocketmq_header
     assert message_batch._decode_batch_items_c is _speedups.decode_batch_items
     assert transaction_batch._decode_end_batch_handles_c is _speedups.decode_end_batch_handles
+    assert records.pull_columns is _speedups.pull_columns  # its twin test: tests/unit/test_records.py
 
 
 # -- crc32 and java_hash ---------------------------------------------------------------------------------------------
