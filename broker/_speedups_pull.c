@@ -208,7 +208,7 @@ static Py_ssize_t put_entries(const uint8_t *p, Py_ssize_t n, Column *keys, Colu
 
 PyDoc_STRVAR(pull_columns_doc,
 "pull_columns(body, end_offset) -> tuple | None\n\n"
-"The records of a pull body whose queue offset is below end_offset (they rise within a body), as Arrow buffers:\n"
+"The records of a pull body before the first whose queue offset is end_offset or more, as Arrow buffers:\n"
 "(n, queueId int32, queueOffset int64, sysFlag int32, bornTimestamp int64 us, storeTimestamp int64 us,\n"
 "reconsumeTimes int32, msgId, offsetMsgId, keys, tags, body, bornHost, storeHost, properties map offsets int32,\n"
 "property names, property values); each string or binary column as (offsets, data, validity or None, null count).\n"
@@ -235,15 +235,18 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    int beyond = 0;  /* a record at end_offset was met: the rest are walked (a damaged one goes to the twin), not kept */
     while (pos < end) {
         if (record_parts(base + pos, end - pos, &parts[n]) < 0)
             goto twin;
-        if ((long long)get64(base + pos + QUEUEOFFSET_POS) >= end_offset)
-            break;
-        body_bytes += parts[n].body_length;
-        properties_bytes += parts[n].properties_length;
-        entries += parts[n].properties_length / 3 + 1;  /* an entry kept takes 3 bytes at least: a, \x01, b */
-        n++;
+        if (!beyond && (long long)get64(base + pos + QUEUEOFFSET_POS) >= end_offset)
+            beyond = 1;
+        if (!beyond) {
+            body_bytes += parts[n].body_length;
+            properties_bytes += parts[n].properties_length;
+            entries += parts[n].properties_length / 3 + 1;  /* an entry kept takes 3 bytes at least: a, \x01, b */
+            n++;
+        }
         pos += (int32_t)get32(base + pos);
     }
     if (body_bytes > INT32_MAX || properties_bytes + n * OFFSET_MSG_ID_LENGTH > INT32_MAX)

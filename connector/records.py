@@ -204,7 +204,8 @@ def _decode_records_py(body: bytes, topic: str, broker_name: str, end_offset: in
         heads = data[starts[:, None] + _HEAD_V4_COLUMNS].view(_HEAD_V4_DTYPE)[:, 0]
         if (heads["SYSFLAG"] & (_HOST_V6 | _COMPRESSED)).any():
             return _decode_one_by_one(body, topic, broker_name, end_offset, tags_filter)
-        count = int(np.searchsorted(heads["QUEUEOFFSET"], end_offset))  # queue offsets rise within a body
+        beyond = np.flatnonzero(heads["QUEUEOFFSET"] >= end_offset)  # they rise in a body: the first one ends it
+        count = int(beyond[0]) if len(beyond) else len(starts)
         if count == 0:
             return empty_batch()
         if count < len(starts):
