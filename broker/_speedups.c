@@ -404,8 +404,19 @@ done:
 /* -- Recovery --------------------------------------------------------------------------------------------------------
  * record.check_record, one record after another: how far the data from a position is whole and intact. */
 
-static int is_utf8(const uint8_t *p, Py_ssize_t n) {
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+int rmq_is_utf8(const uint8_t *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        if (word & 0x8080808080808080ULL)
+            break;
+    }
+    while (i < n && p[i] < 0x80)
+        i++;
+    if (i == n)
+        return 1;
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)p + i, n - i, NULL);
     if (text == NULL) {
         PyErr_Clear();
         return 0;
@@ -434,13 +445,13 @@ static Py_ssize_t intact_record(const uint8_t *r, Py_ssize_t room) {
     const uint8_t *cur = body + body_len;
     Py_ssize_t topic_len = topic_size == 1 ? (int8_t)cur[0] : (int16_t)(cur[0] << 8 | cur[1]);
     cur += topic_size;
-    if (topic_len < 0 || topic_len > end - cur - 2 || !is_utf8(cur, topic_len))
+    if (topic_len < 0 || topic_len > end - cur - 2 || !rmq_is_utf8(cur, topic_len))
         return 0;
     cur += topic_len;
     Py_ssize_t props_len = (int16_t)(cur[0] << 8 | cur[1]);
     cur += 2;
     if (props_len > 0) {
-        if (props_len > end - cur || !is_utf8(cur, props_len))
+        if (props_len > end - cur || !rmq_is_utf8(cur, props_len))
             return 0;
         cur += props_len;
     }

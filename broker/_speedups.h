@@ -86,6 +86,10 @@ static inline Py_ssize_t host_shift(Py_ssize_t born_len, Py_ssize_t store_len) {
     return born_len - HOST_V4_LENGTH + store_len - HOST_V4_LENGTH;
 }
 
+/* 1 when the run is UTF-8 as Python's strict decoder (and Arrow's validation) reads it, else 0. ASCII, nearly
+ * every topic and PROPERTIES field, is checked eight bytes a step without making a str. */
+int rmq_is_utf8(const uint8_t *p, Py_ssize_t n);
+
 /* zlib.crc32(data, crc), folded with carry-less multiplication where the CPU has it. */
 uint32_t rmq_crc32(uint32_t crc, const uint8_t *p, size_t len);
 

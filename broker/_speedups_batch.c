@@ -27,23 +27,6 @@ static inline int32_t get_s32(const uint8_t *p) {
     return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
-/* 1 when the whole run is UTF-8 (Python's strict decode of the PROPERTIES field accepts it), else 0. ASCII, nearly
- * every properties field, is checked without making a str. */
-static int properties_are_utf8(const uint8_t *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n && p[i] < 0x80)
-        i++;
-    if (i == n)
-        return 1;
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)p + i, n - i, NULL);
-    if (text == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(text);
-    return 1;
-}
-
 PyDoc_STRVAR(decode_batch_items_doc,
 "decode_batch_items(body) -> [(body, properties, flag, encoded_properties), ...] | None\n\n"
 "The messages of a SEND_BATCH_MESSAGE body, each as its body bytes, its properties as a dict (entries with an\n"
@@ -72,7 +55,7 @@ static PyObject *decode_batch_items(PyObject *Py_UNUSED(module), PyObject *arg) 
         if (props_len < 0 || props_len > end - cur || cur + props_len - pos != size)
             goto malformed;
         const uint8_t *props = base + cur;
-        if (!properties_are_utf8(props, props_len))
+        if (!rmq_is_utf8(props, props_len))
             goto malformed;
         PyObject *properties = rmq_decode_properties(props, props_len, &names);
         if (properties == NULL)
@@ -326,7 +309,7 @@ static PyObject *half_batch_records(PyObject *Py_UNUSED(module), PyObject *args)
             goto general;
         Span props = {base + cur, props_len}, found[P_COUNT] = {{0}};
         pos = cur + props_len;
-        if (!properties_are_utf8(props.p, props.n) || !half_batch_fast(props, found) ||
+        if (!rmq_is_utf8(props.p, props.n) || !half_batch_fast(props, found) ||
             found[P_UNIQ_KEY].p == NULL || found[P_TRAN_MSG].p == NULL || !is_true(found[P_TRAN_MSG]) ||
             found[P_PGROUP].p == NULL || found[P_PGROUP].n != group.n ||
             memcmp(found[P_PGROUP].p, group.p, (size_t)group.n) != 0)

@@ -24,29 +24,6 @@
 #define HOST_TEXT_MAX 28              /* "255.255.255.255:-2147483648" and a NUL */
 #define OFFSET_MSG_ID_LENGTH 32       /* hex of the store host (8 bytes) and of the commit log offset (8 bytes) */
 
-/* 1 when the run is UTF-8 as Python's strict decoder (and Arrow's validation) reads it. ASCII, nearly every
- * PROPERTIES field, is checked eight bytes a step without making a str. */
-static int is_utf8(const uint8_t *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, p + i, 8);
-        if (word & 0x8080808080808080ULL)
-            break;
-    }
-    while (i < n && p[i] < 0x80)
-        i++;
-    if (i == n)
-        return 1;
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)p + i, n - i, NULL);
-    if (text == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(text);
-    return 1;
-}
-
 /* One output buffer: a bytes object filled in place, cut to what was written when done. */
 typedef struct {
     PyObject *bytes;
@@ -163,7 +140,7 @@ static int record_parts(const uint8_t *r, Py_ssize_t room, Parts *parts) {
     if (properties_at + 2 > size)
         return -1;
     int64_t properties_length = (int64_t)r[properties_at] << 8 | r[properties_at + 1];
-    if (properties_at + 2 + properties_length > size || !is_utf8(r + properties_at + 2, properties_length))
+    if (properties_at + 2 + properties_length > size || !rmq_is_utf8(r + properties_at + 2, properties_length))
         return -1;
     parts->body_length = body_length;
     parts->properties_at = properties_at + 2;
