@@ -27,8 +27,8 @@ from broker.client.protocol import get_route_request
 from broker.client.route import TopicRouteData
 from broker.common.errors import ConfigError, ConnectorError, JobError, RemotingError
 from broker.common.properties import read_properties
-from broker.remoting.client import parse_address
 from broker.remoting.codes import ResponseCode
+from broker.remoting.exchange import parse_address
 from jobs.spark import default_conf
 
 if TYPE_CHECKING:

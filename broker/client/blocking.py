@@ -58,8 +58,8 @@ from broker.client.route import (
 )
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingError
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
-from broker.remoting.client import DEFAULT_TIMEOUT_MS
 from broker.remoting.codes import ResponseCode
+from broker.remoting.exchange import DEFAULT_TIMEOUT_MS
 
 __all__ = [
     "BlockingClient",

@@ -28,7 +28,7 @@ from broker.client.message import (
 from broker.client.route import TopicRouteData
 from broker.common.errors import ClientErrorCode, MQClientError, RemotingError
 from broker.common.topic import TopicConfig
-from broker.remoting.client import DEFAULT_TIMEOUT_MS
+from broker.remoting.exchange import DEFAULT_TIMEOUT_MS
 from broker.remoting.heartbeat import build_subscription_data
 
 

@@ -26,14 +26,16 @@ import time
 from collections.abc import Sequence
 
 from broker.common.errors import ConnectionClosed, ProtocolError, RemotingConnectError
-from broker.remoting.client import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, parse_address
 from broker.remoting.command import RemotingCommand
-from broker.remoting.connection import CloseReason
 from broker.remoting.exchange import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS,
+    CloseReason,
     RemotingExchange,
     RequestReceived,
     ResponseReceived,
     not_supported_response,
+    parse_address,
     request_timeout,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH

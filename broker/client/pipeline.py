@@ -21,10 +21,9 @@ import orjson
 from broker.client.blocking_remoting import BlockingRemotingClient
 from broker.common.errors import ConnectionClosed
 from broker.remoting import command
-from broker.remoting.client import DEFAULT_TIMEOUT_MS
 from broker.remoting.codes import SerializeType
 from broker.remoting.command import RemotingCommand
-from broker.remoting.connection import CloseReason
+from broker.remoting.exchange import DEFAULT_TIMEOUT_MS, CloseReason
 from broker.remoting.frame import PREFIX_SIZE, encode_frame
 
 log = logging.getLogger(__name__)

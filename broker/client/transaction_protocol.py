@@ -34,9 +34,9 @@ from broker.common.message import (
     encode_properties,
 )
 from broker.common.properties import parse_properties
-from broker.remoting.client import DEFAULT_TIMEOUT_MS
 from broker.remoting.codes import RequestCode, ResponseCode, RmqRequestCode
 from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.exchange import DEFAULT_TIMEOUT_MS
 from broker.remoting.headers import (
     EndTransactionBatchRequestHeader,
     EndTransactionBatchResponseHeader,

@@ -14,23 +14,17 @@ import time
 
 from broker.common.errors import ConnectionClosed, RemotingConnectError, RequestTimeout
 from broker.remoting.command import RemotingCommand
-from broker.remoting.connection import CloseReason, Handler, RemotingConnection, open_connection
-from broker.remoting.exchange import request_timeout
+from broker.remoting.connection import Handler, RemotingConnection, open_connection
+from broker.remoting.exchange import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS,
+    CloseReason,
+    parse_address,
+    request_timeout,
+)
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TIMEOUT_MS = 3000  # DefaultMQProducer.sendMsgTimeout and the namesrv calls' default
-DEFAULT_CONNECT_TIMEOUT_MS = 3000  # NettyClientConfig.connectTimeoutMillis
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``"host:port"`` or ``"[v6]:port"`` (split at the last colon, as RemotingHelper.string2SocketAddress)."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise RemotingConnectError(address, "not a host:port address")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
 
 def _retrieve(task: asyncio.Task[RemotingConnection]) -> None:
     if not task.cancelled():

@@ -23,12 +23,12 @@ import time
 import traceback
 import warnings
 from collections.abc import Awaitable, Callable
-from enum import IntEnum, auto
 
 from broker.common.errors import ConnectionClosed, LocalProtocolError, MalformedCommand, RemoteProtocolError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import CommandFlag, RemotingCommand, create_response
 from broker.remoting.exchange import (
+    CloseReason,
     Event,
     RemotingExchange,
     ResponseReceived,
@@ -48,17 +48,6 @@ CLOSE_FLUSH_TIMEOUT_S = 1.0  # how long close() lets buffered bytes (a last erro
 DEFAULT_MAX_CONCURRENT_REQUESTS = 16384
 FLUSH_AT = 64 * 1024  # frames of one loop iteration written at once, or as soon as they reach this many bytes
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"  # NettyRemotingAbstract's text
-
-
-class CloseReason(IntEnum):
-    """Why a connection closed; ConnectionClosed carries it to every call still waiting."""
-
-    LOCAL_CLOSE = auto()  # close() on this side
-    PEER_CLOSED = auto()  # the peer closed its side (EOF)
-    CONNECTION_BROKEN = auto()  # a socket error while reading or writing
-    PROTOCOL_ERROR = auto()  # the peer sent bytes that are not remoting frames
-    SHUTDOWN = auto()  # the server that owned the connection stopped
-    INTERNAL_ERROR = auto()  # a bug on this side while reading; logged with its traceback
 
 
 def exception_simple_desc(err: BaseException) -> str:

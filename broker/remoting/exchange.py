@@ -42,15 +42,39 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from enum import IntEnum, auto
 from typing import Any
 
-from broker.common.errors import LocalProtocolError, MalformedFrame, RequestTimeout
+from broker.common.errors import LocalProtocolError, MalformedFrame, RemotingConnectError, RequestTimeout
 from broker.remoting import command
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, create_response
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Buffer, Frame, FrameDecoder
 
 log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_MS = 3000  # DefaultMQProducer.sendMsgTimeout and the namesrv calls' default
+DEFAULT_CONNECT_TIMEOUT_MS = 3000  # NettyClientConfig.connectTimeoutMillis
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` or ``"[v6]:port"`` (split at the last colon, as RemotingHelper.string2SocketAddress)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RemotingConnectError(address, "not a host:port address")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+class CloseReason(IntEnum):
+    """Why a connection closed; ConnectionClosed carries it to every call still waiting."""
+
+    LOCAL_CLOSE = auto()  # close() on this side
+    PEER_CLOSED = auto()  # the peer closed its side (EOF)
+    CONNECTION_BROKEN = auto()  # a socket error while reading or writing
+    PROTOCOL_ERROR = auto()  # the peer sent bytes that are not remoting frames
+    SHUTDOWN = auto()  # the server that owned the connection stopped
+    INTERNAL_ERROR = auto()  # a bug on this side while reading; logged with its traceback
+
 
 _NONE = object()  # "no call waits under this opaque" (a context may be None)
 

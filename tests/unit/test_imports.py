@@ -49,6 +49,15 @@ def test_an_executor_loads_no_asyncio_client() -> None:
     assert not {"broker.client.producer", "broker.client.push_consumer", "broker.client.consumer"} & set(loaded)
 
 
+def test_an_executor_loads_no_event_loop() -> None:
+    """Spark starts a Python process per streaming query that imports the source: the blocking client's framing and
+    defaults live in the sans-IO exchange, so that process never imports asyncio or ssl (tens of ms of its start)."""
+    code = "import sys, connector.source, connector.sink; print(sorted({'asyncio', 'ssl'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"]
+
+
 @pytest.mark.parametrize("statement", ["import connector.source", "import connector.sink"])
 def test_an_executor_loads_only_the_headers_it_frames(statement: str) -> None:
     """broker.remoting.headers' face imports each header from its module when first used: the read path (pull, and
