@@ -77,6 +77,11 @@ class AuthConfig:
     def enabled(self) -> bool:
         return self.authentication_enabled or self.authorization_enabled
 
+    @property
+    def metadata_configured(self) -> bool:
+        """Users and ACLs are kept (Apache: a metadata provider is named); without, the admin requests fail."""
+        return bool(dict(self.raw).get("authenticationMetadataProvider", "").strip())
+
     def to_properties(self) -> dict[str, str]:
         shown = {"authenticationEnabled": _bool_text(self.authentication_enabled),
                  "authorizationEnabled": _bool_text(self.authorization_enabled)}
