@@ -150,6 +150,24 @@ class MetadataCorrupt(MetadataError):
         self.reason = reason
 
 
+
+# -- ACL 2.0 (broker/auth) --------------------------------------------------------------------------------------------
+# Apache's AuthenticationException and AuthorizationException: the message is the remark a refused request is answered
+# with (NO_PERMISSION), word for word, so it is Apache's text.
+
+
+class AuthError(RmqError):
+    """A request or an admin change refused by authentication or authorization; ``str()`` is Apache's remark."""
+
+
+class AuthenticationError(AuthError):
+    """Who sent the request could not be established: no or unknown user, a disabled user, a wrong signature; also a
+    user change the user table refuses (``The user is existed``)."""
+
+
+class AuthorizationError(AuthError):
+    """The user may not do what the request asks, or an ACL change is refused (``The policies is empty.``)."""
+
 # -- client (broker/client) -------------------------------------------------------------------------------------------
 # Java's MQClientException (our side refused or gave up) and MQBrokerException (the broker answered a code that is not
 # an expected outcome). Expected outcomes (SEND_OK, FLUSH_DISK_TIMEOUT, PULL_NOT_FOUND...) are status values instead.

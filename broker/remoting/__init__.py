@@ -6,7 +6,8 @@ ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` 
 ``route`` (the NameServer's JSON bodies: TopicRouteData, ClusterInfo, the register body), ``heartbeat``
 (HeartbeatData, ConsumerData, SubscriptionData), ``subscription`` (SubscriptionGroupConfig), ``admin_bodies``
 (TopicStatsTable, ConsumeStats, ConsumerConnection: what the broker answers the admin tools), ``exchange``
-(RemotingExchange: one connection's requests, matched to their responses by opaque).
+(RemotingExchange: one connection's requests, matched to their responses by opaque), ``signing`` (the
+signed content and HmacSHA1 signature of a request: AclClientRPCHook's, and the broker's check of it).
 asyncio: ``connection`` (one reader task driving an exchange), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 

@@ -23,6 +23,7 @@ from broker.remoting.exchange import (
     request_timeout,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from broker.remoting.signing import SessionCredentials, sign_request
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,12 @@ class RemotingClient:
         default_timeout_ms: float = DEFAULT_TIMEOUT_MS,
         connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        credentials: SessionCredentials | None = None,
     ) -> None:
+        """``credentials``: every request is signed with them (Java's AclClientRPCHook on the client), as its last
+        step before it is sent."""
         self._handler = handler
+        self.credentials = credentials
         self.default_timeout_ms = default_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
@@ -61,6 +66,7 @@ class RemotingClient:
 
         Raises RequestTimeout, RemotingConnectError, ConnectionClosed or LocalProtocolError."""
         timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request = self._signed(request)
         started = time.monotonic()
         conn = await self.get_connection(address, timeout_ms)
         remaining_ms = timeout_ms - (time.monotonic() - started) * 1000
@@ -74,7 +80,10 @@ class RemotingClient:
     async def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: float | None = None) -> None:
         """Send ``request`` with the oneway flag; ``timeout_ms`` bounds only the connect."""
         conn = await self.get_connection(address, self.default_timeout_ms if timeout_ms is None else timeout_ms)
-        await conn.invoke_oneway(request)
+        await conn.invoke_oneway(self._signed(request))
+
+    def _signed(self, request: RemotingCommand) -> RemotingCommand:
+        return request if self.credentials is None else sign_request(request, self.credentials)
 
     async def get_connection(self, address: str, timeout_ms: float | None = None) -> RemotingConnection:
         """The open connection to ``address``, connecting (once, for all concurrent callers) if there is none."""

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 Processor = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``NettyRequestProcessor.processRequest``: the response, or None when there is none to write (yet)."""
 
+RequestPipeline = Callable[[RemotingConnection, RemotingCommand], RemotingCommand | None]
+"""Java's ``RequestPipeline``: runs before the processor; a response it returns (a refusal) is the answer and the
+processor never sees the request (the broker's ACL checks, ``AbortProcessException``)."""
+
 RejectRequest = Callable[[], bool]
 """``NettyRequestProcessor.rejectRequest``: True turns the processor's requests away before it sees them."""
 
@@ -87,6 +91,12 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._connections: set[RemotingConnection] = set()
         self._stopping = False
+        self._pipeline: RequestPipeline | None = None
+
+    def set_request_pipeline(self, pipeline: RequestPipeline | None) -> None:
+        """Check every request before its processor (None: no check). Requests the server cannot route are answered
+        REQUEST_CODE_NOT_SUPPORTED or SYSTEM_BUSY first, as Java's ``processRequestCommand`` orders it."""
+        self._pipeline = pipeline
 
     def register_processor(self, code: int, processor: Processor, reject_request: RejectRequest | None = None) -> None:
         """Route requests with ``code`` to ``processor``, replacing any earlier one (Java's registerProcessor).
@@ -202,4 +212,8 @@ class RemotingServer:
                 return not_supported_response(request)
         if reject is not None and reject():
             return create_response(request, ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
+        if self._pipeline is not None:
+            refused = self._pipeline(conn, request)
+            if refused is not None:
+                return refused
         return await processor(conn, request)

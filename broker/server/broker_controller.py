@@ -15,20 +15,26 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from broker.auth.evaluate import AuthEvaluator
+from broker.auth.metadata import AuthMetadataManager
+from broker.auth.store import AuthStore
 from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
 from broker.common.record import decode_record
 from broker.remoting.client import RemotingClient
 from broker.remoting.server import RemotingServer
 from broker.replication.ha_service import HAService
+from broker.server.auth_pipeline import AuthPipeline
 from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ConsumerManager
 from broker.server.filter.message_filter import ConsumerFilterManager
 from broker.server.metadata.groups import SubscriptionGroupManager
 from broker.server.metadata.offsets import ConsumerOffsetManager
+from broker.server.metadata.paths import config_dir
 from broker.server.metadata.topics import TopicConfigManager
 from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
 from broker.server.processors.admin import AdminBrokerProcessor
+from broker.server.processors.auth_admin import AuthAdminProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
 from broker.server.processors.common import MASTER_ID, ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
@@ -92,7 +98,11 @@ class BrokerController:
             self.store, self.put_messages, broker_config.delay_level_table(), root,
             flush_delay_offset_interval_ms=store_config.flush_delay_offset_interval)
         self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
-        self.outer_client = RemotingClient()  # to NameServers and, from a slave, its master
+        # -- ACL 2.0 (broker/auth): users and ACLs under config/, checked before every processor when switched on
+        auth = broker_config.auth
+        self.auth_metadata = (AuthMetadataManager(AuthStore(config_dir(root))) if auth.metadata_configured else None)
+        # to NameServers and, from a slave, its master; signed with innerClientAuthenticationCredentials when set
+        self.outer_client = RemotingClient(credentials=auth.inner_client_credentials)
         # -- master and slave: a slave copies its master's metadata (broker/server/slave_synchronize.py)
         self.slave_synchronize = SlaveSynchronize(
             broker_addr=self.broker_addr, client=self.outer_client,
@@ -134,6 +144,7 @@ class BrokerController:
         await self.transactional_message_service.start()  # transactions: rebuilt from the half and op topics
         self.schedule_message_service.load()  # delayed delivery: after the store recovered, before sends come in
         self.processors = registry.register_all(self.server, self._processor_builders())
+        self._start_auth()
         await self.server.start()
         self.started = True
         await self._start_role_services()
@@ -167,6 +178,19 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.ha_service.shutdown)
         await loop.run_in_executor(None, self.store.shutdown)
+
+    def _start_auth(self) -> None:
+        """Apache's AuthenticationMetadataManager.initUser, then the request pipeline (authentication first)."""
+        auth = self.broker_config.auth
+        if self.auth_metadata is not None:
+            if auth.init_authentication_user is not None:
+                self.auth_metadata.init_user(auth.init_authentication_user.username,
+                                             auth.init_authentication_user.password)
+            if auth.inner_client_credentials is not None:
+                self.auth_metadata.init_user(auth.inner_client_credentials.access_key,
+                                             auth.inner_client_credentials.secret_key)
+        if auth.enabled and self.auth_metadata is not None:  # config.py refuses enabled without metadata
+            self.server.set_request_pipeline(AuthPipeline(AuthEvaluator(auth, self.auth_metadata)))
 
     def every(self, seconds: float, action: Callable[[], object]) -> None:
         """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
@@ -231,7 +255,8 @@ class BrokerController:
         return {"send": self._send_processor, "pull": self._pull_processor,
                 "client_manage": self._client_manage_processor, "consumer_manage": self._consumer_manage_processor,
                 "admin": self._admin_processor, "send_back": self._send_back_processor,
-                "end_transaction": self._end_transaction_processor}
+                "end_transaction": self._end_transaction_processor,
+                "auth_admin": lambda: AuthAdminProcessor(self.auth_metadata)}
 
     def _put(self, msgs: list[StoreMessage]) -> Awaitable[PutMessageResult]:
         """``put_messages`` looked up at each put, not when a processor was built: what replaces it (a test's slow

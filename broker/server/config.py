@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from broker.auth.config import AUTH_KEYS, AuthConfig, parse_auth_config
 from broker.common.errors import ConfigError
 from broker.common.logs import LogLevel, LogSettings, default_console_level, default_log_dir
 from broker.common.message import local_address
@@ -56,7 +57,7 @@ class BrokerConfig:
     """The broker's own settings (Java's BrokerIdentity + BrokerConfig), in Java's declaration order.
 
     Left out on purpose (read the Java class for them): thread-pool sizes and queue capacities, pop/revive tuning
-    (except reviveQueueNum, which sizes a system topic), ACL, metrics, controller/DLedger/container mode, cold-data
+    (except reviveQueueNum, which sizes a system topic), ACL 1.0, metrics, controller/DLedger/container mode, cold-data
     control, lite topics, tiered storage, split registration and the name-server address lookup services (a file
     that sets them is refused or warned about: ``config_keys.py``).
 
@@ -124,6 +125,9 @@ class BrokerConfig:
     # MessageStoreConfig keys in Java
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    # ACL 2.0 (authenticationEnabled, authorizationEnabled, initAuthenticationUser...): Apache's AuthConfig, read from
+    # the same file (broker/auth/config.py)
+    auth: AuthConfig = field(default_factory=AuthConfig, compare=False, repr=False)
     # Keys of the properties file that no config here knows, as read.
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -162,7 +166,7 @@ def broker_key(field_name: str) -> str:
 
 @functools.cache
 def _broker_fields() -> tuple[dataclasses.Field, ...]:
-    return tuple(f for f in dataclasses.fields(BrokerConfig) if f.name != "extra")
+    return tuple(f for f in dataclasses.fields(BrokerConfig) if f.name not in ("extra", "auth"))
 
 
 @functools.cache
@@ -221,12 +225,13 @@ def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, Mes
     """Give each key to every config that knows it (as Java does), keep the rest in ``BrokerConfig.extra``; refuse
     or warn about the keys rmq does not act on (``config_keys.py``)."""
     broker_keys, store_keys = _broker_keys(), _store_keys()
-    warned = check_keys(props, _declared_defaults())
+    warned = check_keys(props, {**_declared_defaults(), **dict.fromkeys(AUTH_KEYS, "")})
     if warned:
         log.warning("%s", warning_line(warned))
-    extra = {k: v for k, v in props.items() if k not in broker_keys and k not in store_keys}
+    extra = {k: v for k, v in props.items() if k not in broker_keys and k not in store_keys and k not in AUTH_KEYS}
     broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
     broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
+    broker = dataclasses.replace(broker, auth=parse_auth_config(props, broker.broker_cluster_name))
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
     broker = check_broker_config(broker)
     return broker, _store_for(broker, store)

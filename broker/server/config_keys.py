@@ -17,7 +17,7 @@ Examples:
     >>> check_keys({"aclEnable": "true"})
     Traceback (most recent call last):
     ...
-    broker.common.errors.ConfigError: aclEnable=true is refused: rmq has no ACL yet; remove the key or set it to false
+    broker.common.errors.ConfigError: aclEnable=true is refused: rmq has no ACL 1.0; remove the key or set it to false
 """
 
 from __future__ import annotations
@@ -56,9 +56,8 @@ class WarnedFamily:
 
 
 REFUSED: tuple[RefusedKey, ...] = (
-    RefusedKey("aclEnable", "rmq has no ACL yet"),
-    RefusedKey("authenticationEnabled", "rmq has no authentication (ACL 2.0) yet"),
-    RefusedKey("authorizationEnabled", "rmq has no authorization (ACL 2.0) yet"),
+    RefusedKey("aclEnable", "rmq has no ACL 1.0"),
+    RefusedKey("migrateAuthFromV1Enabled", "rmq has no ACL 1.0 to migrate from"),
     RefusedKey("enableDLegerCommitLog", "rmq has no DLedger CommitLog (Raft replication)"),
     RefusedKey("enableControllerMode", "rmq has no controller mode (automatic master election)"),
     RefusedKey("duplicationEnable", "rmq has no duplication mode"),

@@ -20,7 +20,7 @@ import broker
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_ROOMS = ("broker.server", "broker.namesrv", "broker.store", "broker.replication", "broker.remoting.server",
-                "broker.tools")
+                "broker.tools", "broker.auth")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -125,7 +125,9 @@ ROOM_RULES = {
     "broker.client": ("broker.common", "broker.remoting"),
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
     "broker.replication": ("broker.common", "broker.store"),
-    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker._speedups"),
+    "broker.auth": ("broker.common", "broker.remoting"),
+    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.auth",
+                      "broker._speedups"),
     "connector": ("broker.common", "broker.remoting", "broker.client", "broker._speedups"),
 }
 

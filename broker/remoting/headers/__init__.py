@@ -5,7 +5,8 @@ camelCase of its snake_case name unless ``WIRE`` says otherwise. Required fields
 without a default; a request missing one is refused with Java's own message.
 
 Modules: ``base`` (Header, HeaderError, RpcRequestHeader), ``message`` (sending, transactions, pulling, offsets,
-queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests).
+queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests),
+``auth`` (the ACL 2.0 admin requests).
 
 May import: ``broker.common`` only (and ``broker._speedups``), like the rest of ``broker.remoting``.
 
@@ -48,6 +49,13 @@ if TYPE_CHECKING:
         UnregisterClientRequestHeader,
         UpdateGroupForbiddenRequestHeader,
         ViewBrokerStatsDataRequestHeader,
+    )
+    from broker.remoting.headers.auth import (
+        AclRequestHeader,
+        DeleteAclRequestHeader,
+        ListAclsRequestHeader,
+        ListUsersRequestHeader,
+        UserRequestHeader,
     )
     from broker.remoting.headers.base import (
         Header,
@@ -99,6 +107,11 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
+    "AclRequestHeader": "broker.remoting.headers.auth",
+    "DeleteAclRequestHeader": "broker.remoting.headers.auth",
+    "ListAclsRequestHeader": "broker.remoting.headers.auth",
+    "ListUsersRequestHeader": "broker.remoting.headers.auth",
+    "UserRequestHeader": "broker.remoting.headers.auth",
     "CloneGroupOffsetRequestHeader": "broker.remoting.headers.admin",
     "ConsumeMessageDirectlyResultRequestHeader": "broker.remoting.headers.admin",
     "ConsumerGroupHeader": "broker.remoting.headers.admin",
@@ -174,6 +187,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [
+    "AclRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
     "BrokerHeartbeatRequestHeader",
     "BrokerNameHeader",
@@ -184,6 +198,7 @@ __all__ = [
     "ConsumerGroupHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteAclRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "EndTransactionBatchRequestHeader",
@@ -208,6 +223,8 @@ __all__ = [
     "HeaderError",
     "HeartbeatResponseHeader",
     "KVConfigKeyHeader",
+    "ListAclsRequestHeader",
+    "ListUsersRequestHeader",
     "OffsetResponseHeader",
     "PullForbiddenResponseHeader",
     "PullMessageRequestHeader",
@@ -239,6 +256,7 @@ __all__ = [
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
     "UpdateGroupForbiddenRequestHeader",
+    "UserRequestHeader",
     "ViewBrokerStatsDataRequestHeader",
     "ViewMessageRequestHeader",
     "WipeWritePermOfBrokerResponseHeader",

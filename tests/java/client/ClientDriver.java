@@ -6,6 +6,8 @@
  * {"error": "..."} and exits 1. Library noise never reaches stdout: System.out is redirected to stderr before any
  * RocketMQ class loads, and only this driver writes to the real stdout.
  *
+ *   produce and consume-pull also take [--access-key AK --secret-key SK]: the client signs its requests
+ *                (AclClientRPCHook) for a broker with ACL 2.0 on
  *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
  *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
  *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS]
@@ -98,6 +100,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -129,6 +133,7 @@ import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
@@ -160,6 +165,13 @@ public final class ClientDriver {
                 return JSON.parseArray(array).toArray(new String[0]);
             }
         }, global -> { }, ClientDriver::dispatch);
+    }
+
+    /** --access-key AK --secret-key SK: the client signs every request (AclClientRPCHook, ACL 2.0); else no hook. */
+    static RPCHook rpcHook(Args args) {
+        String accessKey = args.get("access-key", null);
+        return accessKey == null ? null
+            : new AclClientRPCHook(new SessionCredentials(accessKey, args.require("secret-key")));
     }
 
     private static void dispatch(Args args) throws Exception {
@@ -303,7 +315,8 @@ public final class ClientDriver {
             String mode = args.get("mode", "sync");
             long timeout = args.getLong("timeout-ms", 10_000);
             List<Message> messages = build(args, topic, count);
-            DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "driver_producer_group"));
+            DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "driver_producer_group"),
+                rpcHook(args));
             producer.setNamesrvAddr(args.require("namesrv"));
             producer.setInstanceName(instanceName(args, "producer"));
             producer.setClientIP("127.0.0.1");
@@ -617,7 +630,8 @@ public final class ClientDriver {
             if (!List.of("earliest", "offsets", "committed").contains(from)) {
                 throw new IllegalArgumentException("unknown --from " + from);
             }
-            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver_pull_group"));
+            DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(args.get("group", "driver_pull_group"),
+                rpcHook(args));
             consumer.setNamesrvAddr(namesrv);
             consumer.setInstanceName(instanceName(args, "pull"));
             consumer.setClientIP("127.0.0.1");

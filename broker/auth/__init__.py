@@ -1,0 +1,11 @@
+"""ACL 2.0 (Apache's ``rocketmq-auth``): who sent a request, and whether it may do what it asks.
+
+``model`` (users, ACLs, policies, resources, actions; their stored and admin-body JSON), ``actions`` (the one table
+from request code to the resources and actions a request needs), ``evaluate`` (authentication, then authorization),
+``metadata`` (user and ACL changes, checked as Apache checks them), ``store`` (the users and ACLs tables under the
+broker's ``config`` directory), ``config`` (AuthConfig, the broker.conf keys). The signature itself is
+``broker.remoting.signing``'s, shared with the clients.
+
+May import: ``broker.common`` and ``broker.remoting``; only ``broker.server`` imports it. No sockets, no event loop:
+the broker calls it on each request. This face re-exports nothing.
+"""
