@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from broker.client.message import Message, MessageQueue, SendResult, SendStatus
 from broker.client.trace import (
     ConsumeReturnType,
     MessageType,
@@ -15,6 +18,12 @@ from broker.client.trace import (
     encode_trace_context,
     trace_message_keys,
     trace_views,
+)
+from broker.client.trace_dispatcher import (
+    QUEUE_CAPACITY,
+    AsyncTraceDispatcher,
+    TraceDispatcherType,
+    message_type_of,
 )
 
 MSG_ID = "7F0000011F9018B4AAC2745E5A0A0000"
@@ -90,3 +99,51 @@ def test_a_damaged_record_is_named() -> None:
     with pytest.raises(TraceError, match="Pub"):
         decode_trace_data("Pub\x01notanumber\x01R\x02")
     assert decode_trace_data("Unknown\x01x\x02") == []  # Java skips types it does not know
+
+
+# -- the dispatcher's hooks, without servers ---------------------------------------------------------------------------
+
+
+def _dispatcher(capacity: int = QUEUE_CAPACITY) -> AsyncTraceDispatcher:
+    return AsyncTraceDispatcher("PG", TraceDispatcherType.PRODUCE, None, "127.0.0.1:9876", queue_capacity=capacity)
+
+
+def _result(*, trace_on: bool = True) -> SendResult:
+    return SendResult(SendStatus.SEND_OK, "UNIQ", "OFFSET", MessageQueue("T", "broker-a", 0), 7, None, "R", trace_on)
+
+
+def test_a_full_queue_drops_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher = _dispatcher(capacity=2)
+    contexts = [TraceContext(TraceType.Pub, beans=[TraceBean()]) for _ in range(3)]
+    with caplog.at_level(logging.INFO, logger="broker.client.trace_dispatcher"):
+        assert [dispatcher.append(c) for c in contexts] == [True, True, False]
+    assert dispatcher.discard_count == 1
+    assert "buffer full1" in caplog.text
+
+
+def test_pub_hook_fills_the_record_from_the_answer() -> None:
+    dispatcher = _dispatcher()
+    assert dispatcher.producer_group.startswith("_INNER_TRACE_PRODUCER-PG-PRODUCE-")
+    assert dispatcher.trace_topic == "RMQ_SYS_TRACE_TOPIC"
+    ctx = dispatcher.send_before("PG", Message("T", b"abc", keys="k1 k2"), "127.0.0.1:10911", 3)
+    assert ctx is not None
+    dispatcher.send_after(ctx, _result())
+    data = encode_trace_context(ctx).data.split("\x01")
+    assert data[2:10] == ["R", "PG", "T", "UNIQ", "null", "k1 k2", "127.0.0.1:10911", "3"]
+    assert data[11:] == ["0", "OFFSET", "true\x02"]
+    assert dispatcher.send_before("PG", Message("RMQ_SYS_TRACE_TOPIC", b"x"), "h", 1) is None  # no trace of traces
+
+
+def test_no_pub_when_the_broker_turns_trace_off_or_no_answer_came() -> None:
+    dispatcher = _dispatcher(capacity=1)
+    ctx = dispatcher.send_before("PG", Message("T", b"abc"), "h", 3)
+    dispatcher.send_after(ctx, _result(trace_on=False))
+    dispatcher.send_after(ctx, None)  # oneway
+    assert dispatcher.append(TraceContext(TraceType.Pub, beans=[TraceBean()]))  # the queue is still empty
+
+
+def test_message_types() -> None:
+    assert message_type_of(Message("T", b"x")) is MessageType.Normal_Msg
+    assert message_type_of(Message("T", b"x", properties={"TRAN_MSG": "true"})) is MessageType.Trans_Msg_Half
+    assert message_type_of(Message("T", b"x", properties={"DELAY": "3"})) is MessageType.Delay_Msg
+    assert message_type_of(Message("T", b"x", properties={"TIMER_DELAY_SEC": "3"})) is MessageType.Delay_Msg
