@@ -255,11 +255,17 @@ class AsyncTraceDispatcher:
 
 
 async def start_trace_dispatcher(group: str, kind: TraceDispatcherType, trace_topic: str | None,
-                                 namesrv_addr: str) -> AsyncTraceDispatcher:
+                                 namesrv_addr: str) -> AsyncTraceDispatcher | None:
     """What a producer or consumer with ``enable_msg_trace`` starts with (DefaultMQProducer.start, and the
-    consumers' start): its dispatcher, the inner producer running."""
+    consumers' start): its dispatcher, the inner producer running; None, with Apache's log line, when that fails,
+    for tracing must not stop the client itself."""
     dispatcher = AsyncTraceDispatcher(group, kind, trace_topic, namesrv_addr)
-    await dispatcher.start()
+    try:
+        await dispatcher.start()
+    except (RmqError, OSError) as err:
+        log.error("system mqtrace hook init failed ,maybe can't send msg trace data: %s", err)
+        await dispatcher.shutdown()
+        return None
     return dispatcher
 
 
