@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -105,7 +104,7 @@ def test_java_client_traces_read_by_both_mqadmins(namesrv: str, java: ApacheClie
     assert official_table(official, namesrv, msg_id) == ours
 
 
-def test_python_client_traces_read_by_apache_mqadmin(namesrv: str, official: Mqadmin, tmp_path: Path) -> None:
+def test_python_client_traces_read_by_apache_mqadmin(namesrv: str, official: Mqadmin) -> None:
     topic = "TracePyTopic"
     create_topic(namesrv, topic)
     sent = asyncio.run(_python_scenario(namesrv, topic))
