@@ -73,10 +73,13 @@ def trace_table(namesrv: str, msg_id: str, ready: Callable[[str], bool]) -> str:
 
     def query() -> bool:
         run = mqadmin("queryMsgTraceById", "-n", namesrv, "-i", msg_id)
-        outputs.append(run.out if run.code == 0 else "")
+        outputs.append(run.out if run.code == 0 else run.err)
         return ready(outputs[-1])
 
-    wait_until(f"the trace of {msg_id}", query, WAIT_S, interval=0.5)
+    try:
+        wait_until(f"the trace of {msg_id}", query, WAIT_S, interval=0.5)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; queryMsgTraceById said last:\n{outputs[-1] if outputs else ''}") from None
     return outputs[-1]
 
 
@@ -107,7 +110,9 @@ def test_java_client_traces_read_by_both_mqadmins(namesrv: str, java: ApacheClie
 def test_python_client_traces_read_by_apache_mqadmin(namesrv: str, official: Mqadmin) -> None:
     topic = "TracePyTopic"
     create_topic(namesrv, topic)
+    create_topic(namesrv, f"{topic}Batch")
     sent = asyncio.run(_python_scenario(namesrv, topic))
+    batch_id = sent.pop("batch")
     for what, msg_id in sent.items():
         ours = trace_table(namesrv, msg_id, lambda out: out.count("Sub ") == 2)
         table = rows(ours)
@@ -116,6 +121,9 @@ def test_python_client_traces_read_by_apache_mqadmin(namesrv: str, official: Mqa
         assert sorted((r[0], r[1], r[-1]) for r in table[1:]) == [
             ("Sub", "TracePyLite", "success"), ("Sub", "TracePyPush", "success")], (what, ours)
         assert official_table(official, namesrv, msg_id) == ours, what
+    (batch,) = asyncio.run(_trace_records(namesrv, batch_id))  # one Pub, its msgId the batch's ids joined by commas
+    assert (batch.trace_type, batch.beans[0].topic, batch.beans[0].msg_id.count(",")) == (TraceType.Pub,
+                                                                                           f"{topic}Batch", 1)
     records = asyncio.run(_trace_records(namesrv, sent["transaction"]))
     kinds = {(c.trace_type, c.beans[0].msg_type) for c in records}
     assert (TraceType.Pub, MessageType.Trans_Msg_Half) in kinds
@@ -131,7 +139,10 @@ async def _python_scenario(namesrv: str, topic: str) -> dict[str, str]:
     async with Producer("TracePyPG", config=traced, client_config=client_config(namesrv, "trace-pg")) as producer:
         sync = await producer.send(Message(topic, b"sync", tags="TagA", keys="pk-1"))
         later = await producer.send_async(Message(topic, b"async", keys="pk-2"))
-        await producer.send_batch([Message(topic, b"b1", keys="pk-3"), Message(topic, b"b2")])
+        # Apache's broker stamps no MSG_REGION on batched messages, and a consumed batch whose last message lacks
+        # it is not traced (as in Java): the batch goes to a topic of its own, which nobody consumes
+        batch = await producer.send_batch([Message(f"{topic}Batch", b"b1", keys="pk-3"),
+                                           Message(f"{topic}Batch", b"b2")])
 
     class Commit:
         def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
@@ -143,8 +154,9 @@ async def _python_scenario(namesrv: str, topic: str) -> dict[str, str]:
     async with TransactionProducer("TracePyTx", listener=Commit(), config=traced,
                                    client_config=client_config(namesrv, "trace-tx")) as tx:
         committed = await tx.send_message_in_transaction(Message(topic, b"tx", keys="pk-tx"))
-    await _consume(namesrv, topic, 5)
-    return {"sync": sync.msg_id or "", "async": later.msg_id or "", "transaction": committed.msg_id or ""}
+    await _consume(namesrv, topic, 3)
+    return {"sync": sync.msg_id or "", "async": later.msg_id or "", "transaction": committed.msg_id or "",
+            "batch": batch.msg_id or ""}
 
 
 async def _consume(namesrv: str, topic: str, count: int) -> None:
