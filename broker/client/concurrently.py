@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, ProcessQueue
+from broker.client.trace import ConsumeReturnType
+from broker.client.trace_dispatcher import consume_return_type
 from broker.common.message import (
     PROPERTY_CONSUME_START_TIMESTAMP,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -109,15 +111,22 @@ class ConcurrentlyConsumeService:
             for msg in msgs:
                 msg.properties[PROPERTY_CONSUME_START_TIMESTAMP] = now
             context = ConsumeConcurrentlyContext(mq)
-            status = await self._call_listener(msgs, context)
+            trace = self.consumer.trace_dispatcher
+            before = trace.consume_before(self.consumer.group, msgs) if trace is not None else None
+            status, return_type = await self._call_listener(msgs, context)
+            if trace is not None:
+                trace.consume_after(before, len(msgs), status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
+                                    return_type)
             pq.last_consume_timestamp = int(time.time() * 1000)
             if not pq.dropped:
                 await self._process_consume_result(status, context, msgs, pq, mq)
 
-    async def _call_listener(self, msgs: list[MessageExt],
-                             context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+    async def _call_listener(self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext
+                             ) -> tuple[ConsumeConcurrentlyStatus, ConsumeReturnType]:
+        """The listener's status (RECONSUME_LATER when it raised or returned none) and how it ended, for traces."""
         listener = self.consumer.listener
         assert listener is not None
+        begin = time.monotonic()
         try:
             if inspect.iscoroutinefunction(listener):
                 status = await listener(msgs, context)
@@ -128,12 +137,12 @@ class ConcurrentlyConsumeService:
         except Exception:
             log.exception("consumeMessage exception, group %s, messages %s", self.consumer.group,
                           [m.msg_id for m in msgs])
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER, ConsumeReturnType.EXCEPTION
         if not isinstance(status, ConsumeConcurrentlyStatus):
             log.warning("consumeMessage returned %r, not a status; group %s reconsumes later", status,
                         self.consumer.group)
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        return status
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER, ConsumeReturnType.RETURNNULL
+        return status, consume_return_type(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, begin)
 
     async def _process_consume_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
                                       msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:

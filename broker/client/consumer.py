@@ -48,6 +48,7 @@ from broker.client.running_info import (
     consumer_running_info,
     process_queue_info,
 )
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.heartbeat import build_subscription_data
@@ -80,6 +81,8 @@ class LitePullConfig:
     auto_commit: bool = True
     auto_commit_interval_millis: int = 5000
     poll_timeout_millis: int = 5000
+    enable_msg_trace: bool = False  # SubBefore/SubAfter trace records of every polled batch (trace_dispatcher)
+    trace_topic: str | None = None  # where they go; blank: RMQ_SYS_TRACE_TOPIC
 
 
 @dataclass(slots=True)
@@ -118,6 +121,7 @@ class LitePullConsumer:
         self._requests: asyncio.Queue[_ConsumeRequest] = asyncio.Queue()
         self._consume_timestamp = self.config.consume_timestamp or default_consume_timestamp()
         self._next_auto_commit = 0.0
+        self.trace_dispatcher: AsyncTraceDispatcher | None = None
         self._started = False
         self.consumer_start_timestamp = int(time.time() * 1000)  # Java's: when the consumer object was made
 
@@ -129,6 +133,9 @@ class LitePullConsumer:
         self.instance.register_consumer(self)
         await self.offset_store.load()
         await self.instance.start()
+        if self.config.enable_msg_trace and self.trace_dispatcher is None:
+            self.trace_dispatcher = await start_trace_dispatcher(
+                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr)
         self._started = True
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_millis / 1000
         for mq in self._assigned:
@@ -143,6 +150,9 @@ class LitePullConsumer:
             await self.offset_store.persist_all(list(self._assigned))
         await self.instance.unregister_consumer(self.group)
         await self.instance.shutdown()
+        if self.trace_dispatcher is not None:
+            await self.trace_dispatcher.shutdown()
+            self.trace_dispatcher = None
 
     async def __aenter__(self) -> LitePullConsumer:
         await self.start()
@@ -300,6 +310,9 @@ class LitePullConsumer:
         offset = request.process_queue.remove_messages(request.messages)
         if offset >= 0:
             self.offset_store.update_offset(request.mq, offset)
+        if self.trace_dispatcher is not None:  # as Java's poll: handed over counts as consumed, successfully
+            before = self.trace_dispatcher.consume_before(self.group, request.messages)
+            self.trace_dispatcher.consume_after(before, len(request.messages), True, None)
         request.process_queue.last_consume_timestamp = int(time.time() * 1000)
         return request.messages
 

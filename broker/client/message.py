@@ -234,6 +234,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str = "DefaultRegion"
+    trace_on: bool = True  # the broker's traceOn (the TRACE_ON field of its answer): false turns Pub traces off
 
 
 class PullStatus(Enum):

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, OrderlyProcessQueue, compute_pull_from_where
+from broker.client.trace import ConsumeReturnType
+from broker.client.trace_dispatcher import consume_return_type
 from broker.common.errors import MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -75,6 +77,9 @@ class ConsumeOrderlyStatus(Enum):
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
     COMMIT = "COMMIT"  # with auto_commit off
     ROLLBACK = "ROLLBACK"  # with auto_commit off
+
+
+_SUCCEEDED = (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT)  # what a trace calls success
 
 
 @dataclass(slots=True)
@@ -333,12 +338,18 @@ class OrderlyConsumeService:
                 return
             self.consumer.reset_retry_topic(msgs)
             context = ConsumeOrderlyContext(mq)
-            status = await self._call_listener(msgs, context)
+            trace = self.consumer.trace_dispatcher
+            before = trace.consume_before(self.consumer.group, msgs) if trace is not None else None
+            status, return_type = await self._call_listener(msgs, context)
+            if trace is not None:
+                trace.consume_after(before, len(msgs), status in _SUCCEEDED, return_type)
             if not await self._process_result(msgs, status, context, pq, mq):
                 return
 
-    async def _call_listener(self, msgs: list[MessageExt],
-                             context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+    async def _call_listener(self, msgs: list[MessageExt], context: ConsumeOrderlyContext
+                             ) -> tuple[ConsumeOrderlyStatus, ConsumeReturnType]:
+        """The listener's status (SUSPEND when it raised or returned none) and how it ended, for traces."""
+        begin = time.monotonic()
         try:
             if inspect.iscoroutinefunction(self.listener):
                 status = await self.listener(msgs, context)
@@ -349,12 +360,13 @@ class OrderlyConsumeService:
         except Exception:
             log.exception("consumeMessage exception, group %s, queue %s, messages %s", self.consumer.group,
                           context.message_queue, [m.msg_id for m in msgs])
-            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, ConsumeReturnType.EXCEPTION
         if not isinstance(status, ConsumeOrderlyStatus):
             log.warning("consumeMessage Orderly returned %r, group %s: suspending the queue", status,
                         self.consumer.group)
-            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-        return status
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, ConsumeReturnType.RETURNNULL
+        # Java: only SUSPEND is FAILED; COMMIT and ROLLBACK keep SUCCESS (the trace's success says which)
+        return status, consume_return_type(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, begin)
 
     async def _process_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,
                               context: ConsumeOrderlyContext, pq: OrderlyProcessQueue, mq: MessageQueue) -> bool:

@@ -39,6 +39,7 @@ from broker.client.message import (
 )
 from broker.client.route import TopicPublishInfo, no_route_info
 from broker.client.selector import MessageQueueSelector
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
@@ -66,6 +67,8 @@ class ProducerConfig:
     create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
     send_latency_fault_enable: bool = True
     send_message_v2: bool = True  # Java's sendSmartMsg
+    enable_msg_trace: bool = False  # trace records of every send (trace_dispatcher)
+    trace_topic: str | None = None  # where they go; blank: RMQ_SYS_TRACE_TOPIC
 
 
 class Producer:
@@ -92,6 +95,7 @@ class Producer:
         self.topic_publish_info: dict[str, TopicPublishInfo] = {}
         self._started = False
         self._async_sends: set[asyncio.Task[SendResult]] = set()
+        self.trace_dispatcher: AsyncTraceDispatcher | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -102,6 +106,9 @@ class Producer:
         await self.instance.start()
         self._started = True
         await self.instance.send_heartbeat_to_all_brokers()
+        if self.config.enable_msg_trace and self.trace_dispatcher is None:
+            self.trace_dispatcher = await start_trace_dispatcher(
+                self.group, TraceDispatcherType.PRODUCE, self.config.trace_topic, self.instance.config.namesrv_addr)
 
     async def shutdown(self) -> None:
         if not self._started:
@@ -111,6 +118,9 @@ class Producer:
             await asyncio.gather(*self._async_sends, return_exceptions=True)
         await self.instance.unregister_producer(self.group)
         await self.instance.shutdown()
+        if self.trace_dispatcher is not None:
+            await self.trace_dispatcher.shutdown()
+            self.trace_dispatcher = None
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -291,6 +301,7 @@ class Producer:
                                               create_topic_key=self.config.create_topic_key,
                                               default_topic_queue_nums=self.config.default_topic_queue_nums)
         request = protocol.send_message_request(header, body, batch=batch, v2=self.config.send_message_v2)
+        trace = self.trace_dispatcher.send_before(self.group, msg, addr, len(body)) if self.trace_dispatcher else None
         remaining = timeout_ms - (_now_ms() - begin)
         if remaining <= 0:
             raise MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, "sendKernelImpl call timeout")
@@ -299,7 +310,11 @@ class Producer:
             return None
         response = await self.instance.invoke(addr, request, remaining)
         members = msg.messages if isinstance(msg, MessageBatch) else (msg,)
-        return protocol.parse_send_response(response, msg.topic, mq.broker_name, addr, protocol.uniq_ids_of(members))
+        result = protocol.parse_send_response(response, msg.topic, mq.broker_name, addr,
+                                              protocol.uniq_ids_of(members))
+        if self.trace_dispatcher is not None:
+            self.trace_dispatcher.send_after(trace, result)
+        return result
 
 
 def _send_failed(times: int, cost_ms: int, topic: str, brokers: list[str], error: Exception | None) -> MQClientError:

@@ -37,6 +37,7 @@ from broker.common.message import (
     PROPERTY_MIN_OFFSET,
     PROPERTY_MSG_REGION,
     PROPERTY_RECONSUME_TIME,
+    PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PullSysFlag,
     encode_properties,
@@ -152,7 +153,8 @@ def parse_send_response(response: RemotingCommand, topic: str, broker_name: str,
     msg_id = ",".join(uniq_ids) if header.batch_uniq_id is None else header.batch_uniq_id
     return SendResult(status, msg_id or None, header.msg_id, MessageQueue(topic, broker_name, header.queue_id),
                       header.queue_offset, header.transaction_id,
-                      response.ext_fields.get(PROPERTY_MSG_REGION) or "DefaultRegion")
+                      response.ext_fields.get(PROPERTY_MSG_REGION) or "DefaultRegion",
+                      response.ext_fields.get(PROPERTY_TRACE_SWITCH) != "false")
 
 
 def uniq_ids_of(messages: Iterable[Message]) -> list[str]:

@@ -81,6 +81,7 @@ from broker.client.running_info import (
     process_queue_info,
 )
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.common.message import PROPERTY_RETRY_TOPIC
 from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic
@@ -122,6 +123,8 @@ class PushConsumerConfig:
     max_reconsume_times: int = -1  # -1: 16
     broker_suspend_max_time_millis: int = 15000
     consumer_timeout_millis_when_suspend: int = 30000
+    enable_msg_trace: bool = False  # SubBefore/SubAfter trace records of every consumed batch (trace_dispatcher)
+    trace_topic: str | None = None  # where they go; blank: RMQ_SYS_TRACE_TOPIC
 
 
 @dataclass(slots=True)
@@ -171,6 +174,7 @@ class PushConsumer:
         self._orderly: OrderlyConsumeService | None = None  # MessageListenerOrderly (issue 4)
         self._started = False
         self.consumer_start_timestamp = int(time.time() * 1000)  # Java's: when the consumer object was made
+        self.trace_dispatcher: AsyncTraceDispatcher | None = None
 
     # -- setup --------------------------------------------------------------------------------------------------
 
@@ -199,6 +203,9 @@ class PushConsumer:
             return
         if self.listener is None:
             raise MQClientError(-1, "messageListener is null")
+        if self.config.enable_msg_trace and self.trace_dispatcher is None:  # before the first batch is consumed
+            self.trace_dispatcher = await start_trace_dispatcher(
+                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr)
         if self.config.message_model is MessageModel.CLUSTERING:  # copySubscription: retries come back this way
             topic = retry_topic(self.group)
             self.subscriptions.setdefault(topic, build_subscription_data(topic, "*"))
@@ -255,6 +262,9 @@ class PushConsumer:
         if self._inner_producer is not None:
             await self._inner_producer.shutdown()
         await self.instance.shutdown()
+        if self.trace_dispatcher is not None:  # last: the batches consumed until now are traced
+            await self.trace_dispatcher.shutdown()
+            self.trace_dispatcher = None
 
     async def __aenter__(self) -> PushConsumer:
         await self.start()

@@ -147,7 +147,8 @@ class TransactionProducer(Producer):
             log.warning("local transaction %s is %s, but ending it at the broker failed: %s", result.msg_id,
                         state.value, err)
         return TransactionSendResult(result.send_status, result.msg_id, result.offset_msg_id, result.message_queue,
-                                     result.queue_offset, result.transaction_id, result.region_id, state)
+                                     result.queue_offset, result.transaction_id, result.region_id, result.trace_on,
+                                     local_transaction_state=state)
 
     async def end_transaction(self, msg: Message, result: SendResult, state: LocalTransactionState,
                               local_error: BaseException | None = None) -> None:
@@ -161,6 +162,9 @@ class TransactionProducer(Producer):
             self.group, topic=msg.topic, broker_name=broker_name, msg_id=result.msg_id or "",
             commit_log_offset=commit_log_offset, queue_offset=result.queue_offset, transaction_id=result.transaction_id,
             commit_or_rollback=state.transaction_type, remark=remark)
+        if self.trace_dispatcher is not None:
+            self.trace_dispatcher.end_transaction(self.group, msg, result.msg_id, addr, state.value,
+                                                  result.transaction_id, from_check=False)
         await self.instance.remoting.invoke_oneway(addr, request, self.config.send_msg_timeout)
 
     # -- CHECK_TRANSACTION_STATE (DefaultMQProducerImpl.checkTransactionState) ----------------------------------------
@@ -186,12 +190,15 @@ class TransactionProducer(Producer):
         if state is not LocalTransactionState.COMMIT_MESSAGE:
             log.warning("when broker check, client answers %s for transaction %s", state.value, header.transaction_id)
         remark = None if error is None else f"checkLocalTransactionState Exception: {exception_simple_desc(error)}"
+        msg_id = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
         end = protocol.end_transaction_request(
-            self.group, topic=header.topic, broker_name=header.bname,
-            msg_id=msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
+            self.group, topic=header.topic, broker_name=header.bname, msg_id=msg_id,
             commit_log_offset=header.commit_log_offset, queue_offset=header.tran_state_table_offset,
             transaction_id=header.transaction_id, commit_or_rollback=state.transaction_type, from_check=True,
             remark=remark)
+        if self.trace_dispatcher is not None:
+            self.trace_dispatcher.end_transaction(self.group, msg, msg_id, conn.remote_address,
+                                                  state.value, header.transaction_id, from_check=True)
         try:
             await conn.invoke_oneway(end)
         except RemotingError as err:

@@ -51,6 +51,7 @@ from broker.common.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_PROPERTIES,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     transaction_type,
@@ -70,8 +71,6 @@ from broker.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = RMQ_SYS_SCHEDULE_TOPIC
-# MessageConst timer-wheel properties: a message with a delay level drops them (HookUtils.checkIfTimerMessage).
-TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 DELAY_FOR_A_WHILE_S = 0.1  # Java's DELAY_FOR_A_WHILE: the idle poll, and the pause after a failed put
 MAX_SLEEP_S = 1.0  # a level waiting for its head unit re-reads the clock at least this often
 # A level sleeps at least this long, so messages due within it go out in one put: under a steady stream of due

@@ -13,8 +13,8 @@ import time
 from typing import Any, TextIO
 
 from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
-from broker.client.producer import Producer
-from broker.common.errors import MQClientError, RmqError
+from broker.client.producer import Producer, ProducerConfig
+from broker.common.errors import RmqError
 from broker.common.hash_order import hash_map_order
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker.common.validation import TOOLS_CONSUMER_GROUP
@@ -28,8 +28,9 @@ DEFAULT_MESSAGE_COUNT = 128  # ConsumeMessageCommand.messageCount
 DEFAULT_RT_AMOUNT, DEFAULT_RT_SIZE = 100, 128  # CheckMsgSendRTCommand
 
 
-def _producer(admin: MQAdminExt) -> Producer:
-    return Producer(str(time.time_ns() // 1_000_000), admin.namesrv_addr)
+def _producer(admin: MQAdminExt, *, trace: bool = False) -> Producer:
+    return Producer(str(time.time_ns() // 1_000_000), admin.namesrv_addr,
+                    config=ProducerConfig(enable_msg_trace=trace))
 
 
 # -- sendMessage -------------------------------------------------------------------------------------------------------
@@ -42,11 +43,9 @@ async def send_message(admin: MQAdminExt, line: CommandLine, out: TextIO) -> Non
         out.write("Broker name must be set if the queue is chosen!")
         return
     queue_id = line.int_value("i", -1)
-    if line.bool_value("m", False):
-        raise MQClientError(-1, "message trace (-m true) is not supported by rmq's producer")
     msg = Message(topic, body.encode("utf-8"), tags=line.value("c"), keys=line.value("k"))
     broker_name = line.value("b")
-    async with _producer(admin) as producer:
+    async with _producer(admin, trace=line.bool_value("m", False)) as producer:
         mq = MessageQueue(topic, broker_name, queue_id) if broker_name is not None and queue_id > -1 else None
         result = await producer.send(msg, mq)
     out.write(RESULT_ROW.format("#Broker Name", "#QID", "#Send Result", "#MsgId"))

@@ -1,5 +1,6 @@
-"""The message commands of ``mqadmin``: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset
-(tools/command/message/*.java): what they ask for and how they print a message, as Java's printf formats do.
+"""The message commands of ``mqadmin``: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
+queryMsgTraceById (tools/command/message/*.java): what they ask for and how they print a message, as Java's printf
+formats do.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ import time
 from typing import TextIO
 
 from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.trace import TraceType, TraceView, trace_views
 from broker.common.errors import MQClientError, RmqError
+from broker.common.hash_order import hash_map_order
+from broker.common.message import parse_host
+from broker.common.validation import RMQ_SYS_TRACE_TOPIC
 from broker.tools.admin import INDEX_KEY_TYPE, INDEX_TAG_TYPE, INDEX_UNIQUE_TYPE, JAVA_LONG_MAX, MQAdminExt
-from broker.tools.cli import CommandLine, human_time2, java_map, js
+from broker.tools.cli import CommandLine, format_date, human_time2, java_map, js
 
 log = logging.getLogger(__name__)
 
@@ -143,3 +148,37 @@ async def query_msg_by_offset(admin: MQAdminExt, line: CommandLine, out: TextIO)
     result = await admin.pull_one(mq, line.int_value("o", 0), line.value("r"))
     if result.status is PullStatus.FOUND and result.messages:
         await print_msg(admin, result.messages[0], out, line.value("f"))
+
+
+TRACE_ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}\n"  # "%-10s %-20s %-20s %-20s %-10s %-10s%n"
+
+
+async def query_msg_trace_by_id(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
+    """QueryMsgTraceByIdSubCommand: a key query for the message id on the trace topic, then each Pub, and each
+    consumer group's SubAfter records (groups in Java HashMap order). The client host is the trace message's born
+    host (getBornHostString), times are local."""
+    msg_id = line.required("i").strip()
+    trace_topic = (line.value("t") or RMQ_SYS_TRACE_TOPIC).strip()
+    result = await admin.query_message(trace_topic, msg_id, line.int_value("c", 64), line.int_value("b", 0),
+                                       line.int_value("e", JAVA_LONG_MAX))
+    views = [view for msg in result.messages for view in trace_views(msg_id, msg.body, parse_host(msg.born_host)[0])]
+    consumers: dict[str, list[TraceView]] = {}
+    for view in views:
+        if view.trace_type is TraceType.Pub:
+            out.write(TRACE_ROW.format("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes",
+                                       "#Status"))
+            out.write(_trace_row("Pub", view))
+            out.write("\n")
+        elif view.trace_type is TraceType.SubAfter:
+            consumers.setdefault(view.group_name, []).append(view)
+    for group in hash_map_order(consumers):
+        out.write(TRACE_ROW.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes",
+                                   "#Status"))
+        for view in consumers[group]:
+            out.write(_trace_row("Sub", view))
+        out.write("\n")
+
+
+def _trace_row(kind: str, view: TraceView) -> str:
+    return TRACE_ROW.format(kind, view.group_name, view.client_host, format_date(view.time_stamp),
+                            f"{view.cost_time}ms", view.status)

@@ -261,6 +261,13 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
         opt("f", "bodyFormat", "print message body by the specified format"),
         opt("r", "routeTopic", "the topic which is used to find route info"),
     ), messages.query_msg_by_offset),
+    SubCommand("queryMsgTraceById", "Query a message trace.", (
+        opt("i", "msgId", "Message Id", required=True),
+        opt("t", "traceTopic", "The name value of message trace topic"),
+        opt("b", "beginTimestamp", "Begin timestamp(ms). default:0, eg:1676730526212"),
+        opt("e", "endTimestamp", "End timestamp(ms). default:Long.MAX_VALUE, eg:1676730526212"),
+        opt("c", "maxNum", "The maximum number of messages returned by the query, default:64"),
+    ), messages.query_msg_trace_by_id),
     SubCommand("producerConnection", "Query producer's socket connection and client version.", (
         opt("g", "producerGroup", "producer group name", required=True),
         opt("t", "topic", "topic name", required=True),

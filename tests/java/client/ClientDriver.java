@@ -10,7 +10,7 @@
  *                (AclClientRPCHook) for a broker with ACL 2.0 on
  *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
  *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
- *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS]
+ *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS] [--trace true] [--trace-topic T]
  *   produce-tx   --namesrv A --topic T --listener commit|rollback|unknown-then-commit|unknown [--count N] [--size B]
  *                [--body-prefix P] [--tag X] [--keys-prefix K] [--group G] [--property k=v]... [--timeout-ms MS]
  *                [--settle-ms MS] [--await-checks N]: a TransactionMQProducer whose executeLocalTransaction answers
@@ -29,6 +29,7 @@
  *                before the offset expected next on its queue is dropped and counted in the summary's "stale"
  *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
  *                [--orderly false] [--heartbeat-ms MS] (push consumers: see heartbeat() for why a test shortens it)
+ *                [--trace true] [--trace-topic T] (message trace, as for produce)
  *   filters and ordered messages (issue 4): consume-push and push-start take --sql EXPR (MessageSelector.bySql) or
  *                --tag EXPR (MessageSelector.byTag) instead of --tag-expr; push-start --orderly true registers a
  *                MessageListenerOrderly (each record gets "seq", one counter for the whole JVM, so deliveries of
@@ -293,6 +294,12 @@ public final class ClientDriver {
      * and sends a heartbeat only if no other heartbeat holds the lock; until one carries the new version, the broker
      * answers the new queues' pulls SUBSCRIPTION_NOT_LATEST (Apache's broker as ours), for up to 30 s.
      */
+    /** --trace true: message trace on (ClientConfig.enableTrace), to --trace-topic or RMQ_SYS_TRACE_TOPIC. */
+    static void trace(org.apache.rocketmq.client.ClientConfig client, Args args) {
+        client.setEnableTrace(Boolean.parseBoolean(args.get("trace", "false")));
+        client.setTraceTopic(args.get("trace-topic", null));
+    }
+
     static void heartbeat(DefaultMQPushConsumer consumer, Args args) {
         if (args.has("heartbeat-ms")) {
             consumer.setHeartbeatBrokerInterval(args.getInt("heartbeat-ms", 30_000));
@@ -324,6 +331,7 @@ public final class ClientDriver {
             producer.setCompressMsgBodyOverHowmuch(args.getInt("compress-over", 4 * 1024));
             producer.setRetryTimesWhenSendFailed(args.getInt("retries", 2));
             producer.setRetryTimesWhenSendAsyncFailed(args.getInt("retries", 2));
+            trace(producer, args);
             producer.start();
             long start = System.nanoTime();
             try {
@@ -757,6 +765,7 @@ public final class ClientDriver {
             consumer.setClientIP("127.0.0.1");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             heartbeat(consumer, args);
+            trace(consumer, args);
             subscribe(consumer, args.require("topic"), args);
             AtomicInteger got = new AtomicInteger();
             CountDownLatch enough = new CountDownLatch(1);
