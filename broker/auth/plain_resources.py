@@ -92,8 +92,9 @@ def _send(key: str) -> Callable[[Mapping[str, str], RemotingCommand], Needs]:
 
 def _heartbeat(_: Mapping[str, str], request: RemotingCommand) -> Needs:
     body = bytes(request.body) if request.body else b""
-    if not body:  # HeartbeatData.decode(null) is null: Java's NullPointerException has no message
-        raise ValueError(None)
+    if not body:  # HeartbeatData.decode(null) is null: the message is Java 17's NullPointerException's
+        raise ValueError('Cannot invoke "org.apache.rocketmq.remoting.protocol.heartbeat.HeartbeatData'
+                         '.getConsumerDataSet()" because "heartbeatData" is null')
     heartbeat = HeartbeatData.from_json(decode_json(body.decode("utf-8")))
     needs: Needs = []
     for consumer in heartbeat.consumers:

@@ -62,9 +62,9 @@ class CreateAccessConfigRequestHeader(Header):
 
 @dataclass(slots=True)
 class DeleteAccessConfigRequestHeader(Header):
-    """DELETE_ACL_CONFIG (51)."""
+    """DELETE_ACL_CONFIG (51); a missing key is not a header error (Apache answers ``The accessKey[null] ...``)."""
 
-    access_key: str
+    access_key: str | None = None
 
 
 @dataclass(slots=True)

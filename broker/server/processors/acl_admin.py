@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 NOT_ENABLED = "The broker does not enable acl."
 
 
+def _java(value: str | None) -> str:
+    return "null" if value is None else value
+
+
 def _split(text: str | None) -> tuple[str, ...] | None:
     """UtilAll.split(text, ","): None stays None, a blank text is an empty list."""
     if text is None:
@@ -83,7 +87,7 @@ class AclAdminProcessor:
         header = DeleteAccessConfigRequestHeader.from_ext(request.ext_fields)
         if not manager.delete_access_config(header.access_key):
             return create_response(request, AclV1ResponseCode.DELETE_ACL_CONFIG_FAILED,
-                                   f"The accessKey[{header.access_key}] corresponding to accessConfig has been "
+                                   f"The accessKey[{_java(header.access_key)}] corresponding to accessConfig has been "
                                    "deleted failed.")
         return create_response(request, ResponseCode.SUCCESS)
 
