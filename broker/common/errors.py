@@ -168,6 +168,24 @@ class AuthenticationError(AuthError):
 class AuthorizationError(AuthError):
     """The user may not do what the request asks, or an ACL change is refused (``The policies is empty.``)."""
 
+
+class AclException(AuthError):
+    """ACL 1.0 (``plain_acl.yml``) refused a request or an account change: Apache's ``AclException``. A refused
+    request is answered SYSTEM_ERROR with ``remark``, the exception's ``toString()`` and its first stack frame
+    (``UtilAll.exceptionSimpleDesc``), so ``frame`` names the Java method and line that throws it in 5.3.2."""
+
+    JAVA_CLASS = "org.apache.rocketmq.acl.common.AclException"
+
+    def __init__(self, message: str | None, frame: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.frame = frame
+
+    @property
+    def remark(self) -> str:
+        text = self.JAVA_CLASS if self.message is None else f"{self.JAVA_CLASS}: {self.message}"
+        return f"{text}, {self.frame}" if self.frame else text
+
 # -- client (broker/client) -------------------------------------------------------------------------------------------
 # Java's MQClientException (our side refused or gave up) and MQBrokerException (the broker answered a code that is not
 # an expected outcome). Expected outcomes (SEND_OK, FLUSH_DISK_TIMEOUT, PULL_NOT_FOUND...) are status values instead.

@@ -7,6 +7,7 @@ rocketmq-remoting 5.5.1 (the release our Java oracle runs; a superset of the mir
 ``protocol/SerializeType.java``. No two constants of one table share a value, so no enum member is an alias.
 ``RmqRequestCode`` holds rmq's own request codes (extensions Apache's broker answers REQUEST_CODE_NOT_SUPPORTED),
 kept apart so that ``RequestCode`` stays exactly Apache's table; their values are ones Apache does not use.
+``AclV1RequestCode`` and ``AclV1ResponseCode`` hold ACL 1.0's codes, which Apache deleted in 5.3.3 (legacy).
 
 A command's ``code`` stays a plain ``int`` on the wire type: a peer may send a code this table does not know, and
 the server must still answer it (REQUEST_CODE_NOT_SUPPORTED). Compare with ``cmd.code == RequestCode.SEND_MESSAGE``.
@@ -208,6 +209,27 @@ class RmqRequestCode(IntEnum):
     # END_TRANSACTION (37) for many half messages at once (broker/server/processors/end_transaction_batch.py);
     # clients send it only to a broker whose config says rmqTransactionBatchEnable=true.
     END_TRANSACTION_BATCH = 9037
+
+
+class AclV1RequestCode(IntEnum):
+    """Legacy: ACL 1.0's admin requests (``plain_acl.yml``), Apache 4.4.0 to 5.3.2, deleted from RequestCode in 5.3.3.
+    Kept apart so that ``RequestCode`` stays exactly 5.5.1's; rmq's broker serves 50-53 (54 was already deprecated:
+    5.3.2 answers it REQUEST_CODE_NOT_SUPPORTED, as rmq does)."""
+
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54
+
+
+class AclV1ResponseCode(IntEnum):
+    """Legacy: the answers of ACL 1.0's failed admin requests (5.3.2's ResponseCode, deleted in 5.3.3; 5.5's
+    ResponseCode gives the same values to POLLING_FULL, POLLING_TIMEOUT and BROKER_NOT_EXIST)."""
+
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
 
 
 class ResponseCode(IntEnum):

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from broker.auth.evaluate import AuthEvaluator
 from broker.auth.metadata import AuthMetadataManager
+from broker.auth.plain import WATCH_INTERVAL_S, PlainPermissionManager
 from broker.auth.store import AuthStore
 from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
 from broker.common.record import decode_record
@@ -33,6 +34,7 @@ from broker.server.metadata.paths import config_dir
 from broker.server.metadata.topics import TopicConfigManager
 from broker.server.outer_api import register_broker_all, unregister_broker_all
 from broker.server.processors import registry
+from broker.server.processors.acl_admin import AclAdminProcessor
 from broker.server.processors.admin import AdminBrokerProcessor
 from broker.server.processors.auth_admin import AuthAdminProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
@@ -101,6 +103,8 @@ class BrokerController:
         # -- ACL 2.0 (broker/auth): users and ACLs under config/, checked before every processor when switched on
         auth = broker_config.auth
         self.auth_metadata = (AuthMetadataManager(AuthStore(config_dir(root))) if auth.metadata_configured else None)
+        # -- ACL 1.0 (broker/auth/plain.py): plain_acl.yml's accounts, read now so that a bad file stops the start
+        self.plain_acl = PlainPermissionManager(broker_config.rocketmq_home) if broker_config.acl_enable else None
         # to NameServers and, from a slave, its master; signed with innerClientAuthenticationCredentials when set
         self.outer_client = RemotingClient(credentials=auth.inner_client_credentials)
         # -- master and slave: a slave copies its master's metadata (broker/server/slave_synchronize.py)
@@ -150,6 +154,8 @@ class BrokerController:
         await self._start_role_services()
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
+        if self.plain_acl is not None:  # AclFileWatchService: the ACL files reloaded when they change
+            self.every(WATCH_INTERVAL_S, self.plain_acl.poll)
         self.every(1.0, self.stats.sample)
         self.every(SECONDS_S, self.stats_manager.sample_seconds)
         self.every(MINUTES_S, self.stats_manager.sample_minutes)
@@ -180,7 +186,8 @@ class BrokerController:
         await loop.run_in_executor(None, self.store.shutdown)
 
     def _start_auth(self) -> None:
-        """Apache's AuthenticationMetadataManager.initUser, then the request pipeline (authentication first)."""
+        """Apache's AuthenticationMetadataManager.initUser, then the request pipeline (ACL 1.0's check, then
+        authentication, then authorization)."""
         auth = self.broker_config.auth
         if self.auth_metadata is not None:
             if auth.init_authentication_user is not None:
@@ -189,8 +196,10 @@ class BrokerController:
             if auth.inner_client_credentials is not None:
                 self.auth_metadata.init_user(auth.inner_client_credentials.access_key,
                                              auth.inner_client_credentials.secret_key)
-        if auth.enabled and self.auth_metadata is not None:  # config.py refuses enabled without metadata
-            self.server.set_request_pipeline(AuthPipeline(AuthEvaluator(auth, self.auth_metadata)))
+        evaluator = (AuthEvaluator(auth, self.auth_metadata)  # config.py refuses enabled without metadata
+                     if auth.enabled and self.auth_metadata is not None else None)
+        if evaluator is not None or self.plain_acl is not None:
+            self.server.set_request_pipeline(AuthPipeline(evaluator, self.plain_acl))
 
     def every(self, seconds: float, action: Callable[[], object]) -> None:
         """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
@@ -256,7 +265,10 @@ class BrokerController:
                 "client_manage": self._client_manage_processor, "consumer_manage": self._consumer_manage_processor,
                 "admin": self._admin_processor, "send_back": self._send_back_processor,
                 "end_transaction": self._end_transaction_processor,
-                "auth_admin": lambda: AuthAdminProcessor(self.auth_metadata)}
+                "auth_admin": lambda: AuthAdminProcessor(self.auth_metadata),
+                "acl_admin": lambda: AclAdminProcessor(
+                    self.plain_acl, broker_name=self.broker_config.broker_name, broker_addr=self.broker_addr,
+                    cluster_name=self.broker_config.broker_cluster_name)}
 
     def _put(self, msgs: list[StoreMessage]) -> Awaitable[PutMessageResult]:
         """``put_messages`` looked up at each put, not when a processor was built: what replaces it (a test's slow

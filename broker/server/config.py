@@ -2,7 +2,7 @@
 
 The file is parsed once (Java ``Properties.load`` syntax), then each key goes to every config that knows it, as
 BrokerStartup's ``MixAll.properties2Object`` calls do; keys neither knows are kept in ``BrokerConfig.extra``. No key
-is ignored silently: ``config_keys.py`` refuses those that would turn on what rmq does not have (``aclEnable=true``)
+is ignored silently: ``config_keys.py`` refuses those that would turn on what rmq does not have (``enableLmq=true``)
 and the others (Netty, thread pool and metrics keys...) are named in one WARNING line. Unlike Java, a value that
 does not parse is an error naming the key, not a silently kept default.
 
@@ -39,12 +39,17 @@ log = logging.getLogger(__name__)
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DEFAULT_REGION_ID = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID
 # The keys that name a file or directory: a relative one is taken from the config file's directory.
-PATH_KEYS = ("storePathRootDir", "storePathCommitLog", "logDir")
+PATH_KEYS = ("storePathRootDir", "storePathCommitLog", "logDir", "rocketmqHome")
 
 
 def _default_broker_name() -> str:
     """BrokerIdentity.defaultBrokerName: the host name, or DEFAULT_BROKER when there is none."""
     return socket.gethostname() or "DEFAULT_BROKER"
+
+
+def _default_rocketmq_home() -> str:
+    # Java reads -Drocketmq.home.dir, then the ROCKETMQ_HOME environment variable.
+    return os.environ.get("ROCKETMQ_HOME", "")
 
 
 def _default_namesrv_addr() -> str:
@@ -57,7 +62,7 @@ class BrokerConfig:
     """The broker's own settings (Java's BrokerIdentity + BrokerConfig), in Java's declaration order.
 
     Left out on purpose (read the Java class for them): thread-pool sizes and queue capacities, pop/revive tuning
-    (except reviveQueueNum, which sizes a system topic), ACL 1.0, metrics, controller/DLedger/container mode, cold-data
+    (except reviveQueueNum, which sizes a system topic), metrics, controller/DLedger/container mode, cold-data
     control, lite topics, tiered storage, split registration and the name-server address lookup services (a file
     that sets them is refused or warned about: ``config_keys.py``).
 
@@ -125,6 +130,10 @@ class BrokerConfig:
     # MessageStoreConfig keys in Java
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    # ACL 1.0 (broker/auth/plain.py): every request checked against <rocketmqHome>/conf/plain_acl.yml (and
+    # conf/acl/*.yml), refusals answered SYSTEM_ERROR; the files are reloaded when they change
+    acl_enable: bool = False
+    rocketmq_home: str = field(default_factory=_default_rocketmq_home)
     # ACL 2.0 (authenticationEnabled, authorizationEnabled, initAuthenticationUser...): Apache's AuthConfig, read from
     # the same file (broker/auth/config.py)
     auth: AuthConfig = field(default_factory=AuthConfig, compare=False, repr=False)
@@ -254,6 +263,9 @@ def check_broker_config(config: BrokerConfig) -> BrokerConfig:
     if not 0 <= config.listen_port <= 65535:
         raise ConfigError(f"bad value for listenPort: {config.listen_port}")
     parse_delay_levels(config.message_delay_level)
+    if config.acl_enable and not config.rocketmq_home:
+        raise ConfigError("aclEnable=true needs rocketmqHome (or ROCKETMQ_HOME): the accounts are read from "
+                          "<rocketmqHome>/conf/plain_acl.yml")
     config.log_settings()  # ConfigError for a bad log* value
     if config.broker_role is BrokerRole.SLAVE:
         if config.broker_id <= 0:

@@ -3,8 +3,8 @@
 Rule 1: this table is the only place that decides it; ``config.py`` asks ``check_keys`` once per configuration.
 
 * **Refused** (ConfigError naming the key): a value that turns on something rmq does not have. A broker that started
-  without the ACL, DLedger or controller mode its file asks for would not be the broker the file describes. The same
-  key set to the value rmq behaves as anyway (``aclEnable=false``) is accepted: rmq then does what it says.
+  without the DLedger or controller mode its file asks for would not be the broker the file describes. The same
+  key set to the value rmq behaves as anyway (``enableLmq=false``) is accepted: rmq then does what it says.
 * **Warned** (one WARNING line at start naming every such key and its family): keys whose absence a client cannot
   tell apart from their effect, beyond speed or resources (thread pools, Netty options, metrics), features rmq does
   not serve at all (pop, the timer wheel), the few keys BrokerConfig declares for Apache-conf compatibility without
@@ -12,12 +12,12 @@ Rule 1: this table is the only place that decides it; ``config.py`` asks ``check
   key of another version): Apache's own broker ignores unknown keys silently; rmq says so.
 
 Examples:
-    >>> check_keys({"serverWorkerThreads": "8", "aclEnable": "false"})
+    >>> check_keys({"serverWorkerThreads": "8", "enableLmq": "false"})
     [('serverWorkerThreads', 'thread pool')]
-    >>> check_keys({"aclEnable": "true"})
+    >>> check_keys({"enableLmq": "true"})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    broker.common.errors.ConfigError: aclEnable=true is refused: rmq has no ACL 1.0; remove the key or set it to false
+    broker.common.errors.ConfigError: enableLmq=true is refused: rmq has no light message queues; remove the key or ...
 """
 
 from __future__ import annotations
@@ -56,8 +56,7 @@ class WarnedFamily:
 
 
 REFUSED: tuple[RefusedKey, ...] = (
-    RefusedKey("aclEnable", "rmq has no ACL 1.0"),
-    RefusedKey("migrateAuthFromV1Enabled", "rmq has no ACL 1.0 to migrate from"),
+    RefusedKey("migrateAuthFromV1Enabled", "rmq does not migrate ACL 1.0 accounts to ACL 2.0 users"),
     RefusedKey("enableDLegerCommitLog", "rmq has no DLedger CommitLog (Raft replication)"),
     RefusedKey("enableControllerMode", "rmq has no controller mode (automatic master election)"),
     RefusedKey("duplicationEnable", "rmq has no duplication mode"),

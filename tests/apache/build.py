@@ -74,9 +74,12 @@ def driver_build() -> tuple[Path, Path, str]:
 
 
 @functools.cache
-def server_classpath(artifact_id: str) -> str:
+def server_classpath(artifact_id: str, version: str | None = None) -> str:
+    """The launcher and an Apache server artifact (``APACHE_VERSION`` unless ``version`` names another release, e.g.
+    5.3.2, the last broker with ACL 1.0)."""
     _, launcher_jar, _ = driver_build()
-    return f"{launcher_jar}{os.pathsep}{resolve_classpath([apache_artifact(artifact_id)])}"
+    artifact = rocketmq_artifact(artifact_id, version) if version else apache_artifact(artifact_id)
+    return f"{launcher_jar}{os.pathsep}{resolve_classpath([artifact])}"
 
 
 @functools.cache

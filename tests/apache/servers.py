@@ -180,12 +180,17 @@ def _spawn(
     conf: dict[str, object],
     jvm_args: tuple[str, ...],
     ports: tuple[int, ...],
+    version: str | None = None,
+    home_files: Mapping[str, str] | None = None,
 ) -> ApacheProcess:
     home.mkdir(parents=True, exist_ok=True)
+    for relative, text in (home_files or {}).items():  # e.g. conf/plain_acl.yml, read at start
+        (home / relative).parent.mkdir(parents=True, exist_ok=True)
+        (home / relative).write_text(text)
     conf_path = home / f"{role}.conf"
     conf_path.write_text(_properties_text(conf))
     console_path = home / f"{role}.console.log"
-    classpath = server_classpath(artifact)
+    classpath = server_classpath(artifact, version)
     cds = cds_archive(role, classpath)
     props = {**SERVER_SYSTEM_PROPERTIES, "user.home": home, "rocketmq.home.dir": home}
     cmd = [
@@ -322,13 +327,17 @@ def start_apache_broker(
     *,
     jvm_args: tuple[str, ...] = (),
     boot_timeout: float = BOOT_TIMEOUT_S,
+    version: str | None = None,
+    home_files: Mapping[str, str] | None = None,
     **conf: object,
 ) -> ApacheProcess:
     """Apache's broker (master, brokerId 0) on 127.0.0.1; ready when it printed its boot line, accepts connections
     and logged a completed registration with every namesrv in ``namesrv`` (an address list "a;b" or a process).
 
     ``store_dir`` defaults to ``tmp/store``; ``conf`` adds or overrides broker.conf keys
-    (``flushDiskType="SYNC_FLUSH"``, ``mappedFileSizeCommitLog=4096``, ``brokerName=...``)."""
+    (``flushDiskType="SYNC_FLUSH"``, ``mappedFileSizeCommitLog=4096``, ``brokerName=...``). ``version`` runs another
+    release's broker than ``APACHE_VERSION``; ``home_files`` (path under the broker's home -> text) are written
+    before it starts."""
     namesrv_addr = namesrv.addr if isinstance(namesrv, ApacheProcess) else namesrv
     store = Path(store_dir) if store_dir is not None else Path(tmp) / "store"
 
@@ -336,7 +345,8 @@ def start_apache_broker(
         port = free_broker_port()
         home = Path(tmp) / f"broker-{port}"
         full = broker_conf(port, namesrv_addr, store, **conf)
-        proc = _spawn("broker", "rocketmq-broker", BROKER_MAIN, home, full, tuple(jvm_args), (port, port - 2, port + 1))
+        proc = _spawn("broker", "rocketmq-broker", BROKER_MAIN, home, full, tuple(jvm_args), (port, port - 2, port + 1),
+                      version, home_files)
         proc.store_dir = Path(str(full["storePathRootDir"]))
         _await_ready(proc, BROKER_BOOT_LINE, boot_timeout, tuple(namesrv_addr.split(";")))
         return proc

@@ -6,7 +6,7 @@ without a default; a request missing one is refused with Java's own message.
 
 Modules: ``base`` (Header, HeaderError, RpcRequestHeader), ``message`` (sending, transactions, pulling, offsets,
 queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests),
-``auth`` (the ACL 2.0 admin requests).
+``auth`` (the ACL 2.0 admin requests, and ACL 1.0's legacy ones).
 
 May import: ``broker.common`` only (and ``broker._speedups``), like the rest of ``broker.remoting``.
 
@@ -52,9 +52,13 @@ if TYPE_CHECKING:
     )
     from broker.remoting.headers.auth import (
         AclRequestHeader,
+        CreateAccessConfigRequestHeader,
+        DeleteAccessConfigRequestHeader,
         DeleteAclRequestHeader,
+        GetBrokerAclConfigResponseHeader,
         ListAclsRequestHeader,
         ListUsersRequestHeader,
+        UpdateGlobalWhiteAddrsConfigRequestHeader,
         UserRequestHeader,
     )
     from broker.remoting.headers.base import (
@@ -112,6 +116,10 @@ _HOMES = {
     "ListAclsRequestHeader": "broker.remoting.headers.auth",
     "ListUsersRequestHeader": "broker.remoting.headers.auth",
     "UserRequestHeader": "broker.remoting.headers.auth",
+    "CreateAccessConfigRequestHeader": "broker.remoting.headers.auth",
+    "DeleteAccessConfigRequestHeader": "broker.remoting.headers.auth",
+    "UpdateGlobalWhiteAddrsConfigRequestHeader": "broker.remoting.headers.auth",
+    "GetBrokerAclConfigResponseHeader": "broker.remoting.headers.auth",
     "CloneGroupOffsetRequestHeader": "broker.remoting.headers.admin",
     "ConsumeMessageDirectlyResultRequestHeader": "broker.remoting.headers.admin",
     "ConsumerGroupHeader": "broker.remoting.headers.admin",
@@ -188,6 +196,10 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "AclRequestHeader",
+    "CreateAccessConfigRequestHeader",
+    "DeleteAccessConfigRequestHeader",
+    "GetBrokerAclConfigResponseHeader",
+    "UpdateGlobalWhiteAddrsConfigRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
     "BrokerHeartbeatRequestHeader",
     "BrokerNameHeader",

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from broker.remoting.server import RemotingServer
     from broker.server.processors.common import RequestProcessor
 
-MODULES = ("send", "pull", "client_manage", "consumer_manage", "admin", "send_back", "end_transaction", "auth_admin")
+MODULES = ("send", "pull", "client_manage", "consumer_manage", "admin", "send_back", "end_transaction", "auth_admin",
+           "acl_admin")
 
 
 def register_all(server: RemotingServer,

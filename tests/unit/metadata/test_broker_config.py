@@ -224,7 +224,6 @@ def test_format_config_reads_back_as_the_same_configs(tmp_path, broker_config):
 @pytest.mark.parametrize(
     "line, key",
     [
-        ("aclEnable=true", "aclEnable"),
         ("migrateAuthFromV1Enabled = TRUE", "migrateAuthFromV1Enabled"),
         ("enableDLegerCommitLog=true", "enableDLegerCommitLog"),
         ("enableControllerMode=true", "enableControllerMode"),
@@ -244,12 +243,12 @@ def test_keys_turning_on_what_rmq_lacks_are_refused(tmp_path, line, key):
 
 
 def test_refused_keys_set_to_what_rmq_does_are_accepted_quietly(tmp_path, caplog):
-    path = write(tmp_path, "aclEnable=false\nenableDLegerCommitLog=false\nstoreType=default\nmessageStorePlugIn=\n"
+    path = write(tmp_path, "enableLmq=false\nenableDLegerCommitLog=false\nstoreType=default\nmessageStorePlugIn=\n"
                            "litePullMessageEnable=true\nenableControllerMode = false\n")
     with caplog.at_level("WARNING", logger="broker.server.config"):
         broker, _ = load_broker_config(path)
     assert caplog.records == []
-    assert "aclEnable" in broker.extra  # kept as read, never acted on
+    assert "enableLmq" in broker.extra  # kept as read, never acted on
 
 
 def test_ignored_keys_are_named_in_one_warning_with_their_family(tmp_path, caplog):
