@@ -58,6 +58,7 @@ from broker.remoting.headers import (
     CheckTransactionStateRequestHeader,
     HeaderError,
 )
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,15 @@ class TransactionProducer(Producer):
     Arguments:
         group: the producer group; the broker asks a live producer of this group about open transactions.
         listener: executes and checks local transactions (TransactionListener).
-        namesrv_addr, config, client_config, instance: as for Producer.
+        namesrv_addr, config, client_config, instance, credentials: as for Producer.
     """
 
     def __init__(self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
                  listener: TransactionListener | None = None, config: ProducerConfig | None = None,
-                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
-        super().__init__(group, namesrv_addr, config=config, client_config=client_config, instance=instance)
+                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        super().__init__(group, namesrv_addr, config=config, client_config=client_config, instance=instance,
+                         credentials=credentials)
         self.listener = listener
         self._checks: set[asyncio.Task[None]] = set()
 
@@ -193,7 +196,7 @@ class TransactionProducer(Producer):
             transaction_id=header.transaction_id, commit_or_rollback=state.transaction_type, from_check=True,
             remark=remark)
         try:
-            await conn.invoke_oneway(end)
+            await conn.invoke_oneway(self.instance.remoting.signed(end))
         except RemotingError as err:
             log.error("endTransactionOneway to %s failed: %s", conn.remote_address, err)
 
