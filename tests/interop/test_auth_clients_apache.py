@@ -71,13 +71,13 @@ def test_our_mqadmin_prints_what_apaches_prints_on_apaches_broker(clusters: Clus
     home = tools_home(tmp_path / "home")
     tool = apache_mqadmin(home)
     theirs = []
-    for args in script("apache_tool_user", addr):
+    for args in script("tool_user_apache", addr):
         done = tool.run(*args, check=False, timeout=MQADMIN_TIMEOUT_S, cwd=tmp_path)
-        theirs.append(normalized((done.stdout + done.stderr).decode(errors="replace"), "apache_tool_user", addr))
+        theirs.append(normalized((done.stdout + done.stderr).decode(errors="replace"), "tool_user_apache", addr))
     ours = []
-    for args in script("our_tool_user", addr):
+    for args in script("tool_user_ours_a", addr):
         done = mqadmin(f"-Drocketmq.home.dir={home}", *args)
-        ours.append(normalized(done.out + done.err, "our_tool_user", addr))
+        ours.append(normalized(done.out + done.err, "tool_user_ours_a", addr))
     assert ours[0] == "create user to <broker> success."
     assert [row.split() for row in ours[5].splitlines()[1:]] == [
         ["User:<user>", "Custom", f"Topic:{TOPIC}", "[Pub,", "Sub,", "Get]", "null", "Allow"],
@@ -86,8 +86,8 @@ def test_our_mqadmin_prints_what_apaches_prints_on_apaches_broker(clusters: Clus
     assert ours[-1] == "delete user to <broker> success."  # Apache: deleting a missing user is no error
     assert ours == theirs
     ours_there = clusters.shared("rmq", **AUTH_CONF).brokers[0].addr  # and our tool on our broker: the same again
-    on_ours = [normalized((done := mqadmin(f"-Drocketmq.home.dir={home}", *args)).out + done.err, "our_user2",
-                          ours_there) for args in script("our_user2", ours_there)]
+    on_ours = [normalized((done := mqadmin(f"-Drocketmq.home.dir={home}", *args)).out + done.err, "tool_user_ours_r",
+                          ours_there) for args in script("tool_user_ours_r", ours_there)]
     assert on_ours == theirs
 
 
