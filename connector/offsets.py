@@ -104,7 +104,7 @@ class OffsetOracle:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.pull_timeout_ms)
+        self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.pull_timeout_ms, credentials=opts.credentials)
         self._pattern = re.compile(opts.topic_pattern) if opts.topic_pattern else None
         self._announced: set[str] = set()
         self.client_id = f"{local_address()}@rmq-spark-source-{os.getpid()}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from broker.common.errors import ConnectorOptionError
 from broker.common.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
+from broker.remoting.signing import SessionCredentials
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -68,6 +69,20 @@ class OptionReader:
 
 # Options Spark itself passes to data sources next to the user's (writeStream's checkpointLocation, save's path).
 _SPARK_OWNED = frozenset({"path", "checkpointlocation", "queryname"})
+# The keys every request is signed with (ACL), on source and sink alike. Spark's plans redact options whose names
+# match spark.redaction.regex (secret, access key); the parsed SessionCredentials' repr leaves the secret out.
+CREDENTIAL_OPTIONS = ("accessKey", "secretKey")
+
+
+def credentials(opts: OptionReader) -> SessionCredentials | None:
+    """accessKey and secretKey, both or neither. An error names the option missing, never the secret's value."""
+    access_key, secret_key = opts.str("accessKey"), opts.str("secretKey")
+    if access_key is None and secret_key is None:
+        return None
+    if access_key is None or secret_key is None:
+        missing = "secretKey" if secret_key is None else "accessKey"
+        raise ConnectorOptionError(f"the options accessKey and secretKey go together: {missing} is missing")
+    return SessionCredentials(access_key, secret_key)
 
 
 # -- source options (connector/source.py) -----------------------------------------------------------------------------
@@ -92,7 +107,7 @@ SOURCE_OPTIONS = (
     "namesrvAddr", "topic", "topics", "topicPattern", "subscribe", "subscribePattern", "assign", "startingOffsets",
     "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "filter", "filterType", "consumerGroup",
-    "pullBatchSize", "pullTimeoutMs", "minPartitions",
+    "pullBatchSize", "pullTimeoutMs", "minPartitions", *CREDENTIAL_OPTIONS,
 )
 # What to read: exactly one of these. subscribe and subscribePattern are the Kafka connector's names of topics and
 # topicPattern; assign names queues, as Kafka's names partitions.
@@ -210,6 +225,7 @@ class SourceOptions:
     min_partitions: int | None
     streaming: bool
     assigned: tuple[tuple[str, str, int], ...] = ()  # the ``assign`` option's (topic, brokerName, queueId), sorted
+    credentials: SessionCredentials | None = None  # accessKey/secretKey: every request is signed with them
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -250,6 +266,7 @@ class SourceOptions:
             consumer_group=group, pull_batch_size=opts.int("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, minimum=1),
             pull_timeout_ms=opts.int("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=1),
             min_partitions=opts.int("minPartitions", minimum=1), streaming=streaming, assigned=assigned,
+            credentials=credentials(opts),
         )
 
     @classmethod
@@ -331,6 +348,7 @@ class SourceOptions:
 SINK_OPTIONS = (
     "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
     "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "guarantee", "faultInjection",
+    *CREDENTIAL_OPTIONS,
 )
 # Sink options the README does not list: fault injection for the suite's failure tests.
 UNDOCUMENTED_SINK_OPTIONS = ("faultInjection",)
@@ -373,6 +391,7 @@ class SinkOptions:
     master_wait_ms: int = DEFAULT_MASTER_WAIT_MS
     guarantee: str = EXACTLY_ONCE
     fault: Mapping[str, object] | None = None
+    credentials: SessionCredentials | None = None  # accessKey/secretKey: tasks, the driver and the resolver sign
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: object | None = None, *, streaming: bool) -> SinkOptions:
@@ -428,7 +447,7 @@ class SinkOptions:
             resolver_idle_timeout_s=reader.int("resolverIdleTimeoutSeconds", DEFAULT_RESOLVER_IDLE_S, minimum=1),
             resolver_dir=reader.str("resolverDir"),
             master_wait_ms=reader.int("masterWaitTimeoutMs", DEFAULT_MASTER_WAIT_MS, minimum=0), guarantee=guarantee,
-            fault=fault)
+            fault=fault, credentials=credentials(reader))
 
     @property
     def exactly_once(self) -> bool:

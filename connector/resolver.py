@@ -47,11 +47,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from broker.common.errors import ConnectorError
+from broker.remoting.signing import SessionCredentials
 from connector.options import (
     DEFAULT_CHECK_IMMUNITY_S,
     DEFAULT_DECISION_TOPIC,
@@ -73,6 +74,8 @@ STARTING = "0 starting"  # the pid file's text from start_resolver until the res
 SERVICE_PID_FILE = "resolver.pid"  # in --dir, unless --pid-file says otherwise
 LOG_MAX_BYTES = 10 * 1024 * 1024  # the service's log file rolls over at this size ...
 LOG_BACKUPS = 5  # ... keeping this many old ones (<name>.log.1 ... .5)
+# The keys a resolver signs its requests with (a sink's accessKey/secretKey; set them by hand for a service).
+ACCESS_KEY_ENV, SECRET_KEY_ENV = "RMQ_ACCESS_KEY", "RMQ_SECRET_KEY"
 
 
 def resolver_dir(opts_dir: str | None) -> Path:
@@ -111,8 +114,28 @@ def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
         # sh backgrounds the resolver and exits at once: the resolver is re-parented to init (no zombie in a
         # long-lived Python worker) and, with the new session, outlives the driver's process group.
         subprocess.run(["/bin/sh", "-c", 'exec "$@" </dev/null &', "sh", *argv], stdout=out, stderr=out,
-                       start_new_session=True, check=True)
+                       start_new_session=True, check=True, env=credentials_env(opts.credentials))
     return True
+
+
+def credentials_env(credentials: SessionCredentials | None) -> dict[str, str]:
+    """The resolver's environment: ours, plus the sink's keys in ACCESS_KEY_ENV/SECRET_KEY_ENV. The environment, not
+    the command line: ``ps`` shows every user the arguments, while /proc/<pid>/environ is readable by the owner
+    only."""
+    env = {k: v for k, v in os.environ.items() if k not in (ACCESS_KEY_ENV, SECRET_KEY_ENV)}
+    if credentials is not None:
+        env[ACCESS_KEY_ENV], env[SECRET_KEY_ENV] = credentials.access_key, credentials.secret_key
+    return env
+
+
+def env_credentials(environ: Mapping[str, str] = os.environ) -> SessionCredentials | None:
+    """The keys a resolver signs with: ACCESS_KEY_ENV and SECRET_KEY_ENV, both or neither (ConnectorError)."""
+    access_key, secret_key = environ.get(ACCESS_KEY_ENV, ""), environ.get(SECRET_KEY_ENV, "")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise ConnectorError(f"{ACCESS_KEY_ENV} and {SECRET_KEY_ENV} go together: one of them is not set")
+    return SessionCredentials(access_key, secret_key)
 
 
 def ensure_resolver(opts: SinkOptions, topics: list[str] | None = None) -> int:
@@ -266,7 +289,8 @@ def _spec(args: argparse.Namespace, parser: argparse.ArgumentParser, directory: 
         parser.error(f"--idle-timeout-s must be >= 0, got {idle}")
     return ServiceSpec(namesrv=args.namesrv, decision_topic=args.decision_topic, directory=directory,
                        sink_ids=tuple(dict.fromkeys(args.sink_id)), all_sinks=args.all_sinks, idle_timeout_s=idle,
-                       topics=tuple(args.topic), exclusive=not args.service, check_immunity_s=immunity)
+                       topics=tuple(args.topic), exclusive=not args.service, check_immunity_s=immunity,
+                       credentials=env_credentials())
 
 
 def _log_to(handler: logging.Handler) -> None:

@@ -36,6 +36,7 @@ from broker.common.message import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPE
 from broker.common.properties import parse_properties
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
+from broker.remoting.signing import SessionCredentials
 from connector.decisions import (
     PROPERTY_SINK_BATCH,
     PROPERTY_SINK_ID,
@@ -66,9 +67,10 @@ def sink_paths(directory: Path, sink_id: str) -> tuple[Path, Path, Path]:
 class Resolver:
     """The listener of one sink group's TransactionProducer: checks are answered from the decision log."""
 
-    def __init__(self, namesrv: str, sink_id: str, decision_topic: str, settling: Settling | None = None) -> None:
+    def __init__(self, namesrv: str, sink_id: str, decision_topic: str, settling: Settling | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
         self.sink_id = sink_id
-        self.client = BlockingClient(namesrv)
+        self.client = BlockingClient(namesrv, credentials=credentials)
         self.decisions = DecisionLog(self.client, decision_topic, sink_id)
         self.settling = settling  # None: a service's, which does not exit when settled
         self.last_activity = time.monotonic()
@@ -127,6 +129,7 @@ class ServiceSpec:
     topics: tuple[str, ...] = ()  # data topics whose brokers to heartbeat (the decision topic's always are)
     exclusive: bool = True  # a sink whose lock another resolver holds: exit (True) or serve it all the same
     check_immunity_s: float | None = None  # the sink's checkImmunitySeconds: exit once settled; None: a service
+    credentials: SessionCredentials | None = None  # every request is signed with them (RMQ_ACCESS_KEY/SECRET_KEY)
 
 
 class ResolverService:
@@ -136,11 +139,12 @@ class ResolverService:
         self.spec = spec
         config = ClientConfig(namesrv_addr=spec.namesrv, instance_name=f"rmq-sink-resolver-{os.getpid()}",
                               heartbeat_broker_interval=HEARTBEAT_MS, poll_name_server_interval=HEARTBEAT_MS)
-        self.instance = MQClientInstance(config)
+        self.instance = MQClientInstance(config, credentials=spec.credentials)
         self.resolvers: dict[str, Resolver] = {}
         self._producers: list[TransactionProducer] = []
         self._claims: dict[str, IO[str]] = {}
-        self._scan = SinkScan(BlockingClient(spec.namesrv), spec.decision_topic) if spec.all_sinks else None
+        self._scan = (SinkScan(BlockingClient(spec.namesrv, credentials=spec.credentials), spec.decision_topic)
+                      if spec.all_sinks else None)
         self._stopping = asyncio.Event()
         self._started = time.time()
         self._timings: dict[str, tuple[float, float]] = {}  # master address -> (check interval, timeout), s
@@ -172,7 +176,7 @@ class ResolverService:
             return False
         immunity = self.spec.check_immunity_s
         settling = None if immunity is None else Settling(immunity_s=immunity, started=self._started)
-        resolver = Resolver(self.spec.namesrv, sink_id, self.spec.decision_topic, settling)
+        resolver = Resolver(self.spec.namesrv, sink_id, self.spec.decision_topic, settling, self.spec.credentials)
         producer = TransactionProducer(f"RMQ_SINK_{sink_id}", listener=resolver, instance=self.instance)
         for topic in [self.spec.decision_topic, *self.spec.topics]:  # their brokers are heartbeated: checks reach us
             producer.topic_publish_info.setdefault(topic, TopicPublishInfo())

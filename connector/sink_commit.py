@@ -117,7 +117,7 @@ class _Ends:
             template = self.templates.get((topic, handles.broker_name))
             if template is None:
                 template = self.templates[topic, handles.broker_name] = end_transaction_template(
-                    self.opts.producer_group, topic, handles.broker_name, self.state)
+                    self.opts.producer_group, topic, handles.broker_name, self.state, self.opts.credentials)
             by_topic.append(template)
         for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
             opaque, frame = by_topic[topic_index].frame((str(queue_offset), str(commit_log_offset), uniq, uniq))
@@ -204,8 +204,8 @@ def commit_batch(opts: SinkOptions, messages: Sequence[object | None], batch: st
     commits = _task_commits(opts, messages, batch)
     if not any(c.rows for c in commits):
         return  # nothing was sent: nothing to decide
-    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
-                        producer_group=opts.producer_group) as client:
+    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=opts.producer_group,
+                        credentials=opts.credentials) as client:
         decisions = DecisionLog(client, opts.decision_topic, opts.sink_id)
         decisions.ensure_topic(_brokers(commits), master_wait_ms=opts.master_wait_ms)
         ensure_resolver(opts, sorted({t for c in commits for t in c.topics}))
@@ -266,8 +266,8 @@ def abort_batch(opts: SinkOptions, messages: Sequence[object | None], batch: str
     commits = [m for m in messages if isinstance(m, TaskCommit) and m.sink_id == opts.sink_id]
     if not commits and not record:
         return
-    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms,
-                        producer_group=opts.producer_group) as client:
+    with BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=opts.producer_group,
+                        credentials=opts.credentials) as client:
         if record:
             _record_abort(client, opts, commits, batch)
         if commits:

@@ -110,7 +110,8 @@ class RowSender:
     def __init__(self, opts: SinkOptions, run: str) -> None:
         self.opts = opts
         self.group = opts.producer_group
-        self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=self.group)
+        self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.send_timeout_ms, producer_group=self.group,
+                                     credentials=opts.credentials)
         self.run = run
         self.rows = 0
         self.first_born_ms = 0
@@ -158,8 +159,10 @@ class RowSender:
                 addr = self._addr(mq)
                 pair = templates.get(mq.broker_name)
                 if pair is None:
-                    pair = templates[mq.broker_name] = (half_message_template(self.group, topic, mq.broker_name),
-                                                        batch_message_template(self.group, topic, mq.broker_name))
+                    keys = self.opts.credentials
+                    pair = templates[mq.broker_name] = (
+                        half_message_template(self.group, topic, mq.broker_name, keys),
+                        batch_message_template(self.group, topic, mq.broker_name, keys))
                 if addr not in self._pipes:
                     self._batched[addr] = self.ALWAYS_BATCHED or supports_batch(self.client, addr, self.opts)
                     self._pipes[addr] = self._pipeline(addr)

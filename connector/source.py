@@ -40,6 +40,7 @@ from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, M
 from broker.common.validation import DEFAULT_CONSUMER_GROUP
 from broker.remoting.command import RemotingCommand
 from broker.remoting.heartbeat import build_subscription_data
+from broker.remoting.signing import SessionCredentials
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
 from connector.replicas import broker_addrs, is_master, read_addresses
@@ -70,6 +71,7 @@ class QueueRange(InputPartition):
     pull_batch_size: int
     pull_timeout_ms: int
     fail_on_data_loss: bool
+    credentials: SessionCredentials | None = None  # the pulls are signed with them (the source's accessKey)
 
     @property
     def mq(self) -> MessageQueue:
@@ -95,7 +97,7 @@ class _Puller:
                 self.subscription = protocol.SubscriptionData(part.topic, part.sub_expression,
                                                               expression_type=part.expression_type)
         self.addr = part.broker_addr
-        self.remote = BlockingRemotingClient(self.addr)
+        self.remote = BlockingRemotingClient(self.addr, credentials=part.credentials)
 
     def close(self) -> None:
         self.remote.close()
@@ -142,7 +144,7 @@ class _Puller:
                     self.addr, err or "behind the batch's end")
         self.remote.close()
         self.addr = others[0]
-        self.remote = BlockingRemotingClient(self.addr)
+        self.remote = BlockingRemotingClient(self.addr, credentials=self.part.credentials)
         return True
 
 
@@ -237,7 +239,7 @@ def plan_partitions(oracle: OffsetOracle, opts: SourceOptions, start: Offsets, e
     group = opts.consumer_group or DEFAULT_CONSUMER_GROUP
     return [QueueRange(mq.topic, mq.broker_name, mq.queue_id, lo, hi, oracle.broker_addr(mq), opts.namesrv_addr,
                        group, opts.filter, opts.filter_type, opts.pull_batch_size, opts.pull_timeout_ms,
-                       opts.fail_on_data_loss)
+                       opts.fail_on_data_loss, opts.credentials)
             for mq, lo, hi in ranges]
 
 

@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.common.errors import JobError
+from broker.remoting.signing import SessionCredentials
 from jobs import lake
 from jobs.common import (
     Bound,
     JobsConf,
+    credential_options,
     format_table,
+    job_credentials,
     job_parser,
     parse_bound,
     range_options,
@@ -55,10 +58,11 @@ class BackfillJob:
     filter: str | None = None
     filter_type: str = "TAG"
     progress_interval_s: float = 2.0
+    credentials: SessionCredentials | None = None
 
     def source_options(self) -> dict[str, str]:
         options = {"namesrvAddr": self.namesrv, **subscription_options(self.topics, self.topic_pattern),
-                   **range_options(self.start, self.end)}
+                   **range_options(self.start, self.end), **credential_options(self.credentials)}
         if self.filter:
             options.update(filter=self.filter, filterType=self.filter_type)
         return options
@@ -137,7 +141,7 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[BackfillJob, obj
         job = BackfillJob(namesrv=args.namesrv, table=args.table, topics=topics_of(args.topic),
                           topic_pattern=args.topic_pattern, start=parse_bound(args.start, "--from"),
                           end=parse_bound(args.end, "--to"), filter=args.filter, filter_type=args.filter_type,
-                          progress_interval_s=conf.progress_interval_s)
+                          progress_interval_s=conf.progress_interval_s, credentials=job_credentials(args))
         job.source_options()  # every flag checked before anything starts
     except JobError as err:
         parser.error(str(err))

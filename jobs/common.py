@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn, TypeVar
@@ -29,6 +29,7 @@ from broker.common.errors import ConfigError, ConnectorError, JobError, Remoting
 from broker.common.properties import read_properties
 from broker.remoting.codes import ResponseCode
 from broker.remoting.exchange import parse_address
+from broker.remoting.signing import SessionCredentials
 from jobs.spark import default_conf
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class JobsConf:
     ingest_interval: str = "10 seconds"
     ingest_starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    access_key: str | None = None  # ACL keys every request is signed with (--access-key/--secret-key win)
+    secret_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> JobsConf:
@@ -75,7 +78,7 @@ class JobsConf:
     @classmethod
     def from_properties(cls, props: Mapping[str, str], where: str = "jobs.conf") -> JobsConf:
         known = {"namesrvAddr", "namesrvTimeoutMs", "progressIntervalSeconds", "ingest.trigger", "ingest.interval",
-                 "ingest.startingOffsets", "ingest.maxOffsetsPerTrigger"}
+                 "ingest.startingOffsets", "ingest.maxOffsetsPerTrigger", "accessKey", "secretKey"}
         unknown = sorted(set(props) - known)
         if unknown:
             raise JobError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
@@ -98,6 +101,8 @@ class JobsConf:
             ingest_interval=props.get("ingest.interval", base.ingest_interval).strip(),
             ingest_starting_offsets=props.get("ingest.startingOffsets", base.ingest_starting_offsets).strip(),
             max_offsets_per_trigger=number("ingest.maxOffsetsPerTrigger", int, None),  # type: ignore[arg-type]
+            access_key=props.get("accessKey", "").strip() or None,
+            secret_key=props.get("secretKey", "").strip() or None,
         )
 
 
@@ -111,11 +116,33 @@ def job_parser(prog: str, description: str, conf: JobsConf, *, namesrv: bool = T
     if namesrv:
         parser.add_argument("--namesrv", default=conf.namesrv_addr, metavar="HOST:PORT[;HOST:PORT]",
                             help="NameServer address(es) (default from conf/jobs.conf: %(default)s)")
+    parser.add_argument("--access-key", default=conf.access_key, metavar="KEY",
+                        help="ACL: the user every request is signed as (default from conf/jobs.conf's accessKey)")
+    parser.add_argument("--secret-key", default=conf.secret_key, metavar="SECRET",
+                        help="ACL: that user's secret (conf/jobs.conf's secretKey keeps it off the command line)")
     parser.add_argument("--master", help="Spark master (default: spark-submit's or SPARK_CONF_DIR's, else local[2] "
                                          "from conf/spark-defaults.conf)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=key_value_arg,
                         help="a Spark setting, over conf/spark-defaults.conf (repeatable)")
     return parser
+
+
+def job_credentials(args: argparse.Namespace) -> SessionCredentials | None:
+    """--access-key and --secret-key (or jobs.conf's accessKey and secretKey): both or neither."""
+    access_key, secret_key = (args.access_key or "").strip(), (args.secret_key or "").strip()
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise JobError("--access-key and --secret-key (accessKey and secretKey in jobs.conf) go together: "
+                       f"{'--secret-key' if not secret_key else '--access-key'} is missing")
+    return SessionCredentials(access_key, secret_key)
+
+
+def credential_options(credentials: SessionCredentials | None) -> dict[str, str]:
+    """The connector options that sign a job's reads and writes."""
+    if credentials is None:
+        return {}
+    return {"accessKey": credentials.access_key, "secretKey": credentials.secret_key}
 
 
 def key_value_arg(text: str) -> str:

@@ -32,11 +32,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from broker.common.errors import JobError
+from broker.remoting.signing import SessionCredentials
 from jobs import lake
 from jobs.common import (
     Bound,
     JobsConf,
+    credential_options,
     format_table,
+    job_credentials,
     job_parser,
     parse_bound,
     run_cli,
@@ -73,12 +76,14 @@ class IngestJob:
     app_id: str | None = None
     timeout_s: float | None = None
     progress_interval_s: float = 2.0
+    credentials: SessionCredentials | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trigger", trigger_named(self.trigger))
 
     def source_options(self) -> dict[str, str]:
-        options = {"namesrvAddr": self.namesrv, **subscription_options(self.topics, self.topic_pattern)}
+        options = {"namesrvAddr": self.namesrv, **subscription_options(self.topics, self.topic_pattern),
+                   **credential_options(self.credentials)}
         if self.start.kind == "timestamp":
             options["startingTimestamp"] = str(self.start.timestamp_ms)
         else:
@@ -248,7 +253,8 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[IngestJob, objec
                         interval=args.interval, start=parse_bound(args.start, "--from"),
                         max_offsets_per_trigger=args.max_offsets_per_trigger, filter=args.filter,
                         filter_type=args.filter_type, consumer_group=args.consumer_group, merge=args.merge,
-                        app_id=args.app_id, timeout_s=args.timeout, progress_interval_s=conf.progress_interval_s)
+                        app_id=args.app_id, timeout_s=args.timeout, progress_interval_s=conf.progress_interval_s,
+                        credentials=job_credentials(args))
         job.source_options()
     except JobError as err:
         parser.error(str(err))

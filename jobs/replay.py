@@ -29,10 +29,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from broker.common.errors import JobError
+from broker.remoting.signing import SessionCredentials
 from connector.columns import SYSTEM_PROPERTIES
 from jobs import lake
 from jobs.common import (
     JobsConf,
+    credential_options,
+    job_credentials,
     job_parser,
     key_value_arg,
     key_value_pairs,
@@ -63,6 +66,7 @@ class ReplayJob:
     sink_id: str | None = None
     keep_order: bool = True
     sink_options: dict[str, str] = field(default_factory=dict)
+    credentials: SessionCredentials | None = None
 
     def __post_init__(self) -> None:
         snapshot = self.version is not None or self.as_of is not None
@@ -157,7 +161,7 @@ def replay(spark: SparkSession, job: ReplayJob) -> ReplaySummary:
         if count:
             writer = (messages.write.format("rmq").mode("append").option("namesrvAddr", job.namesrv)
                       .option("topic", job.topic).option("sinkId", job.effective_sink_id()))
-            for key, value in job.sink_options.items():
+            for key, value in {**job.sink_options, **credential_options(job.credentials)}.items():
                 writer = writer.option(key, value)
             writer.save()
     finally:
@@ -198,7 +202,7 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[ReplayJob, argpa
                         from_time=_delta_time(args.from_time, "--from-time") if args.from_time else None,
                         to_time=_delta_time(args.to_time, "--to-time") if args.to_time else None,
                         where=args.where, sink_id=args.sink_id, keep_order=args.keep_order,
-                        sink_options=_sink_options(args.sink_option))
+                        sink_options=_sink_options(args.sink_option), credentials=job_credentials(args))
     except JobError as err:
         parser.error(str(err))
     return job, args

@@ -60,6 +60,7 @@ from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, 
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_CONSUMER_GROUP, DEFAULT_PRODUCER_GROUP
 from broker.remoting.codes import ResponseCode
 from broker.remoting.exchange import DEFAULT_TIMEOUT_MS
+from broker.remoting.signing import SessionCredentials
 
 __all__ = [
     "BlockingClient",
@@ -86,12 +87,14 @@ class BlockingClient:
         namesrv_addr: "host:port;host:port".
         timeout_ms: the default timeout of every call.
         producer_group / consumer_group: the groups named in send and pull requests.
+        credentials: sign every request (to NameServers and brokers) with these keys, as Java's AclClientRPCHook.
     """
 
     def __init__(self, namesrv_addr: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS,
                  producer_group: str = DEFAULT_PRODUCER_GROUP, consumer_group: str = DEFAULT_CONSUMER_GROUP,
                  retry_times_when_send_failed: int = 2, default_topic_queue_nums: int = 4,
-                 route_ttl_s: float = ROUTE_TTL_S) -> None:
+                 route_ttl_s: float = ROUTE_TTL_S, credentials: SessionCredentials | None = None) -> None:
+        self.credentials = credentials
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
         self.timeout_ms = timeout_ms
         self.producer_group = producer_group
@@ -124,7 +127,7 @@ class BlockingClient:
         with self._lock:
             client = self._clients.get(address)
             if client is None:
-                client = self._clients[address] = BlockingRemotingClient(address)
+                client = self._clients[address] = BlockingRemotingClient(address, credentials=self.credentials)
             return client
 
     # -- routes -------------------------------------------------------------------------------------------------

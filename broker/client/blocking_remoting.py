@@ -39,6 +39,7 @@ from broker.remoting.exchange import (
     request_timeout,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from broker.remoting.signing import SessionCredentials, sign_request
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,11 @@ class BlockingRemotingClient:
     """
 
     def __init__(self, address: str, *, connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: every request is signed with them (AclClientRPCHook) just before it is framed."""
         self.address = address
+        self.credentials = credentials
         self.host, self.port = parse_address(address)
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
@@ -126,7 +130,7 @@ class BlockingRemotingClient:
         with self._lock:
             sock = self._ensure_connected()
             exchange = self._exchange
-            data = b"".join(exchange.send_request(request, _INVOKED))
+            data = b"".join(exchange.send_request(self.signed(request), _INVOKED))
             try:
                 self._send(sock, data, deadline, request, timeout_ms)
                 return self._receive(sock, request, deadline, timeout_ms)
@@ -140,7 +144,7 @@ class BlockingRemotingClient:
         with self._lock:
             sock = self._ensure_connected()
             exchange = self._exchange
-            data = b"".join(exchange.send_request(request, _SENT))
+            data = b"".join(exchange.send_request(self.signed(request), _SENT))
             try:
                 self._send(sock, data, deadline, request, timeout_ms)
             except BaseException:
@@ -178,7 +182,13 @@ class BlockingRemotingClient:
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
             sock = self._ensure_connected()
-            self._send(sock, b"".join(self._exchange.send_oneway(request)), deadline, request, timeout_ms)
+            self._send(sock, b"".join(self._exchange.send_oneway(self.signed(request))), deadline, request,
+                       timeout_ms)
+
+    def signed(self, request: RemotingCommand) -> RemotingCommand:
+        """``request`` as it is framed: every ext field set, then signed when there are credentials (the signature
+        covers what is sent, so nothing may change after this). A signed request keeps its opaque."""
+        return request if self.credentials is None else sign_request(request, self.credentials)
 
     # -- for callers that frame their own requests (Pipeline) ------------------------------------------------------
 

@@ -52,6 +52,7 @@ from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcher
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.heartbeat import build_subscription_data
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +110,14 @@ class LitePullConsumer:
     consume_type = "CONSUME_ACTIVELY"
 
     def __init__(self, group: str, namesrv_addr: str | None = None, *, config: LitePullConfig | None = None,
-                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
+                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: sign every request with these keys (Java's consumer constructors with an RPCHook); a
+        shared ``instance`` carries its own."""
         self.group = group
         self.config = config or LitePullConfig()
         self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
-                                                         client_config, instance)
+                                                         client_config, instance, credentials)
         self.pull_api = PullAPIWrapper(self.instance, group)
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._sub_expressions: dict[str, protocol.SubscriptionData] = {}

@@ -42,6 +42,7 @@ from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.exchange import not_supported_response
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,22 @@ class ClientConfig:
         if self.instance_name != "DEFAULT":
             return self
         return replace(self, instance_name=f"{os.getpid()}#{time.monotonic_ns()}")
+
+
+def client_instance(client_config: ClientConfig | None, namesrv_addr: str | None, instance: MQClientInstance | None,
+                    credentials: SessionCredentials | None, *, pid_instance_name: bool = True) -> MQClientInstance:
+    """The instance a producer or consumer uses: the one given (whose credentials are the ones it signs with: others
+    given beside it are refused, not ignored), or a new one from ``client_config`` and ``namesrv_addr``."""
+    if instance is not None:
+        if credentials is not None and credentials != instance.remoting.credentials:
+            raise MQClientError(-1, "credentials belong to the shared MQClientInstance: pass them when creating it")
+        return instance
+    client_config = client_config or ClientConfig()
+    if namesrv_addr is not None:
+        client_config = replace(client_config, namesrv_addr=namesrv_addr)
+    if pid_instance_name:
+        client_config = client_config.with_pid_instance_name()
+    return MQClientInstance(client_config, credentials=credentials)
 
 
 class ProducerInner(Protocol):
@@ -129,11 +146,14 @@ class MQClientInstance:
         >>> await instance.shutdown()  # doctest: +SKIP
     """
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, *, credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: every request of every producer and consumer sharing this instance is signed with them
+        (Java hands its RPCHook to MQClientInstance the same way)."""
         self.config = config
         self.client_id = config.build_mq_client_id()
         self.route_table = RouteTable()
-        self.remoting = RemotingClient(self._serve_request, default_timeout_ms=config.mq_client_api_timeout)
+        self.remoting = RemotingClient(self._serve_request, default_timeout_ms=config.mq_client_api_timeout,
+                                       credentials=credentials)
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
         self._namesrv_index = random.randrange(1 << 16)

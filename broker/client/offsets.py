@@ -15,16 +15,16 @@ import logging
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 
-from broker.client.instance import ClientConfig, MQClientInstance
+from broker.client.instance import ClientConfig, MQClientInstance, client_instance
 from broker.client.message import MessageExt, MessageQueue
 from broker.common.errors import MQClientError, OffsetNotFound
 from broker.common.persist import write_atomic
 from broker.common.validation import RETRY_GROUP_TOPIC_PREFIX
 from broker.remoting.codes import ResponseCode
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -288,17 +288,12 @@ OffsetStore = RemoteBrokerOffsetStore | LocalFileOffsetStore
 
 def consumer_setup(group: str, message_model: MessageModel, namesrv_addr: str | None,
                    client_config: ClientConfig | None, instance: MQClientInstance | None,
-                   ) -> tuple[MQClientInstance, OffsetStore]:
+                   credentials: SessionCredentials | None = None) -> tuple[MQClientInstance, OffsetStore]:
     """What both consumers make first: their client instance, unless given one (a clustering consumer's instance
     name is its pid; a broadcasting one keeps ip@DEFAULT, which names its offset file), and the offset store of
     their message model (the brokers', or a local file)."""
-    if instance is None:
-        client_config = client_config or ClientConfig()
-        if namesrv_addr is not None:
-            client_config = replace(client_config, namesrv_addr=namesrv_addr)
-        if message_model is MessageModel.CLUSTERING:
-            client_config = client_config.with_pid_instance_name()
-        instance = MQClientInstance(client_config)
+    instance = client_instance(client_config, namesrv_addr, instance, credentials,
+                               pid_instance_name=message_model is MessageModel.CLUSTERING)
     if message_model is MessageModel.CLUSTERING:
         return instance, RemoteBrokerOffsetStore(instance, group)
     return instance, LocalFileOffsetStore(instance.client_id, group)

@@ -25,6 +25,13 @@ from broker.remoting.codes import SerializeType
 from broker.remoting.command import RemotingCommand
 from broker.remoting.exchange import DEFAULT_TIMEOUT_MS, CloseReason
 from broker.remoting.frame import PREFIX_SIZE, encode_frame
+from broker.remoting.signing import (
+    SIGNATURE,
+    SessionCredentials,
+    calculate_signature,
+    credential_fields,
+    signed_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +42,28 @@ class RequestTemplate:
     with a mark in each open field; each request then splices its opaque and its open values (JSON strings) in with
     one ``%`` format, about 3 us instead of the 30 us of building, checking and encoding a RemotingCommand.
 
+    With ``credentials`` every frame is signed (AclClientRPCHook): ``AccessKey`` (and ``SecurityToken``) are fixed
+    fields of the template, ``Signature`` one more open field, last, computed by ``frame`` from the values it splices
+    and the body, so what is signed is what is sent.
+
     Examples:
         >>> template = RequestTemplate(RequestCode.END_TRANSACTION, {"producerGroup": "g", "msgId": None})
         >>> opaque, frame = template.frame(("0A0B",))  # doctest: +SKIP
     """
 
-    def __init__(self, code: int, ext_fields: dict[str, str | None]) -> None:
+    def __init__(self, code: int, ext_fields: dict[str, str | None],
+                 credentials: SessionCredentials | None = None) -> None:
         self.code = int(code)
+        self._secret: str | None = None
+        if credentials is not None:
+            ext_fields = {k: v for k, v in ext_fields.items() if k != SIGNATURE}
+            ext_fields.update(credential_fields(credentials))
+            ext_fields[SIGNATURE] = None
+            self._secret = credentials.secret_key
         self.open_fields = [name for name, value in ext_fields.items() if value is None]
+        # the signed content's parts in signing order: a fixed value, or the index of an open one
+        opened = {name: i for i, name in enumerate(self.open_fields)}
+        self._content: list[str | int] = [opened.get(k, ext_fields[k]) for k in signed_keys(ext_fields)]
         marks = {name: f"@@open{i}@@" for i, name in enumerate(self.open_fields)}
         sample = replace(command.create_request(code, {k: marks.get(k, v) for k, v in ext_fields.items()}),
                          opaque=_OPAQUE_MARK)
@@ -57,10 +78,18 @@ class RequestTemplate:
         self._format = b"".join(fmt)
 
     def frame(self, values: Sequence[str], body: bytes = b"") -> tuple[int, bytes]:
-        """A fresh opaque and the whole frame with ``values`` (the open fields, in order) and ``body``."""
+        """A fresh opaque and the whole frame with ``values`` (the open fields, in order, ``Signature`` not among
+        them) and ``body``."""
         opaque = command.next_opaque()
+        if self._secret is not None:
+            values = (*values, self._signature(values, body))
         header = self._format % (*map(_dumps_str, values), opaque)
         return opaque, encode_frame(SerializeType.JSON, header, body)
+
+
+    def _signature(self, values: Sequence[str], body: bytes) -> str:
+        content = "".join([part if type(part) is str else values[part] for part in self._content])
+        return calculate_signature(content.encode("utf-8", "surrogatepass") + body, self._secret or "")
 
 
 _OPAQUE_MARK = -2147480647  # an opaque no sample ever gets: what RequestTemplate cuts the header at
@@ -101,7 +130,7 @@ class Pipeline:
 
     def submit(self, request: RemotingCommand, context: object = None,
                order_key: object | None = None) -> list[tuple[object, RemotingCommand]]:
-        return self.submit_frame(request.opaque, command.encode(request), context, order_key)
+        return self.submit_frame(request.opaque, command.encode(self.client.signed(request)), context, order_key)
 
     def submit_frame(self, opaque: int, frame: bytes, context: object = None,
                      order_key: object | None = None) -> list[tuple[object, RemotingCommand]]:

@@ -19,13 +19,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from broker.client import protocol
 from broker.client.fault import MQFaultStrategy
-from broker.client.instance import ClientConfig, MQClientInstance
+from broker.client.instance import ClientConfig, MQClientInstance, client_instance
 from broker.client.message import (
     MAX_MESSAGE_SIZE,
     Message,
@@ -43,6 +43,7 @@ from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcher
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +79,16 @@ class Producer:
         group: the producer group (DEFAULT_PRODUCER by default).
         namesrv_addr: "host:port;host:port"; or pass ``client_config`` / a shared ``instance``.
         config: ProducerConfig overrides (timeouts, retries, compression, fault avoidance).
+        credentials: sign every request with these keys (Java's ``new DefaultMQProducer(group, rpcHook)``); a
+            shared ``instance`` carries its own.
     """
 
     def __init__(self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
                  config: ProducerConfig | None = None, client_config: ClientConfig | None = None,
-                 instance: MQClientInstance | None = None) -> None:
+                 instance: MQClientInstance | None = None, credentials: SessionCredentials | None = None) -> None:
         self.group = group
         self.config = config or ProducerConfig()
-        if instance is None:
-            client_config = client_config or ClientConfig()
-            if namesrv_addr is not None:
-                client_config = replace(client_config, namesrv_addr=namesrv_addr)
-            instance = MQClientInstance(client_config.with_pid_instance_name())
-        self.instance = instance
+        self.instance = client_instance(client_config, namesrv_addr, instance, credentials)
         self.fault_strategy = MQFaultStrategy(self.config.send_latency_fault_enable)
         self.topic_publish_info: dict[str, TopicPublishInfo] = {}
         self._started = False

@@ -88,6 +88,7 @@ from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TO
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.remoting.heartbeat import EXPRESSION_SQL92, build_subscription_data
+from broker.remoting.signing import SessionCredentials
 
 __all__ = [  # the listener's vocabulary is concurrently.py's; the consumer's users find it here too
     "ConsumeConcurrentlyContext",
@@ -155,11 +156,14 @@ class PushConsumer:
     consume_type = "CONSUME_PASSIVELY"
 
     def __init__(self, group: str, namesrv_addr: str | None = None, *, config: PushConsumerConfig | None = None,
-                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
+                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: sign every request with these keys (Java's consumer constructors with an RPCHook); a
+        shared ``instance`` carries its own."""
         self.group = group
         self.config = config or PushConsumerConfig()
         self.instance, self.offset_store = consumer_setup(group, self.config.message_model, namesrv_addr,
-                                                         client_config, instance)
+                                                         client_config, instance, credentials)
         self.pull_api = PullAPIWrapper(self.instance, group)
         self.subscriptions: dict[str, protocol.SubscriptionData] = {}
         self.listener: MessageListener | None = None

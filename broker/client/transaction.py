@@ -58,6 +58,7 @@ from broker.remoting.headers import (
     CheckTransactionStateRequestHeader,
     HeaderError,
 )
+from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,15 @@ class TransactionProducer(Producer):
     Arguments:
         group: the producer group; the broker asks a live producer of this group about open transactions.
         listener: executes and checks local transactions (TransactionListener).
-        namesrv_addr, config, client_config, instance: as for Producer.
+        namesrv_addr, config, client_config, instance, credentials: as for Producer.
     """
 
     def __init__(self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
                  listener: TransactionListener | None = None, config: ProducerConfig | None = None,
-                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None) -> None:
-        super().__init__(group, namesrv_addr, config=config, client_config=client_config, instance=instance)
+                 client_config: ClientConfig | None = None, instance: MQClientInstance | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        super().__init__(group, namesrv_addr, config=config, client_config=client_config, instance=instance,
+                         credentials=credentials)
         self.listener = listener
         self._checks: set[asyncio.Task[None]] = set()
 
@@ -200,7 +203,7 @@ class TransactionProducer(Producer):
             self.trace_dispatcher.end_transaction(self.group, msg, msg_id, conn.remote_address,
                                                   state.value, header.transaction_id, from_check=True)
         try:
-            await conn.invoke_oneway(end)
+            await conn.invoke_oneway(self.instance.remoting.signed(end))
         except RemotingError as err:
             log.error("endTransactionOneway to %s failed: %s", conn.remote_address, err)
 

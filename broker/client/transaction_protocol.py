@@ -42,6 +42,7 @@ from broker.remoting.headers import (
     EndTransactionBatchResponseHeader,
     SendMessageRequestHeader,
 )
+from broker.remoting.signing import SessionCredentials
 from broker.remoting.transaction_batch import TRANSACTION_BATCH_ENABLE_KEY, TransactionHandle, encode_end_batch_body
 
 
@@ -75,32 +76,36 @@ def half_properties(group: str, extra: Mapping[str, str]) -> str:
     return encode_properties({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: group, **extra})
 
 
-def half_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
+def half_message_template(group: str, topic: str, broker_name: str,
+                          credentials: SessionCredentials | None = None) -> RequestTemplate:
     """SEND_MESSAGE_V2 of a half message of ``group`` to ``topic`` on ``broker_name``, as send_message_header fills
     it, with queueId, sysFlag, bornTimestamp and properties open (in that order). Nothing in the frame but the
-    sysFlag and the properties makes it a half message: with plain ones it sends a plain message."""
-    return _send_template(RequestCode.SEND_MESSAGE_V2, group, topic, broker_name)
+    sysFlag and the properties makes it a half message: with plain ones it sends a plain message. ``credentials``
+    sign every frame (RequestTemplate)."""
+    return _send_template(RequestCode.SEND_MESSAGE_V2, group, topic, broker_name, credentials)
 
 
-def batch_message_template(group: str, topic: str, broker_name: str) -> RequestTemplate:
+def batch_message_template(group: str, topic: str, broker_name: str,
+                           credentials: SessionCredentials | None = None) -> RequestTemplate:
     """SEND_BATCH_MESSAGE of ``group`` to ``topic`` on ``broker_name`` (the body: message_batch.encode_batch_body),
     with the same open fields as ``half_message_template``: a plain batch with sysFlag 0, rmq's prepared batch
     (every item a half message) with TRANSACTION_PREPARED_TYPE."""
-    return _send_template(RequestCode.SEND_BATCH_MESSAGE, group, topic, broker_name)
+    return _send_template(RequestCode.SEND_BATCH_MESSAGE, group, topic, broker_name, credentials)
 
 
-def _send_template(code: RequestCode, group: str, topic: str, broker_name: str) -> RequestTemplate:
+def _send_template(code: RequestCode, group: str, topic: str, broker_name: str,
+                   credentials: SessionCredentials | None) -> RequestTemplate:
     header = protocol.send_message_header(group, Message(topic, b""), MessageQueue(topic, broker_name, 0), 0,
                                           batch=code == RequestCode.SEND_BATCH_MESSAGE)
     wire = SendMessageRequestHeader.V2_WIRE
     ext: dict[str, str | None] = dict(header.to_ext(wire))
     for name in ("queue_id", "sys_flag", "born_timestamp", "properties"):
         ext[wire[name]] = None
-    return RequestTemplate(code, ext)
+    return RequestTemplate(code, ext, credentials)
 
 
-def end_transaction_template(group: str, topic: str, broker_name: str,
-                             state: LocalTransactionState) -> RequestTemplate:
+def end_transaction_template(group: str, topic: str, broker_name: str, state: LocalTransactionState,
+                             credentials: SessionCredentials | None = None) -> RequestTemplate:
     """END_TRANSACTION ``state`` as protocol.end_transaction_request builds it, with tranStateTableOffset,
     commitLogOffset, msgId and transactionId open (in that order): a producer's own end, answered (invoke it, not
     oneway)."""
@@ -109,8 +114,8 @@ def end_transaction_template(group: str, topic: str, broker_name: str,
                                                commit_or_rollback=state.transaction_type, **marks)
     opened = {str(v) for v in marks.values()}
     ext = {k: (None if v in opened else v) for k, v in request.ext_fields.items()}
-    template = RequestTemplate(RequestCode.END_TRANSACTION, ext)
-    assert len(template.open_fields) == 4, template.open_fields
+    template = RequestTemplate(RequestCode.END_TRANSACTION, ext, credentials)
+    assert len(template.open_fields) == 4 + (credentials is not None), template.open_fields
     return template
 
 

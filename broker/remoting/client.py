@@ -66,7 +66,7 @@ class RemotingClient:
 
         Raises RequestTimeout, RemotingConnectError, ConnectionClosed or LocalProtocolError."""
         timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        request = self._signed(request)
+        request = self.signed(request)
         started = time.monotonic()
         conn = await self.get_connection(address, timeout_ms)
         remaining_ms = timeout_ms - (time.monotonic() - started) * 1000
@@ -80,9 +80,11 @@ class RemotingClient:
     async def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: float | None = None) -> None:
         """Send ``request`` with the oneway flag; ``timeout_ms`` bounds only the connect."""
         conn = await self.get_connection(address, self.default_timeout_ms if timeout_ms is None else timeout_ms)
-        await conn.invoke_oneway(self._signed(request))
+        await conn.invoke_oneway(self.signed(request))
 
-    def _signed(self, request: RemotingCommand) -> RemotingCommand:
+    def signed(self, request: RemotingCommand) -> RemotingCommand:
+        """``request`` as it goes out: signed when there are credentials (a request answered on a connection the
+        peer opened, a transaction check's END_TRANSACTION, goes through here too)."""
         return request if self.credentials is None else sign_request(request, self.credentials)
 
     async def get_connection(self, address: str, timeout_ms: float | None = None) -> RemotingConnection:

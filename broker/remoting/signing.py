@@ -21,7 +21,7 @@ import base64
 import dataclasses
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.remoting.command import RemotingCommand
@@ -66,6 +66,19 @@ def _body_bytes(body: bytes | tuple[Buffer, ...] | None) -> bytes:
     return bytes(body) if not isinstance(body, tuple) else b"".join(bytes(part) for part in body)
 
 
+def signed_keys(keys: Iterable[str]) -> list[str]:
+    """The ext field names whose values the content joins, in the order it joins them (``Signature`` left out): for
+    callers that frame many requests alike and sign each one from its values (the blocking client's templates)."""
+    return [key for key in sorted(keys, key=_java_key) if key != SIGNATURE]
+
+
+def credential_fields(credentials: SessionCredentials) -> dict[str, str]:
+    """The ext fields the hook adds before it signs: ``AccessKey``, and ``SecurityToken`` when there is one."""
+    if credentials.security_token is None:
+        return {ACCESS_KEY: credentials.access_key}
+    return {ACCESS_KEY: credentials.access_key, SECURITY_TOKEN: credentials.security_token}
+
+
 def signed_content(ext_fields: Mapping[str, str], body: bytes | tuple[Buffer, ...] | None = b"", *,
                    version: int | None = None) -> bytes:
     """``AclUtils.combineRequestContent``: the bytes the signature covers. ``version`` is the request's remoting
@@ -93,9 +106,7 @@ def sign_request(request: RemotingCommand, credentials: SessionCredentials) -> R
     """``AclClientRPCHook.doBeforeRequest``: the request with ``AccessKey``, ``SecurityToken`` (if any) and
     ``Signature`` added. Call it after every other ext field is set: what is signed must be what is sent."""
     fields = dict(request.ext_fields)
-    fields[ACCESS_KEY] = credentials.access_key
-    if credentials.security_token is not None:
-        fields[SECURITY_TOKEN] = credentials.security_token
+    fields.update(credential_fields(credentials))
     fields.pop(SIGNATURE, None)
     fields[SIGNATURE] = signature(fields, request.body, credentials.secret_key)
     return dataclasses.replace(request, ext_fields=fields)

@@ -46,6 +46,7 @@ from broker.remoting.headers import (
     TopicHeader,
 )
 from broker.remoting.route import ClusterInfo
+from broker.remoting.signing import SessionCredentials
 from broker.remoting.subscription import SubscriptionGroupConfig
 
 DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
@@ -85,10 +86,12 @@ class AdminClient:
         ...     masters = await admin.master_addrs_by_cluster("DefaultCluster")
     """
 
-    def __init__(self, namesrv_addr: str | None = None, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    def __init__(self, namesrv_addr: str | None = None, *, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials`` sign every request (Java's ``new DefaultMQAdminExt(rpcHook)``)."""
         self.namesrv_addr = namesrv_addr if namesrv_addr else os.environ.get(NAMESRV_ADDR_ENV, "")
         self.timeout_ms = timeout_ms
-        self.remoting = RemotingClient(default_timeout_ms=timeout_ms)
+        self.remoting = RemotingClient(default_timeout_ms=timeout_ms, credentials=credentials)
         self._namesrv_index = random.randrange(1 << 16)
 
     def namesrv_list(self) -> list[str]:

@@ -3,7 +3,9 @@
 Command names, their single-letter and long options, and what they print follow the Java tool's printf formats, so
 scripts written against Apache's ``mqadmin`` read ours. A command is found case-insensitively, as Java does;
 ``mqadmin`` alone or ``mqadmin help`` lists the commands, ``mqadmin help <command>`` shows a command's options in
-commons-cli's layout. The NameServer comes from ``-n`` or the NAMESRV_ADDR variable.
+commons-cli's layout. The NameServer comes from ``-n`` or the NAMESRV_ADDR variable. Requests are signed with the
+keys of ``conf/tools.yml`` under the RocketMQ home (``-Drocketmq.home.dir=DIR`` before the command, or ROCKETMQ_HOME),
+as Apache's tool does, when that file has them (``auth_commands``).
 
 Unlike Java (which prints a stack trace and exits 0), a failure prints one line to stderr and exits 1: an unknown
 command, a bad or missing option (followed by the command's help), an unreachable NameServer or broker, or an
@@ -23,11 +25,12 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn, TextIO
 
 from broker.common.errors import RmqError
 from broker.tools import (
+    auth_commands,
     broker_commands,
     commands,
     ha_commands,
@@ -309,6 +312,7 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
     *namesrv_commands.SUB_COMMANDS,
     *message_commands.SUB_COMMANDS,
     *stats_commands.SUB_COMMANDS,
+    *auth_commands.SUB_COMMANDS,
 )
 
 
@@ -327,14 +331,28 @@ def commands_help() -> str:
 # -- entry point ---------------------------------------------------------------------------------------------------
 
 
-async def run_command(cmd: SubCommand, line: CommandLine, out: TextIO) -> None:
-    async with MQAdminExt(line.value("n")) as admin:
+async def run_command(cmd: SubCommand, line: CommandLine, out: TextIO,
+                      properties: Mapping[str, str] | None = None) -> None:
+    """``cmd`` on an MQAdminExt signed with the keys of tools.yml under the RocketMQ home, if there are any."""
+    credentials = auth_commands.tools_credentials(auth_commands.tools_home(properties or {}))
+    async with MQAdminExt(line.value("n"), credentials=credentials) as admin:
         await cmd.run(admin, line, out)
+
+
+def system_properties(args: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The leading ``-Dkey=value`` arguments (Java's system properties, which Apache's script passes the JVM: here
+    only ``rocketmq.home.dir`` is read), and the rest."""
+    properties: dict[str, str] = {}
+    while args and args[0].startswith("-D"):
+        key, _, value = args[0][2:].partition("=")
+        properties[key] = value
+        args = args[1:]
+    return properties, args
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``mqadmin <command> [options]``; returns the exit code (0 success, 1 failure)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    properties, args = system_properties(list(sys.argv[1:] if argv is None else argv))
     out, err = out or sys.stdout, err or sys.stderr
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s - %(message)s")
     if not args or (len(args) == 1 and args[0] == "help"):
@@ -361,12 +379,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     if line.has("h"):
         out.write(command_help(cmd))
         return 0
-    return _execute(cmd, line, out, err)
+    return _execute(cmd, line, out, err, properties)
 
 
-def _execute(cmd: SubCommand, line: CommandLine, out: TextIO, err: TextIO) -> int:
+def _execute(cmd: SubCommand, line: CommandLine, out: TextIO, err: TextIO, properties: Mapping[str, str]) -> int:
     try:
-        asyncio.run(run_command(cmd, line, out))
+        asyncio.run(run_command(cmd, line, out, properties))
         out.flush()
     except BrokenPipeError:  # the reader went away (mqadmin ... | head): stop quietly
         _silence(out)

@@ -144,6 +144,22 @@ def test_jobs_conf() -> None:
     assert shipped.namesrv_addr == "127.0.0.1:9876" and shipped.max_offsets_per_trigger is None
 
 
+def test_access_keys_from_jobs_conf_or_flags_reach_the_connector_options() -> None:
+    from jobs import backfill
+
+    conf = JobsConf.from_properties({"accessKey": "alice", "secretKey": "conf-secret"})
+    assert "conf-secret" not in repr(conf)
+    job, _ = backfill.parse_args(["--topic", "T", "--table", "t"], conf)
+    assert {k: job.source_options()[k] for k in ("accessKey", "secretKey")} == {"accessKey": "alice",
+                                                                                "secretKey": "conf-secret"}
+    assert "conf-secret" not in repr(job)
+    job, _ = backfill.parse_args(["--topic", "T", "--table", "t", "--secret-key", "flag-secret"], conf)
+    assert job.source_options()["secretKey"] == "flag-secret"  # a flag wins over jobs.conf
+    assert "accessKey" not in backfill.parse_args(["--topic", "T", "--table", "t"], JobsConf())[0].source_options()
+    with pytest.raises(SystemExit):  # one without the other: an argparse error, exit status 2
+        backfill.parse_args(["--topic", "T", "--table", "t", "--access-key", "alice"], JobsConf())
+
+
 def test_replay_job_checks() -> None:
     assert ReplayJob("n", "t", "T", from_version=2).effective_sink_id() == "replay-T"
     assert ReplayJob("n", "t", "%RETRY%g|x").effective_sink_id() == "replay-_RETRY_g_x"

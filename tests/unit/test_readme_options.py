@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from broker.common.errors import ConnectorOptionError
-from connector.options import SINK_OPTIONS, SOURCE_OPTIONS, UNDOCUMENTED_SINK_OPTIONS, SinkOptions, SourceOptions
+from connector.options import (
+    CREDENTIAL_OPTIONS,
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    UNDOCUMENTED_SINK_OPTIONS,
+    SinkOptions,
+    SourceOptions,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SOURCE_BASE = {"namesrvAddr": "127.0.0.1:1", "topic": "T"}
@@ -67,6 +74,8 @@ def test_source_defaults_are_the_parsers(name: str, cell: str) -> None:
     elif cell == "exactly one":
         with pytest.raises(ConnectorOptionError, match="exactly one of the options"):
             SourceOptions.parse({"namesrvAddr": "127.0.0.1:1"}, streaming=True)
+    elif name in CREDENTIAL_OPTIONS:  # both or neither: without them nothing is signed
+        assert _source(NEEDS.get(name, {}), True).credentials is None
     elif cell in ("", "none"):
         parsed = _source(NEEDS.get(name, {}), True)
         assert getattr(parsed, _snake(name), None) is None
@@ -107,6 +116,8 @@ def test_sink_defaults_are_the_parsers(name: str, cell: str) -> None:
 
         assert SinkOptions.parse(base, streaming=False).resolver_dir is None
         assert Path(_LITERAL.findall(cell)[0][0]).expanduser() == DEFAULT_DIR
+    elif name in CREDENTIAL_OPTIONS:
+        assert SinkOptions.parse(base, streaming=False).credentials is None
     elif cell in ("", "none"):
         assert getattr(SinkOptions.parse(base, streaming=False), _snake(name)) is None
     else:

@@ -16,6 +16,7 @@ from broker.common.errors import RequestTimeout
 from broker.remoting import command
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
+from broker.remoting.signing import SessionCredentials, sign_request, signature_matches
 from tests.unit.client.test_client_blocking import ScriptedServer, reply
 
 
@@ -30,6 +31,50 @@ def test_a_template_frame_is_the_frame_command_encode_writes() -> None:
                                       b"body"), opaque=opaque)
     assert frame == command.encode(expected)
     assert template.frame(values)[0] != opaque  # a fresh opaque each time
+
+
+def test_a_signed_template_frame_is_the_frame_of_the_request_the_hook_signs() -> None:
+    """What RequestTemplate signs from its spliced values is what ``sign_request`` (AclClientRPCHook) signs, for a
+    fixed field sorting between the open ones, a security token and a body; the unsigned frame is unchanged."""
+    fields = {"producerGroup": "g", "msgId": None, "b": "fixed", "transactionId": None}
+    for credentials in (SessionCredentials("ak", "sk"), SessionCredentials("ak2", "sk2", "token")):
+        template = RequestTemplate(RequestCode.END_TRANSACTION, fields, credentials)
+        assert template.open_fields == ["msgId", "transactionId", "Signature"]
+        values = ("0A0B", "tx-é")
+        opaque, frame = template.frame(values, b"body")
+        plain = replace(create_request(RequestCode.END_TRANSACTION, {"producerGroup": "g", "msgId": values[0],
+                                                                     "b": "fixed", "transactionId": values[1]},
+                                       b"body"), opaque=opaque)
+        signed = sign_request(plain, credentials)
+        assert frame == command.encode(signed)
+        assert signature_matches(signed, credentials.secret_key)
+    assert RequestTemplate(RequestCode.END_TRANSACTION, fields).open_fields == ["msgId", "transactionId"]
+
+
+def test_the_blocking_client_signs_what_it_frames_and_nothing_without_keys() -> None:
+    """invoke, invoke_oneway and a Pipeline's submit all go out signed with the client's credentials."""
+    seen: list[RemotingCommand] = []
+
+    def script(conn: socket.socket, request: RemotingCommand) -> None:
+        seen.append(request)
+        if not request.is_oneway:
+            reply(conn, request)
+
+    server = ScriptedServer(script)
+    keys = SessionCredentials("ak", "sk")
+    with BlockingRemotingClient(server.addr, credentials=keys) as client:
+        client.invoke(get_route_request("T1"), 2000)
+        client.invoke_oneway(get_route_request("T2"), 2000)
+        pipe = Pipeline(client, window=2, timeout_ms=2000)
+        pipe.submit(get_route_request("T3"), "t3")
+        pipe.drain()
+    with BlockingRemotingClient(server.addr) as client:
+        client.invoke(get_route_request("T4"), 2000)
+    server.close()
+    seen.sort(key=lambda r: r.ext_fields["topic"])
+    assert [r.ext_fields["topic"] for r in seen] == ["T1", "T2", "T3", "T4"]
+    assert all(r.ext_fields["AccessKey"] == "ak" and signature_matches(r, "sk") for r in seen[:3])
+    assert "AccessKey" not in seen[3].ext_fields and "Signature" not in seen[3].ext_fields
 
 
 def answering(delays: dict[str, float], log: list[str]) -> ScriptedServer:
