@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from broker.common.errors import MQClientError
 from broker.common.fastjson import encode_json
 from broker.remoting.codes import RequestCode
@@ -66,29 +68,17 @@ def tools_credentials(home: str | None) -> SessionCredentials | None:
     except OSError as err:
         log.debug("no %s (%s): requests are not signed", path, err)
         return None
-    keys = _flat_yaml(text)
-    access_key, secret_key = keys.get("accessKey", "").strip(), keys.get("secretKey", "").strip()
+    try:
+        keys = yaml.load(text, Loader=yaml.BaseLoader)  # every value the text written, as snakeyaml's Map load
+    except yaml.YAMLError as err:
+        log.warning("Failed to enable ACL: %s is not YAML (%s)", path, err)
+        return None
+    keys = keys if isinstance(keys, dict) else {}
+    access_key, secret_key = str(keys.get("accessKey", "")).strip(), str(keys.get("secretKey", "")).strip()
     if not access_key or not secret_key:
         log.warning("Failed to enable ACL. Either AccessKey or secretKey is blank (%s)", path)
         return None
     return SessionCredentials(access_key, secret_key)
-
-
-def _flat_yaml(text: str) -> dict[str, str]:
-    """The top-level ``key: value`` scalars of a YAML document (all tools.yml holds): comments dropped, one pair of
-    quotes around a value removed. Nested or list entries are skipped."""
-    found: dict[str, str] = {}
-    for raw in text.splitlines():
-        if not raw or raw[0] in " \t#-" or ":" not in raw:
-            continue
-        key, _, value = raw.partition(":")
-        value = value.strip()
-        if value[:1] in ("'", '"'):
-            value = value[1:value.find(value[0], 1)] if value.find(value[0], 1) > 0 else value[1:]
-        else:
-            value = value.split(" #", 1)[0].strip()
-        found[key.strip().strip("'\"")] = value
-    return found
 
 
 # -- the admin calls (MQClientAPIImpl.createUser ... listAcl) --------------------------------------------------------
