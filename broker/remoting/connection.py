@@ -1,10 +1,11 @@
-"""One remoting connection over asyncio streams, used by both the server and the client.
+"""One remoting connection over asyncio streams (``stream.py``'s), used by both the server and the client.
 
-The role of Java's ``NettyRemotingAbstract``: one reader task feeds the bytes it reads to the connection's sans-IO
-``RemotingExchange`` (``exchange.py``: frames, commands, matching by opaque) and acts on its events. A response
-completes the future its request was sent with. A request (either side may send them: the broker sends
-CHECK_TRANSACTION_STATE to producers) runs the handler in its own task, so a slow one (a long-polling pull) does not
-stall the connection, and its response is written back unless the request was oneway. A handler exception becomes a
+The role of Java's ``NettyRemotingAbstract``: each read's bytes go, in the protocol's ``data_received``, to the
+connection's sans-IO ``RemotingExchange`` (``exchange.py``: frames, commands, matching by opaque) and the connection
+acts on its events; a reader task waits for the stream's end and closes the connection. A response completes the
+future its request was sent with. A request (either side may send them: the broker sends CHECK_TRANSACTION_STATE to
+producers) runs the handler in its own task, so a slow one (a long-polling pull) does not stall the connection, and
+its response is written back unless the request was oneway. A handler exception becomes a
 SYSTEM_ERROR response carrying its text, as in Java.
 
 Writes need no lock: each frame is appended whole, in a single synchronous call, to the frames of the current loop
