@@ -8,7 +8,8 @@ ResponseCode and the other code tables; a leaf that imports nothing), ``frame`` 
 (TopicStatsTable, ConsumeStats, ConsumerConnection: what the broker answers the admin tools), ``exchange``
 (RemotingExchange: one connection's requests, matched to their responses by opaque), ``signing`` (the
 signed content and HmacSHA1 signature of a request: AclClientRPCHook's, and the broker's check of it).
-asyncio: ``connection`` (one reader task driving an exchange), ``client`` (RemotingClient), ``server``
+asyncio: ``stream`` (the sockets' streams: each read goes straight to its connection), ``connection`` (one
+connection driving an exchange), ``client`` (RemotingClient), ``server``
 (RemotingServer and ``run_server``).
 
 May import: ``broker.common`` and ``broker._speedups`` (the ROCKETMQ header codec in C). This face re-exports

@@ -1,10 +1,11 @@
-"""One remoting connection over asyncio streams, used by both the server and the client.
+"""One remoting connection over asyncio streams (``stream.py``'s), used by both the server and the client.
 
-The role of Java's ``NettyRemotingAbstract``: one reader task feeds the bytes it reads to the connection's sans-IO
-``RemotingExchange`` (``exchange.py``: frames, commands, matching by opaque) and acts on its events. A response
-completes the future its request was sent with. A request (either side may send them: the broker sends
-CHECK_TRANSACTION_STATE to producers) runs the handler in its own task, so a slow one (a long-polling pull) does not
-stall the connection, and its response is written back unless the request was oneway. A handler exception becomes a
+The role of Java's ``NettyRemotingAbstract``: each read's bytes go, in the protocol's ``data_received``, to the
+connection's sans-IO ``RemotingExchange`` (``exchange.py``: frames, commands, matching by opaque) and the connection
+acts on its events; a reader task waits for the stream's end and closes the connection. A response completes the
+future its request was sent with. A request (either side may send them: the broker sends CHECK_TRANSACTION_STATE to
+producers) runs the handler in its own task, so a slow one (a long-polling pull) does not stall the connection, and
+its response is written back unless the request was oneway. A handler exception becomes a
 SYSTEM_ERROR response carrying its text, as in Java.
 
 Writes need no lock: each frame is appended whole, in a single synchronous call, to the frames of the current loop
@@ -37,6 +38,7 @@ from broker.remoting.exchange import (
     request_timeout,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Buffer
+from broker.remoting.stream import FrameProtocol, open_stream
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class RemotingConnection:
     """A remoting connection over a (StreamReader, StreamWriter) pair; ``start()`` begins reading.
 
     Examples:
-        >>> reader, writer = await asyncio.open_connection("127.0.0.1", 9876)  # doctest: +SKIP
+        >>> reader, writer = await open_stream("127.0.0.1", 9876, limit=READ_CHUNK)  # doctest: +SKIP
         >>> conn = RemotingConnection(reader, writer).start()  # doctest: +SKIP
         >>> response = await conn.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 3000)  # doctest: +SKIP
         >>> await conn.close()  # doctest: +SKIP
@@ -93,6 +95,7 @@ class RemotingConnection:
         self._read_task: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
         self._transport_closed = False
+        self._read_error: Exception | None = None  # what stopped ``_receive``; the reader task closes with it
         self._out: list[Buffer] | None = None  # frames written in this loop iteration, not yet given to the writer
         self._out_size = 0
         sock = writer.get_extra_info("socket")
@@ -227,14 +230,19 @@ class RemotingConnection:
     # -- incoming ---------------------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        """Take the peer's bytes until the stream ends, then close. The bytes come to ``_receive`` from the
+        protocol's ``data_received`` (``stream.FrameProtocol``); this task waits for the StreamReader's end only."""
         reason, error = CloseReason.PEER_CLOSED, None
         try:
-            while True:
-                data = await self._reader.read(READ_CHUNK)
-                if not data:
-                    break
-                for event in self._exchange.receive_data(data):
-                    self._route(event)
+            protocol = self._writer.transport.get_protocol()
+            if not isinstance(protocol, FrameProtocol):
+                raise TypeError(f"a remoting connection reads through stream.FrameProtocol, not {protocol!r}")
+            for data in protocol.attach(self._receive):
+                self._take(data)
+            while await self._reader.read(READ_CHUNK):  # b"" at its end; it never holds bytes, only EOF or an error
+                pass
+            if self._read_error is not None:
+                raise self._read_error
         except RemoteProtocolError as err:
             reason, error = CloseReason.PROTOCOL_ERROR, err
             log.warning("closing %s: %s", self.remote_address, err.reason)
@@ -245,6 +253,21 @@ class RemotingConnection:
             log.exception("reading from %s failed", self.remote_address)
             reason, error = CloseReason.INTERNAL_ERROR, err
         self._begin_close(reason, error)
+
+    def _receive(self, data: bytes) -> None:
+        """One read's bytes, in the protocol's ``data_received``: its requests start, its responses complete their
+        calls. An error stops the reading: kept for the reader task, which the StreamReader's end wakes."""
+        if self._read_error is not None:
+            return
+        try:
+            self._take(data)
+        except Exception as err:
+            self._read_error = err
+            self._reader.feed_eof()
+
+    def _take(self, data: bytes) -> None:
+        for event in self._exchange.receive_data(data):
+            self._route(event)
 
     def _route(self, event: Event) -> None:
         if type(event) is ResponseReceived:
@@ -391,7 +414,7 @@ async def open_connection(
 ) -> RemotingConnection:
     """Connect and start reading. OSError propagates; the client turns it into RemotingConnectError."""
     started = time.monotonic()
-    reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
+    reader, writer = await open_stream(host, port, limit=READ_CHUNK)
     conn = RemotingConnection(reader, writer, handler, max_frame_length=max_frame_length, on_close=on_close)
     log.debug("connected to %s in %.1f ms", conn.remote_address, (time.monotonic() - started) * 1000)
     return conn.start()

@@ -20,11 +20,13 @@ from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
+    READ_CHUNK,
     CloseReason,
     RemotingConnection,
     not_supported_response,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from broker.remoting.stream import start_server
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +140,10 @@ class RemotingServer:
         if self._server is not None:
             raise RuntimeError("RemotingServer already started")
         self._stopping = False
-        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
+        self._server = await start_server(self._accept, self.host, self._requested_port, limit=READ_CHUNK)
         try:
             for port in self._also_on:
-                self._extra_servers.append(await asyncio.start_server(self._accept, self.host, port))
+                self._extra_servers.append(await start_server(self._accept, self.host, port, limit=READ_CHUNK))
         except OSError:
             await self.stop()
             raise

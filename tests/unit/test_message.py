@@ -79,6 +79,13 @@ def test_hosts_and_offset_msg_id():
         message.decode_offset_msg_id("ABCD")
 
 
+@given(st.sampled_from([("127.0.0.1", 10911), ("::1", 80), ("10.1.2.3", 0)]),
+       st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40))
+def test_offset_msg_ids_join_what_offset_msg_id_makes_one_by_one(host, offsets):
+    packed = message.pack_host(*host)
+    assert message.offset_msg_ids(packed, offsets) == ",".join(message.offset_msg_id(packed, o) for o in offsets)
+
+
 def test_decode_message_id_names_the_store_host():
     v6 = message.pack_host("::1", 10911)
     assert message.decode_message_id(message.offset_msg_id(v6, 7)) == ("[::1]:10911", 7)

@@ -446,7 +446,7 @@ class SendMessageProcessor:
         if not result.ok or result.append is None:
             return self._answer(request, code, remark)
         append = result.append
-        header = SendMessageResponseHeader(msg_id=",".join(append.msg_ids), queue_id=queue_id,
+        header = SendMessageResponseHeader(msg_id=append.msg_id_text, queue_id=queue_id,
                                            queue_offset=append.queue_offset, transaction_id=transaction_id)
         return self._answer(request, code, None, header)
 

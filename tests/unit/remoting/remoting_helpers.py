@@ -8,7 +8,8 @@ import socket
 import struct
 from typing import Any
 
-from broker.remoting.connection import Handler, RemotingConnection
+from broker.remoting.connection import READ_CHUNK, Handler, RemotingConnection
+from broker.remoting.stream import open_stream
 from tests.helpers import run as run_bounded
 
 TEST_TIMEOUT_S = 20.0
@@ -23,8 +24,8 @@ async def connection_pair(
 ) -> tuple[RemotingConnection, RemotingConnection]:
     """Two started connections talking to each other over a socketpair."""
     sock_a, sock_b = socket.socketpair()
-    reader_a, writer_a = await asyncio.open_connection(sock=sock_a)
-    reader_b, writer_b = await asyncio.open_connection(sock=sock_b)
+    reader_a, writer_a = await open_stream(sock=sock_a, limit=READ_CHUNK)
+    reader_b, writer_b = await open_stream(sock=sock_b, limit=READ_CHUNK)
     a = RemotingConnection(reader_a, writer_a, handler_a, **options).start()
     b = RemotingConnection(reader_b, writer_b, handler_b, **options).start()
     return a, b
@@ -33,7 +34,7 @@ async def connection_pair(
 async def raw_pair(handler: Handler | None = None, **options: Any) -> tuple[RemotingConnection, Any, Any]:
     """A started connection and the raw (reader, writer) of its peer, to send arbitrary bytes."""
     sock_a, sock_b = socket.socketpair()
-    reader_a, writer_a = await asyncio.open_connection(sock=sock_a)
+    reader_a, writer_a = await open_stream(sock=sock_a, limit=READ_CHUNK)
     reader_b, writer_b = await asyncio.open_connection(sock=sock_b)
     return RemotingConnection(reader_a, writer_a, handler, **options).start(), reader_b, writer_b
 

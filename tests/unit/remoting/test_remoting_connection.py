@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 import pytest
@@ -10,8 +11,15 @@ import pytest
 from broker.common.errors import ConnectionClosed, LocalProtocolError, RequestTimeout
 from broker.remoting.codes import RequestCode, ResponseCode, SerializeType
 from broker.remoting.command import CommandFlag, RemotingCommand, create_request, create_response, decode, encode
-from broker.remoting.connection import OVERLOAD_REMARK, CloseReason, exception_simple_desc
+from broker.remoting.connection import (
+    OVERLOAD_REMARK,
+    READ_CHUNK,
+    CloseReason,
+    RemotingConnection,
+    exception_simple_desc,
+)
 from broker.remoting.frame import FrameDecoder
+from broker.remoting.stream import FrameProtocol, open_stream
 from tests.unit.remoting.remoting_helpers import (
     connection_pair,
     raw_frame,
@@ -484,5 +492,40 @@ def test_a_bug_while_reading_closes_the_connection_instead_of_leaving_it_unread(
             monkeypatch.undo()
             await a.close()
             await b.close()
+
+    run(scenario())
+
+
+def test_requests_read_before_the_connection_starts_are_answered_first_and_in_order() -> None:
+    """A peer may write as soon as it connects: what the protocol read before ``start`` is taken before anything
+    read after it, so the responses come back in the requests' order."""
+    async def scenario() -> None:
+        sock_a, sock_b = socket.socketpair()
+        reader_a, writer_a = await open_stream(sock=sock_a, limit=READ_CHUNK)
+        reader_b, writer_b = await asyncio.open_connection(sock=sock_b)
+        requests = [create_request(RequestCode.HEART_BEAT, body=f"r{i}".encode()) for i in range(3)]
+        protocol = writer_a.transport.get_protocol()
+        writer_b.write(encode(requests[0]) + encode(requests[1]))
+        while not protocol._early:  # read by the protocol, with nobody attached yet
+            await asyncio.sleep(0)
+        conn = RemotingConnection(reader_a, writer_a, echo).start()
+        writer_b.write(encode(requests[2]))
+        answers = [decode_raw(frame) for frame in await read_frames(reader_b, 3)]
+        assert [(a.opaque, a.body) for a in answers] == [(r.opaque, r.body) for r in requests]
+        await conn.close()
+        writer_b.close()
+
+    run(scenario())
+
+
+def test_frame_protocol_keeps_early_bytes_for_the_first_attach_then_hands_each_read_over() -> None:
+    async def scenario() -> None:
+        protocol = FrameProtocol(asyncio.StreamReader())
+        protocol.data_received(b"one")
+        protocol.data_received(b"two")
+        got: list[bytes] = []
+        assert protocol.attach(got.append) == [b"one", b"two"]
+        protocol.data_received(b"three")
+        assert got == [b"three"]
 
     run(scenario())
