@@ -115,8 +115,14 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected true or false, got {text!r}")
 
 
+def _is_null(value: Any) -> bool:
+    """YAML's null as BaseLoader reads it: absent, empty, ``~`` or ``null`` (snakeyaml writes ``topicPerms: null``
+    for an account without perms)."""
+    return value is None or isinstance(value, str) and value in _NULLS
+
+
 def _list(value: Any, where: str) -> tuple[str, ...]:
-    if value is None or value == "":
+    if _is_null(value):
         return ()
     if not isinstance(value, list):
         raise ConfigError(f"{where}: expected a list, got {value!r}")
@@ -146,7 +152,7 @@ def _account(value: Any, where: str) -> PlainAccessConfig:
 
 
 def _data_version(value: Any, where: str) -> AclDataVersion | None:
-    items = value if isinstance(value, list) else [] if value in (None, "") else None
+    items = value if isinstance(value, list) else [] if _is_null(value) else None
     if items is None:
         raise ConfigError(f"{where}: expected a list of counter/timestamp, got {value!r}")
     if not items:
@@ -168,12 +174,13 @@ def parse_acl_text(text: str, where: str) -> PlainAccessData | None:
         return None
     data = _mapping(raw, where, FILE_KEYS)
     accounts = data.get("accounts")
-    if accounts not in (None, "") and not isinstance(accounts, list):
+    if not _is_null(accounts) and not isinstance(accounts, list):
         raise ConfigError(f"{where}.accounts: expected a list, got {accounts!r}")
     return PlainAccessData(
         global_white_remote_addresses=_list(data.get("globalWhiteRemoteAddresses"),
                                             f"{where}.globalWhiteRemoteAddresses"),
-        accounts=tuple(_account(a, f"{where}.accounts[{i}]") for i, a in enumerate(accounts or ())),
+        accounts=tuple(_account(a, f"{where}.accounts[{i}]") for i, a in enumerate(() if _is_null(accounts)
+                                                                                     else accounts)),
         data_version=_data_version(data.get("dataVersion"), f"{where}.dataVersion"))
 
 

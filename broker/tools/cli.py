@@ -113,6 +113,7 @@ class SubCommand:
     desc: str
     options: tuple[Option | OptionGroup, ...]
     run: Runner
+    alias: str | None = None  # SubCommand.commandAlias: another name it is found by (deleteAccessConfig)
 
     def all_options(self) -> list[Option]:
         """The standard options, then the command's; a command's own -n replaces the standard one (commons-cli's

@@ -30,6 +30,7 @@ from typing import NoReturn, TextIO
 
 from broker.common.errors import RmqError
 from broker.tools import (
+    acl_v1_commands,
     auth_commands,
     broker_commands,
     commands,
@@ -313,12 +314,15 @@ SUB_COMMANDS: tuple[SubCommand, ...] = (
     *message_commands.SUB_COMMANDS,
     *stats_commands.SUB_COMMANDS,
     *auth_commands.SUB_COMMANDS,
+    *acl_v1_commands.SUB_COMMANDS,
 )
 
 
 def find_sub_command(name: str) -> SubCommand | None:
-    """MQAdminStartup.findSubCommand: names match ignoring case."""
-    return next((cmd for cmd in SUB_COMMANDS if cmd.name.lower() == name.lower()), None)
+    """MQAdminStartup.findSubCommand: a name or an alias, ignoring case."""
+    wanted = name.lower()
+    return next((cmd for cmd in SUB_COMMANDS
+                 if cmd.name.lower() == wanted or (cmd.alias is not None and cmd.alias.lower() == wanted)), None)
 
 
 def commands_help() -> str:

@@ -48,11 +48,13 @@ def apache_artifact(artifact_id: str) -> str:
     return rocketmq_artifact(artifact_id, APACHE_VERSION)
 
 
-def apache_mqadmin(home: Path) -> JavaProgram:
+def apache_mqadmin(home: Path, version: str | None = None) -> JavaProgram:
     """Apache's own ``mqadmin`` (rocketmq-tools' MQAdminStartup, unchanged) through tests/java/mqadmin/MqadminLauncher,
     which spares each command the ~5 s its client's shutdown waits for nothing (what it prints is MQAdminStartup's);
-    what it writes goes under ``home``."""
-    tools = resolve_classpath([apache_artifact("rocketmq-tools")])
+    what it writes goes under ``home``. ``version`` runs another release's tools than ``APACHE_VERSION`` (e.g. 5.3.1,
+    the last with ACL 1.0's commands)."""
+    artifact = rocketmq_artifact("rocketmq-tools", version) if version else apache_artifact("rocketmq-tools")
+    tools = resolve_classpath([artifact])
     classes = compile_java("mqadmin", tools)
     jar = content_jar("mqadmin", classes, sorted(classes.rglob("*.class")))  # a jar: no CDS warning for a directory
     return JavaProgram(f"{jar}{os.pathsep}{tools}", MQADMIN_LAUNCHER_MAIN,

@@ -6,6 +6,7 @@ refused NO_PERMISSION with Apache's remark."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,12 @@ def test_the_blocking_client_signs_sends_and_pulls(cluster: Cluster) -> None:
     with BlockingClient(cluster.namesrv_addr, producer_group="AuthCliProducer", consumer_group=GROUP,
                         credentials=BOB) as client:
         result = client.send(Message(TOPIC, b"blocking"))
-        pulled = client.pull(result.message_queue, result.queue_offset, 1, decode=True)
+        deadline = time.monotonic() + 10
+        while True:  # the answer comes once the record is dispatched to its ConsumeQueue, a moment after the send
+            pulled = client.pull(result.message_queue, result.queue_offset, 1, decode=True)
+            if pulled.messages or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     assert [m.body for m in pulled.messages] == [b"blocking"]
     with BlockingClient(cluster.namesrv_addr, producer_group="AuthCliProducer") as client:
         with pytest.raises(MQClientError) as refused:  # after the retries

@@ -1,6 +1,7 @@
 """ACL 1.0 on our broker as a process (``aclEnable=true``, ``<rocketmqHome>/conf/plain_acl.yml``): requests signed
 by ``broker.remoting.signing`` accepted, each kind of refusal answered SYSTEM_ERROR with Apache's remark, the file
-reloaded when it changes, and the legacy admin requests 50-53 answered as Apache 5.3.2 answers them."""
+reloaded when it changes, the legacy admin requests 50-53 answered as Apache 5.3.2 answers them, and our mqadmin's
+ACL 1.0 commands signing them with the keys of tools.yml (what Apache's tool prints beside them: tests/interop)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from broker.common.fastjson import decode_json
 from broker.remoting.codes import AclV1RequestCode, AclV1ResponseCode, RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.signing import SessionCredentials, sign_request
+from tests.helpers import mqadmin
 from tests.integration.cluster import Cluster, ClusterPool
 
 ACL = """\
@@ -47,9 +49,14 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def broker(clusters: ClusterPool, home: Path) -> BlockingRemotingClient:
+def cluster(clusters: ClusterPool, home: Path) -> Cluster:
     cluster = clusters.shared(aclEnable="true", rocketmqHome=str(home))
     assert isinstance(cluster, Cluster)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def broker(cluster: Cluster) -> BlockingRemotingClient:
     with BlockingRemotingClient(cluster.brokers[0].addr) as client:
         yield client
 
@@ -129,3 +136,30 @@ def test_the_legacy_admin_requests(broker: BlockingRemotingClient, home: Path) -
     answer = broker.invoke(sign_request(info, ADMIN), 5000)
     assert decode_json(answer.ext_fields["version"])["counter"] == before + 3
     assert "10.9.9.*" in (home / "conf" / "plain_acl.yml").read_text()
+
+
+def test_mqadmin_acl_commands_sign_with_the_tools_keys(cluster: Cluster, broker: BlockingRemotingClient,
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    addr, ns = cluster.brokers[0].addr, ("-n", cluster.namesrv_addr)
+    create = ("updateAclConfig", "-b", addr, "-a", "toolsUser1", "-s", "toolsSecret1", "-i", "PUB", *ns)
+    monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))  # no conf/tools.yml there yet: unsigned, refused
+    refused = mqadmin(*create)
+    assert (refused.code, refused.out) == (1, "")
+    assert refused.err == ("updateAclConfig command failed: CODE: 1  DESC: " + EXC + "No accessKey is configured"
+                           + MANAGER.format(604) + "\n")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tools.yml").write_text(f"accessKey: {ADMIN.access_key}\nsecretKey: {ADMIN.secret_key}\n")
+    assert mqadmin(*create) == (0, f"create or update plain access config to {addr} success.\nPlainAccessConfig{{"
+                                "accessKey='toolsUser1', whiteRemoteAddress='null', admin=false, "
+                                "defaultTopicPerm='PUB', defaultGroupPerm='null', topicPerms=null, "
+                                "groupPerms=null}", "")
+    assert call(broker, send("PlainAnyTopic"), SessionCredentials("toolsUser1", "toolsSecret1"))[0] == 0  # at once
+    unknown = mqadmin("deleteAccessConfig", "-c", "NoSuchCluster", "-a", "toolsUser1", *ns)  # the alias
+    assert unknown == (0, "[error] Make sure the specified clusterName exists or the name server connected to is "
+                          "correct.account's accessKey is:toolsUser1", "")
+    assert mqadmin("deleteAccessConfig", "-c", "DefaultCluster", "-a", "toolsUser1", *ns) == (
+        0, f"delete plain access config account from {addr} success.\naccount's accessKey is:toolsUser1", "")
+    assert call(broker, send("PlainAnyTopic"), SessionCredentials("toolsUser1", "toolsSecret1"))[1] == (
+        EXC + "No acl config for toolsUser1" + MANAGER.format(608))
+    version = mqadmin("clusterAclConfigVersion", "-b", addr, *ns)  # 5.x brokers list no file versions
+    assert (version.code, version.out) == (1, "") and "lists no ACL file versions" in version.err

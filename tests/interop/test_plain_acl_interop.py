@@ -1,15 +1,20 @@
 """ACL 1.0 against Apache's own: the same ``plain_acl.yml`` and the same requests (signed by
 ``broker.remoting.signing``) get the same codes and remarks from our broker and from Apache's 5.3.2 broker (the last
 release with ACL 1.0, registered with the 5.5.0 NameServer): each kind of refusal, with the Java frame in the remark,
-an accepted send, and the legacy admin requests 50-52."""
+an accepted send, and the legacy admin requests 50-52. Then ACL 1.0's mqadmin commands: Apache's 5.3.1 tool (the last
+with them) prints the same against Apache's broker and ours as our mqadmin against ours, and each command leaves the
+same accounts and global white list in the broker's ``plain_acl.yml``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from broker.auth.plain_config import PlainAccessData, read_acl_file
 from broker.client import Message, MessageQueue
 from broker.client.blocking_remoting import BlockingRemotingClient
 from broker.client.protocol import send_message_header, send_message_request
@@ -17,12 +22,14 @@ from broker.common.fastjson import decode_json, encode_json
 from broker.remoting.codes import AclV1RequestCode, RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.signing import SessionCredentials, sign_request
-from tests.apache import start_apache_broker, start_apache_namesrv
+from tests.apache import apache_mqadmin, start_apache_broker, start_apache_namesrv
+from tests.helpers import mqadmin
 from tests.integration.cluster import Cluster, ClusterPool
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
 ACL_VERSION = "5.3.2"
+TOOLS_VERSION = "5.3.1"  # rocketmq-tools 5.3.2 is not on Maven Central; 5.3.3 dropped ACL 1.0's commands
 ACL = """\
 accounts:
   - accessKey: interUser
@@ -91,23 +98,29 @@ SCRIPT: list[tuple[str, RemotingCommand, SessionCredentials | None, bool]] = [
 ]
 
 
+class AclBroker(NamedTuple):
+    addr: str
+    namesrv: str
+    acl_file: Path  # its conf/plain_acl.yml
+
+
 @pytest.fixture(scope="module")
-def apache_broker_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def apache_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     tmp = tmp_path_factory.mktemp("plain-acl-apache")
     with start_apache_namesrv(tmp / "namesrv") as namesrv:
         with start_apache_broker(tmp / "broker", namesrv, version=ACL_VERSION,
                                  home_files={"conf/plain_acl.yml": ACL}, aclEnable="true") as broker:
-            yield broker.addr
+            yield AclBroker(broker.addr, namesrv.addr, broker.home / "conf" / "plain_acl.yml")
 
 
 @pytest.fixture(scope="module")
-def our_broker_addr(clusters: ClusterPool, tmp_path_factory: pytest.TempPathFactory) -> str:
+def our_broker(clusters: ClusterPool, tmp_path_factory: pytest.TempPathFactory) -> AclBroker:
     home = tmp_path_factory.mktemp("plain-acl-rmq")
     (home / "conf").mkdir()
     (home / "conf" / "plain_acl.yml").write_text(ACL)
     cluster = clusters.shared(aclEnable="true", rocketmqHome=str(home))
     assert isinstance(cluster, Cluster)
-    return cluster.brokers[0].addr
+    return AclBroker(cluster.brokers[0].addr, cluster.namesrv_addr, home / "conf" / "plain_acl.yml")
 
 
 def answers(addr: str) -> dict[str, tuple[int, str | None]]:
@@ -124,9 +137,80 @@ def answers(addr: str) -> dict[str, tuple[int, str | None]]:
     return out
 
 
-def test_the_same_requests_get_the_same_answers(apache_broker_addr: str, our_broker_addr: str,
-                                                tmp_path: Path) -> None:
-    apache = answers(apache_broker_addr)
+def test_the_same_requests_get_the_same_answers(apache_broker: AclBroker, our_broker: AclBroker) -> None:
+    apache = answers(apache_broker.addr)
     assert apache["unsigned"][1].startswith("org.apache.rocketmq.acl.common.AclException: No accessKey")
     assert apache["allowed"][0] == 0  # the script does reach past the check on Apache's broker
-    assert answers(our_broker_addr) == apache
+    assert answers(our_broker.addr) == apache
+
+
+# -- ACL 1.0's mqadmin commands -------------------------------------------------------------------------------------
+
+
+def tool_script(broker: AclBroker) -> list[tuple[str, ...]]:
+    """Every command and both ways of naming brokers; a refusal of each request that has one; the script deletes
+    the account it made, so it can run again on the same broker."""
+    b, c = ("-b", broker.addr), ("-c", "DefaultCluster")
+    return [("updateAclConfig", *b, "-a", "toolUser1", "-s", "toolSecret1", "-i", "PUB", "-t", "TA=PUB,TB=SUB|PUB"),
+            ("updateAclConfig", *c, "-a", "toolUser1", "-s", "toolSecret2", "-m", "true", "-w", "192.168.1.*",
+             "-g", "GA=SUB"),
+            ("updateAclConfig", *b, "-a", "toolUser2", "-s", "toolSecret2", "-t", "a=ALL"),
+            ("updateGlobalWhiteAddr", *c, "-g", "10.10.103.*,192.168.0.*"),
+            ("updateGlobalWhiteAddr", *b, "-g", "10.10.104.*", "-p", "/nonexistent/plain.yml"),
+            ("clusterAclConfigVersion", *c),
+            ("deleteAclConfig", *c, "-a", "toolUser1")]
+
+
+def outcome(broker: AclBroker, out: str, err: str) -> str:
+    """What a command printed, the broker's address masked, and how it failed: the broker's code and the first line
+    of its remark (Apache's tool prints a stack trace, ours one line), or only that it did fail."""
+    remark = re.search(r"CODE: (\d+)\s+DESC: ([^\n]*)", err)
+    failed = f"CODE {remark[1]}: {remark[2]}" if remark else "failed" if err.strip() else "ok"
+    return f"{out.replace(broker.addr, '<broker>')}\n=> {failed}"
+
+
+def the_file(broker: AclBroker) -> tuple[object, ...]:
+    """The accounts and global white list of the broker's plain_acl.yml (its data version's time differs)."""
+    data = read_acl_file(broker.acl_file) or PlainAccessData()
+    return data.accounts, data.global_white_remote_addresses
+
+
+def apache_tool_run(broker: AclBroker, home: Path) -> list[tuple[str, tuple[object, ...]]]:
+    tool = apache_mqadmin(home, TOOLS_VERSION)
+    runs = []
+    for args in tool_script(broker):
+        done = tool.run(*args, "-n", broker.namesrv, check=False, timeout=60)
+        err = "\n".join(line for line in done.stderr.decode(errors="replace").splitlines()
+                        if "[warning][cds]" not in line)
+        runs.append((outcome(broker, done.stdout.decode(), err), the_file(broker)))
+    return runs
+
+
+def our_tool_run(broker: AclBroker) -> list[tuple[str, tuple[object, ...]]]:
+    runs = []
+    for args in tool_script(broker):
+        done = mqadmin(*args, "-n", broker.namesrv)
+        assert (done.code == 0) == (not done.err), done
+        runs.append((outcome(broker, done.out, done.err), the_file(broker)))
+    return runs
+
+
+def test_acl_commands_print_and_write_what_apaches_do(apache_broker: AclBroker, our_broker: AclBroker,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tools.yml").write_text(f"accessKey: {ADMIN.access_key}\nsecretKey: {ADMIN.secret_key}\n")
+    monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))
+    theirs = apache_tool_run(apache_broker, tmp_path)
+    assert theirs[0][0].startswith("create or update plain access config to <broker> success.\nPlainAccessConfig{"
+                                   "accessKey='toolUser1', whiteRemoteAddress='null', admin=false, "
+                                   "defaultTopicPerm='PUB'")
+    assert theirs[2][0].endswith("=> CODE 209: Parse resource permission error for a=ALL.")
+    assert theirs[5][0].endswith("#AclLastUpdateTime    \n\n=> failed")  # a 5.3.2 broker sends no file versions
+    assert theirs[6][0] == ("delete plain access config account from <broker> success.\naccount's accessKey is:"
+                            "toolUser1\n=> ok")
+    ours = our_tool_run(our_broker)
+    assert [text for text, _ in ours] == [text for text, _ in theirs]
+    for (command, *_), (_, their_file), (_, our_file) in zip(tool_script(our_broker), theirs, ours, strict=True):
+        assert our_file == their_file, command
+    apache_on_ours = apache_tool_run(our_broker, tmp_path)
+    assert [text for text, _ in apache_on_ours] == [text for text, _ in theirs]

@@ -48,6 +48,9 @@ def test_the_yml_keeps_scalars_as_written_and_refuses_unknown_keys() -> None:
     assert (admin.secret_key, admin.admin) == ("012345678", True)  # the leading zero stays: a string, as in Java
     assert data.global_white_remote_addresses == ("10.10.103.*",)
     assert parse_acl_text("", "x") is None  # an empty file holds nothing
+    written = parse_acl_text("accounts:\n- accessKey: abcdefgh\n  topicPerms: null\n  groupPerms: ~\n"
+                             "dataVersion: null\nglobalWhiteRemoteAddresses: null\n", "x")  # as Apache's broker writes
+    assert written is not None and written.accounts[0].topic_perms == written.accounts[0].group_perms == ()
     with pytest.raises(ConfigError, match=r"accounts\[0\]: unknown key\(s\) \['secretkey'\]"):
         parse_acl_text("accounts:\n- accessKey: abcdefgh\n  secretkey: x\n", "x")
     with pytest.raises(ConfigError, match="admin: expected true or false"):
