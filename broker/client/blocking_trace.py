@@ -4,7 +4,8 @@ tasks and driver, ``enableMsgTrace``).
 The same hooks (``trace_hooks``) and batching rules (``trace_batch``) as the asyncio dispatcher; the worker is a
 daemon thread, and the inner producer a ``BlockingClient`` of its own (its own connections, the producer group
 ``_INNER_TRACE_PRODUCER-<group>-<kind>-<n>``), signing with the host's credentials as Java's dispatcher shares its
-host's RPC hook. ``append`` never waits: a full queue drops the context with Apache's log line. ``shutdown``
+host's RPC hook. ``append`` never waits (unless ``wait_for_room``): a full queue drops the context with Apache's
+log line. ``shutdown``
 sends what is queued and returns when it is sent (a Spark task or commit ends only after its records left).
 
 Examples:
@@ -48,11 +49,12 @@ class BlockingTraceDispatcher(TraceHooks):
 
     def __init__(self, group: str, kind: TraceDispatcherType, trace_topic: str | None, namesrv_addr: str, *,
                  credentials: SessionCredentials | None = None, batch_num: int = DEFAULT_BATCH_NUM,
-                 queue_capacity: int = QUEUE_CAPACITY) -> None:
+                 queue_capacity: int = QUEUE_CAPACITY, wait_for_room: bool = False) -> None:
         self.trace_topic = trace_topic_name(trace_topic)
         self.batch_num = batch_size(batch_num)
         self.producer_group = inner_producer_group(group, kind)
         self.discard_count = 0
+        self.wait_for_room = wait_for_room
         self.client = BlockingClient(namesrv_addr, timeout_ms=SEND_TIMEOUT_MS, producer_group=self.producer_group,
                                      credentials=credentials)
         self._queue: queue.Queue[TraceContext] = queue.Queue(queue_capacity)
@@ -66,9 +68,14 @@ class BlockingTraceDispatcher(TraceHooks):
         return self
 
     def append(self, ctx: TraceContext) -> bool:
-        """Queue ``ctx`` without waiting; a full queue drops it (and says so), as Apache's dispatcher does."""
+        """Queue ``ctx``. A full queue drops it (and says so), as Apache's dispatcher does; with ``wait_for_room``
+        the caller waits for the worker to make room instead (callers that record faster than one sender sends:
+        the Spark connector's pipelined tasks)."""
         try:
-            self._queue.put_nowait(ctx)
+            if self.wait_for_room and self._worker is not None:  # at most a trace send's timeout
+                self._queue.put(ctx, timeout=SEND_TIMEOUT_MS / 1000)
+            else:
+                self._queue.put_nowait(ctx)
         except queue.Full:
             self.discard_count += 1
             log.info("buffer full%s ,context is %s", self.discard_count, ctx)
