@@ -14,7 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.common.errors import ConnectorOptionError
-from broker.common.validation import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_topic_or_group_illegal
+from broker.common.validation import (
+    RMQ_SYS_TRACE_TOPIC,
+    TOPIC_MAX_LENGTH,
+    VALID_NAME_PATTERN,
+    is_topic_or_group_illegal,
+)
 from broker.remoting.signing import SessionCredentials
 
 _TRUE = frozenset({"true", "1", "yes"})
@@ -85,6 +90,26 @@ def credentials(opts: OptionReader) -> SessionCredentials | None:
     return SessionCredentials(access_key, secret_key)
 
 
+# Message trace, on source and sink alike: Apache's clients' names (the producer's and consumers' enableMsgTrace
+# and customizedTraceTopic constructor arguments).
+TRACE_OPTIONS = ("enableMsgTrace", "customizedTraceTopic")
+
+
+def trace_topic(opts: OptionReader) -> str | None:
+    """The topic trace records go to (customizedTraceTopic, else RMQ_SYS_TRACE_TOPIC) with enableMsgTrace=true;
+    None without it, and a topic given without it is refused (it would trace nothing)."""
+    enabled = opts.bool("enableMsgTrace", False)
+    topic = opts.str("customizedTraceTopic")
+    if topic is None:
+        return RMQ_SYS_TRACE_TOPIC if enabled else None
+    if not enabled:
+        raise ConnectorOptionError(f"option customizedTraceTopic ({topic!r}) applies only to enableMsgTrace=true")
+    if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
+        raise ConnectorOptionError(f"option customizedTraceTopic {topic!r} is not a valid topic name (allowed: "
+                                   f"{VALID_NAME_PATTERN}, at most {TOPIC_MAX_LENGTH} characters)")
+    return topic
+
+
 # -- source options (connector/source.py) -----------------------------------------------------------------------------
 
 # Which topics a source may read. Explicit ``topic``/``topics`` may name any topic except the broker's internal
@@ -107,7 +132,7 @@ SOURCE_OPTIONS = (
     "namesrvAddr", "topic", "topics", "topicPattern", "subscribe", "subscribePattern", "assign", "startingOffsets",
     "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets", "endingTimestamp", "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "filter", "filterType", "consumerGroup",
-    "pullBatchSize", "pullTimeoutMs", "minPartitions", *CREDENTIAL_OPTIONS,
+    "pullBatchSize", "pullTimeoutMs", "minPartitions", *CREDENTIAL_OPTIONS, *TRACE_OPTIONS,
 )
 # What to read: exactly one of these. subscribe and subscribePattern are the Kafka connector's names of topics and
 # topicPattern; assign names queues, as Kafka's names partitions.
@@ -226,6 +251,7 @@ class SourceOptions:
     streaming: bool
     assigned: tuple[tuple[str, str, int], ...] = ()  # the ``assign`` option's (topic, brokerName, queueId), sorted
     credentials: SessionCredentials | None = None  # accessKey/secretKey: every request is signed with them
+    trace_topic: str | None = None  # enableMsgTrace: SubBefore/SubAfter of every batch handed to Spark go there
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -266,7 +292,7 @@ class SourceOptions:
             consumer_group=group, pull_batch_size=opts.int("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, minimum=1),
             pull_timeout_ms=opts.int("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=1),
             min_partitions=opts.int("minPartitions", minimum=1), streaming=streaming, assigned=assigned,
-            credentials=credentials(opts),
+            credentials=credentials(opts), trace_topic=trace_topic(opts),
         )
 
     @classmethod
@@ -348,7 +374,7 @@ class SourceOptions:
 SINK_OPTIONS = (
     "namesrvAddr", "topic", "sinkId", "decisionTopic", "checkImmunitySeconds", "maxInFlight", "sendTimeoutMs",
     "resolverIdleTimeoutSeconds", "resolverDir", "masterWaitTimeoutMs", "guarantee", "faultInjection",
-    *CREDENTIAL_OPTIONS,
+    *CREDENTIAL_OPTIONS, *TRACE_OPTIONS,
 )
 # Sink options the README does not list: fault injection for the suite's failure tests.
 UNDOCUMENTED_SINK_OPTIONS = ("faultInjection",)
@@ -392,6 +418,7 @@ class SinkOptions:
     guarantee: str = EXACTLY_ONCE
     fault: Mapping[str, object] | None = None
     credentials: SessionCredentials | None = None  # accessKey/secretKey: tasks, the driver and the resolver sign
+    trace_topic: str | None = None  # enableMsgTrace: Pub of every row, EndTransaction of the driver's ends go there
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: object | None = None, *, streaming: bool) -> SinkOptions:
@@ -447,7 +474,7 @@ class SinkOptions:
             resolver_idle_timeout_s=reader.int("resolverIdleTimeoutSeconds", DEFAULT_RESOLVER_IDLE_S, minimum=1),
             resolver_dir=reader.str("resolverDir"),
             master_wait_ms=reader.int("masterWaitTimeoutMs", DEFAULT_MASTER_WAIT_MS, minimum=0), guarantee=guarantee,
-            fault=fault, credentials=credentials(reader))
+            fault=fault, credentials=credentials(reader), trace_topic=trace_topic(reader))
 
     @property
     def exactly_once(self) -> bool:

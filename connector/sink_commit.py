@@ -51,12 +51,17 @@ def end_transactions(client: BlockingClient, opts: SinkOptions, commits: Sequenc
     handles per topic; to others one END_TRANSACTION per handle (framed from a template per topic and broker,
     written a chunk at a time). In order per queue for tasks that used sharding keys (a queue's handles in row
     order, one request of the queue in flight at a time). Failures are counted, not raised: what the driver does
-    not end, the check ends (the decision is recorded already)."""
+    not end, the check ends (the decision is recorded already). With enableMsgTrace, one EndTransaction record per
+    handle sent, as Java's transaction producer writes for each END_TRANSACTION (connector/tracing.py)."""
     ends = _Ends(client, opts, state)
     for commit in commits:
         for handles in commit.brokers:
             ends.add(commit, handles)
     ends.finish()
+    if opts.trace_topic is not None:
+        from connector.tracing import trace_ends
+
+        trace_ends(opts, commits, state)
     return ends.counts
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from broker.client import protocol
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
@@ -45,6 +46,9 @@ from connector.columns import user_properties
 from connector.options import SinkOptions
 from connector.replicas import broker_addrs, wait_for_master
 
+if TYPE_CHECKING:
+    from connector.tracing import SinkTracer
+
 log = logging.getLogger(__name__)
 
 COMPRESS_OVER = 4096  # the producer's compressMsgBodyOverHowmuch
@@ -62,15 +66,16 @@ BUSY_PAUSE_S = 0.1
 
 class Request:
     """One request of a task: the rows it carries (row numbers and UNIQ_KEYs, in row order), the queue, the frame
-    (kept to send it again), how often it was sent, the run it belongs to, and its order key (requests of one key
-    are in flight one at a time, so they are stored in the order sent)."""
+    (kept to send it again), how often it was sent, the run it belongs to, its order key (requests of one key
+    are in flight one at a time, so they are stored in the order sent) and its born time (ms; a trace's start)."""
 
-    __slots__ = ("seqs", "uniqs", "topic_index", "queue_id", "opaque", "frame", "tries", "run", "order_key")
+    __slots__ = ("seqs", "uniqs", "topic_index", "queue_id", "opaque", "frame", "tries", "run", "order_key", "born")
 
     def __init__(self, seqs: list[int], uniqs: list[str], topic_index: int, queue_id: int, opaque: int,
-                 frame: bytes, run: str, order_key: object | None) -> None:
+                 frame: bytes, run: str, order_key: object | None, born: int) -> None:
         self.seqs, self.uniqs, self.topic_index, self.queue_id = seqs, uniqs, topic_index, queue_id
         self.opaque, self.frame, self.tries, self.run, self.order_key = opaque, frame, 0, run, order_key
+        self.born = born
 
     def __lt__(self, other: Request) -> bool:
         return self.seqs[0] < other.seqs[0]
@@ -129,6 +134,7 @@ class RowSender:
         self._broker_names: dict[str, str] = {}
         self._out: dict[str, list[tuple[int, bytes, Request]]] = {}
         self._in_flight: dict[str, dict[int, Request]] = {}  # by address: opaque -> request sent, not yet answered
+        self.tracer: SinkTracer | None = None  # enableMsgTrace (connector/tracing.py): a Pub per stored row
 
     def close(self) -> None:
         self.client.close()
@@ -255,18 +261,18 @@ class RowSender:
             sys_flag |= flags
         opaque, frame = target.row_template.frame((target.queue_text, str(sys_flag), str(born), props), body)
         self._dispatch(target, Request([seq], [uniq], target.topic_index, target.queue_id, opaque, frame, self.run,
-                                       self._order_key(target)))
+                                       self._order_key(target), born))
 
     def _order_key(self, target: _Target) -> object | None:
         return (target.topic_index, target.queue_id) if self._orders() else None
 
     def _close_batch(self, target: _Target) -> None:
         batch_uniq = encode_properties(((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, create_uniq_id()),))
+        born = time.time_ns() // 1_000_000
         opaque, frame = target.batch_template.frame(
-            (target.queue_text, str(self.SYS_FLAG), str(time.time_ns() // 1_000_000), self._row_head + batch_uniq),
-            b"".join(target.items))
+            (target.queue_text, str(self.SYS_FLAG), str(born), self._row_head + batch_uniq), b"".join(target.items))
         request = Request(target.seqs, target.uniqs, target.topic_index, target.queue_id, opaque, frame, self.run,
-                          self._order_key(target))
+                          self._order_key(target), born)
         target.items, target.seqs, target.uniqs, target.size = [], [], [], 0
         self._dispatch(target, request)
 
@@ -349,6 +355,8 @@ class RowSender:
                 raise ConnectorError(f"rmq sink: {addr} answered a request of {len(request.seqs)} messages with "
                                      f"{len(ids)} message ids ({offset_msg_id[:200]})")
             self._stored(addr, request, ids, queue_offset)
+            if self.tracer is not None:
+                self.tracer.stored(addr, request, ids, response)
         if busy:
             tries = max(request.tries for request in busy)
             log.warning("rmq sink: %s is busy (flow control); sending %d requests again in %.2f s", addr, len(busy),

@@ -63,6 +63,7 @@ class TaskCommit(WriterCommitMessage):
     topics: list[str]
     brokers: list[BrokerHandles]
     attempt: int = 0  # the task's attemptNumber: above 0, an earlier attempt may have left half messages
+    traced: dict[str, tuple[str | None, str | None]] | None = None  # enableMsgTrace: (tags, keys) by UNIQ_KEY
 
 
 # -- executors: rows to half messages ----------------------------------------------------------------------------------
@@ -171,16 +172,25 @@ def write_task(opts: SinkOptions, batches: Iterator[object], batch_id: str) -> T
     context = TaskContext.get()
     sender: RowSender = (HalfSender(opts, batch_id, uuid.uuid4().hex) if opts.exactly_once
                          else PlainSender(opts))
+    if opts.trace_topic is not None:
+        from connector.tracing import SinkTracer
+
+        sender.tracer = SinkTracer(opts, half=opts.exactly_once)
     fail_after = _task_fault(opts, context, batch_id)
     try:
         for batch in batches:
             _send_rows(opts, sender, batch, fail_after)
         sender.flush()
         if isinstance(sender, HalfSender):
-            return _attempt_of(context, sender.task_commit())
+            commit = _attempt_of(context, sender.task_commit())
+            if sender.tracer is not None:
+                commit.traced = sender.tracer.stored_rows
+            return commit
         return PlainCommit(opts.sink_id, batch_id, sender.rows)
     finally:
         sender.close()
+        if sender.tracer is not None:
+            sender.tracer.close()  # the task ends once its Pub records are sent
 
 
 def _attempt_of(context: object, commit: TaskCommit) -> TaskCommit:
@@ -201,6 +211,8 @@ def _send_rows(opts: SinkOptions, sender: RowSender, batch: object, fail_after: 
     props = _column(batch, "properties") or none
     shards = _column(batch, "shardingKey") or none
     delays = _column(batch, "delayLevel") or none
+    if sender.tracer is not None:  # before any send: answers to this batch's rows may come while it is sent
+        sender.tracer.note_rows(sender.rows, [opts.topic or t for t in topics], tags, keys, bodies)
     for i in range(n):
         body = bodies[i]
         if body is None:

@@ -72,6 +72,7 @@ class QueueRange(InputPartition):
     pull_timeout_ms: int
     fail_on_data_loss: bool
     credentials: SessionCredentials | None = None  # the pulls are signed with them (the source's accessKey)
+    trace_topic: str | None = None  # enableMsgTrace: where the SubBefore/SubAfter records of its batches go
 
     @property
     def mq(self) -> MessageQueue:
@@ -149,7 +150,17 @@ class _Puller:
 
 
 def read_partition(part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_BYTES."""
+    """Every message of ``[part.start, part.end)`` that passes the filter, as RecordBatches of about BATCH_BYTES;
+    with enableMsgTrace, each batch traced as a consumer's (connector/tracing.py, loaded only then)."""
+    batches = _read_batches(part)
+    if part.trace_topic is None:
+        return batches
+    from connector.tracing import traced_batches
+
+    return traced_batches(part, batches)
+
+
+def _read_batches(part: QueueRange) -> Iterator[pa.RecordBatch]:
     # imported where the rows are read, not by the driver's process, which Spark starts afresh for every streaming
     # query and which only plans (the decoder brings pyarrow.compute and numpy's kernels: a tenth of that start)
     from connector.records import decode_records
@@ -239,7 +250,7 @@ def plan_partitions(oracle: OffsetOracle, opts: SourceOptions, start: Offsets, e
     group = opts.consumer_group or DEFAULT_CONSUMER_GROUP
     return [QueueRange(mq.topic, mq.broker_name, mq.queue_id, lo, hi, oracle.broker_addr(mq), opts.namesrv_addr,
                        group, opts.filter, opts.filter_type, opts.pull_batch_size, opts.pull_timeout_ms,
-                       opts.fail_on_data_loss, opts.credentials)
+                       opts.fail_on_data_loss, opts.credentials, opts.trace_topic)
             for mq, lo, hi in ranges]
 
 

@@ -8,8 +8,9 @@ rebalance), ``fault`` (latency fault avoidance), ``selector`` (queue selectors a
 ``pipeline``), ``concurrently`` and ``orderly`` (the push consumer's two ways of consuming), ``transaction``
 (TransactionProducer), ``transaction_protocol`` (transactions on the wire, sans IO: what the Spark sink frames),
 ``running_info`` (what ``mqadmin consumerStatus`` asks a client), ``trace`` (message trace records, Apache's
-format) and ``trace_dispatcher`` (batching them into trace messages: ``enable_msg_trace`` in the producer's and
-consumers' configs).
+format), ``trace_hooks`` (what each event puts in a record), ``trace_batch`` (how records become trace
+messages), ``trace_dispatcher`` (the asyncio dispatcher: ``enable_msg_trace`` in the producer's and consumers'
+configs) and ``blocking_trace`` (its blocking twin, a thread: the Spark connector's ``enableMsgTrace``).
 
 May import: ``broker.common`` and ``broker.remoting`` (never the server, the store or the NameServer: a Spark
 executor imports this room). UNIQ_KEY ids and MessageQueue are ``broker.common.message``'s, the wire bodies

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, ProcessQueue
 from broker.client.trace import ConsumeReturnType
-from broker.client.trace_dispatcher import consume_return_type
+from broker.client.trace_hooks import consume_return_type
 from broker.common.message import (
     PROPERTY_CONSUME_START_TIMESTAMP,
     PROPERTY_MAX_RECONSUME_TIMES,

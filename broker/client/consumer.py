@@ -48,7 +48,8 @@ from broker.client.running_info import (
     consumer_running_info,
     process_queue_info,
 )
-from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
+from broker.client.trace_batch import TraceDispatcherType
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, start_trace_dispatcher
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.heartbeat import build_subscription_data

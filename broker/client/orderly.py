@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from broker.client.message import Message, MessageExt, MessageQueue
 from broker.client.offsets import MessageModel, OrderlyProcessQueue, compute_pull_from_where
 from broker.client.trace import ConsumeReturnType
-from broker.client.trace_dispatcher import consume_return_type
+from broker.client.trace_hooks import consume_return_type
 from broker.common.errors import MQBrokerError, MQClientError, RemotingError, broker_error
 from broker.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,

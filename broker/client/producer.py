@@ -39,7 +39,8 @@ from broker.client.message import (
 )
 from broker.client.route import TopicPublishInfo, no_route_info
 from broker.client.selector import MessageQueueSelector
-from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
+from broker.client.trace_batch import TraceDispatcherType
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, start_trace_dispatcher
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP

@@ -81,7 +81,8 @@ from broker.client.running_info import (
     process_queue_info,
 )
 from broker.client.selector import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, java_string_key
-from broker.client.trace_dispatcher import AsyncTraceDispatcher, TraceDispatcherType, start_trace_dispatcher
+from broker.client.trace_batch import TraceDispatcherType
+from broker.client.trace_dispatcher import AsyncTraceDispatcher, start_trace_dispatcher
 from broker.common.errors import MQBrokerError, MQClientError
 from broker.common.message import PROPERTY_RETRY_TOPIC
 from broker.common.validation import CLIENT_INNER_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX, retry_topic

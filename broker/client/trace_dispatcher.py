@@ -1,13 +1,11 @@
-"""The trace dispatcher and the trace hooks (client/trace: AsyncTraceDispatcher, SendMessageTraceHookImpl,
-ConsumeMessageTraceHookImpl, EndTransactionTraceHookImpl).
+"""The asyncio trace dispatcher (client/trace/AsyncTraceDispatcher) of the Producer and the consumers.
 
-A producer or consumer with ``enable_msg_trace`` owns one dispatcher. Its hooks turn a send, a consumed batch or an
-ended transaction into a TraceContext and ``append`` it to a bounded queue without waiting: when the queue is full
-the context is dropped with a log line, as Apache's is, so tracing never slows down or fails the user's call. A
-task of the dispatcher takes up to ``batch_num`` contexts when that many are waiting, or every 5 seconds, encodes
-them (``trace``) and sends them with an inner producer of its own, in the background: one trace message per
-(first message's topic, trace topic), its KEYS the message ids and keys of every record, so the broker's IndexFile
-finds a message's trace by its id. ``shutdown`` sends what is still queued before stopping.
+A producer or consumer with ``enable_msg_trace`` owns one dispatcher. Its hooks (``trace_hooks``) turn a send, a
+consumed batch or an ended transaction into a TraceContext and ``append`` it to a bounded queue without waiting:
+when the queue is full the context is dropped with a log line, as Apache's is, so tracing never slows down or fails
+the user's call. A task of the dispatcher takes batches off the queue by ``trace_batch``'s rules, and sends their
+trace messages with an inner producer of its own, in the background. ``shutdown`` sends what is still queued before
+stopping. The blocking twin, for Spark's executors, is ``blocking_trace``.
 
 What is traced, as Apache's client traces it: a send that got an answer (sync, async, a batch: one Pub whose msgId
 is the batch's comma-joined ids; a oneway send has no answer and no trace), SubBefore and SubAfter around each
@@ -21,60 +19,32 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Sequence
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from broker.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
-from broker.client.trace import (
-    DEFAULT_REGION_ID,
-    GROUP_NAME_PREFIX,
-    TRACE_INSTANCE_NAME,
-    ConsumeReturnType,
-    MessageType,
-    TraceBean,
-    TraceContext,
-    TraceTransferBean,
-    TraceType,
-    encode_trace_context,
-    trace_message_keys,
+from broker.client.message import Message, MessageQueue
+from broker.client.trace import TraceContext
+from broker.client.trace_batch import (
+    DEFAULT_BATCH_NUM,
+    FLUSH_INTERVAL_S,
+    MAX_MESSAGE_SIZE,
+    MAX_SENDS_IN_FLIGHT,
+    QUEUE_CAPACITY,
+    SEND_TIMEOUT_MS,
+    TraceDispatcherType,
+    batch_size,
+    flush_due,
+    inner_instance_name,
+    inner_producer_group,
+    trace_messages,
+    trace_topic_name,
 )
+from broker.client.trace_hooks import TraceHooks
 from broker.common.errors import RmqError
-from broker.common.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_MSG_REGION,
-    PROPERTY_START_DELIVER_TIME,
-    PROPERTY_TRACE_SWITCH,
-    PROPERTY_TRANSACTION_PREPARED,
-    TIMER_PROPERTIES,
-)
-from broker.common.validation import RMQ_SYS_TRACE_TOPIC
 
 if TYPE_CHECKING:
     from broker.client.producer import Producer
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BATCH_NUM = 10  # ClientConfig.traceMsgBatchNum
-MAX_BATCH_NUM = 20  # AsyncTraceDispatcher: min(batchNum, 20)
-QUEUE_CAPACITY = 2048  # traceContextQueue
-MAX_MESSAGE_SIZE = 128_000  # the inner producer's maxMessageSize; a body is cut before it grows past this
-FLUSH_INTERVAL_S = 5.0  # flushTraceInterval
-SEND_TIMEOUT_MS = 5000  # the inner producer's sendMsgTimeout
-MAX_SENDS_IN_FLIGHT = 4  # traceExecutor's maximum pool size
-CONSUME_TIMEOUT_S = 15 * 60.0  # DefaultMQPushConsumer.consumeTimeout: a listener call this long is TIME_OUT
-
-_GROUP_COUNTER = itertools.count(1)  # AsyncTraceDispatcher.COUNTER: one number per dispatcher in the process
-
-
-class TraceDispatcherType(Enum):
-    PRODUCE = "PRODUCE"
-    CONSUME = "CONSUME"
-
-
-def trace_topic_name(trace_topic: str | None) -> str:
-    """The topic trace messages go to: the one given, or RMQ_SYS_TRACE_TOPIC when it is blank."""
-    return trace_topic.strip() if trace_topic and trace_topic.strip() else RMQ_SYS_TRACE_TOPIC
 
 
 class _RoundRobin:
@@ -87,15 +57,15 @@ class _RoundRobin:
         return mqs[next(self._index) % len(mqs)]
 
 
-class AsyncTraceDispatcher:
+class AsyncTraceDispatcher(TraceHooks):
     """Batches trace contexts and sends them with an inner producer; see the module docstring."""
 
     def __init__(self, group: str, kind: TraceDispatcherType, trace_topic: str | None, namesrv_addr: str, *,
                  batch_num: int = DEFAULT_BATCH_NUM, queue_capacity: int = QUEUE_CAPACITY) -> None:
         self.trace_topic = trace_topic_name(trace_topic)
-        self.batch_num = max(1, min(batch_num, MAX_BATCH_NUM))
+        self.batch_num = batch_size(batch_num)
         self.namesrv_addr = namesrv_addr
-        self.producer_group = f"{GROUP_NAME_PREFIX}-{group}-{kind.value}-{next(_GROUP_COUNTER)}"
+        self.producer_group = inner_producer_group(group, kind)
         self.discard_count = 0
         self._queue: asyncio.Queue[TraceContext] = asyncio.Queue(queue_capacity)
         self._wakeup = asyncio.Event()
@@ -109,8 +79,8 @@ class AsyncTraceDispatcher:
         from broker.client.instance import ClientConfig  # late: the producer module imports this one
         from broker.client.producer import Producer, ProducerConfig
 
-        client_config = ClientConfig(namesrv_addr=self.namesrv_addr,
-                                     instance_name=f"{TRACE_INSTANCE_NAME}_{self.namesrv_addr}")
+        client_config = ClientConfig(namesrv_addr=self.namesrv_addr, instance_name=inner_instance_name(
+            self.namesrv_addr))
         self._producer = Producer(self.producer_group, config=ProducerConfig(
             send_msg_timeout=SEND_TIMEOUT_MS, max_message_size=MAX_MESSAGE_SIZE), client_config=client_config)
         await self._producer.start()
@@ -151,7 +121,7 @@ class AsyncTraceDispatcher:
                 pass
             self._wakeup.clear()
             due = time.monotonic() - last_flush >= FLUSH_INTERVAL_S
-            while self._queue.qsize() >= self.batch_num or (due and not self._queue.empty()):
+            while flush_due(self._queue.qsize(), self.batch_num, interval_passed=due):
                 self._flush_one_batch()
                 last_flush, due = time.monotonic(), False
             if due:
@@ -164,94 +134,16 @@ class AsyncTraceDispatcher:
         task.add_done_callback(self._sends.discard)
 
     async def _send_trace_data(self, contexts: list[TraceContext]) -> None:
-        """AsyncDataSendTask.sendTraceData: encode, group by the first message's topic, one body per group."""
-        groups: dict[str, list[TraceTransferBean]] = {}
-        for ctx in contexts:
-            if ctx.region_id is None or not ctx.beans:
-                continue
-            groups.setdefault(ctx.beans[0].topic or "", []).append(encode_trace_context(ctx))
         async with self._slots:
-            for beans in groups.values():
-                await self._flush_data(beans)
+            for msg in trace_messages(contexts, self.trace_topic):
+                await self._send_by_mq(msg)
 
-    async def _flush_data(self, beans: list[TraceTransferBean]) -> None:
-        batch: list[TraceTransferBean] = []
-        size = 0
-        for bean in beans:
-            batch.append(bean)
-            size += len(bean.data)
-            if size >= MAX_MESSAGE_SIZE:
-                await self._send_by_mq(batch)
-                batch, size = [], 0
-        if batch:
-            await self._send_by_mq(batch)
-
-    async def _send_by_mq(self, beans: list[TraceTransferBean]) -> None:
-        data = "".join(b.data for b in beans)
-        msg = Message(self.trace_topic, data.encode("utf-8"), keys=trace_message_keys(beans))
+    async def _send_by_mq(self, msg: Message) -> None:
         assert self._producer is not None
         try:
             await self._producer.send(msg, selector=self._selector)
         except (RmqError, OSError) as err:
-            log.error("send trace data failed, the traceData is %s: %s", data, err)
-
-    # -- the hooks -------------------------------------------------------------------------------------------------
-
-    def send_before(self, group: str, msg: Message, store_host: str, body_length: int) -> TraceContext | None:
-        """SendMessageTraceHookImpl.sendMessageBefore: a Pub context, or None for the trace topic's own sends."""
-        if msg.topic.startswith(self.trace_topic):
-            return None
-        bean = TraceBean(topic=msg.topic, tags=msg.tags, keys=msg.keys, store_host=store_host,
-                         body_length=body_length, msg_type=message_type_of(msg))
-        return TraceContext(TraceType.Pub, group_name=group, beans=[bean])
-
-    def send_after(self, ctx: TraceContext | None, result: SendResult | None) -> None:
-        """sendMessageAfter: a send that got an answer, from a broker that has trace on."""
-        if ctx is None or result is None or not result.trace_on:
-            return
-        ctx.cost_time = (_now_ms() - ctx.time_stamp) // len(ctx.beans)
-        ctx.success = result.send_status is SendStatus.SEND_OK
-        ctx.region_id = result.region_id
-        bean = ctx.beans[0]
-        bean.msg_id, bean.offset_msg_id = result.msg_id, result.offset_msg_id
-        self.append(ctx)
-
-    def consume_before(self, group: str, msgs: Sequence[MessageExt]) -> TraceContext | None:
-        """ConsumeMessageTraceHookImpl.consumeMessageBefore: SubBefore of the messages stored with trace on."""
-        ctx = TraceContext(TraceType.SubBefore, group_name=group)
-        for msg in msgs:
-            if msg.properties.get(PROPERTY_TRACE_SWITCH) == "false":
-                continue
-            ctx.region_id = msg.properties.get(PROPERTY_MSG_REGION)
-            ctx.beans.append(TraceBean(topic=msg.topic, msg_id=msg.msg_id, tags=msg.tags, keys=msg.keys,
-                                       body_length=msg.store_size, retry_times=msg.reconsume_times))
-        if not ctx.beans:
-            return None
-        ctx.time_stamp = _now_ms()
-        self.append(ctx)
-        return ctx
-
-    def consume_after(self, before: TraceContext | None, batch_size: int, success: bool,
-                      return_type: ConsumeReturnType | None) -> None:
-        """consumeMessageAfter: SubAfter with the same requestId; cost per message; the listener's return type."""
-        if before is None or batch_size == 0:
-            return
-        after = TraceContext(TraceType.SubAfter, region_id=before.region_id, group_name=before.group_name,
-                             request_id=before.request_id, success=success, beans=before.beans,
-                             cost_time=(_now_ms() - before.time_stamp) // batch_size,
-                             context_code=int(return_type) if return_type is not None else 0)
-        self.append(after)
-
-    def end_transaction(self, group: str, msg: Message, msg_id: str | None, store_host: str, state: str,
-                        transaction_id: str | None, *, from_check: bool) -> None:
-        """EndTransactionTraceHookImpl.endTransaction: one EndTransaction record per ended transaction."""
-        if msg.topic.startswith(self.trace_topic):
-            return
-        bean = TraceBean(topic=msg.topic, msg_id=msg_id, tags=msg.tags, keys=msg.keys, store_host=store_host,
-                         msg_type=MessageType.Trans_msg_Commit, transaction_id=transaction_id,
-                         transaction_state=state, from_transaction_check=from_check)
-        region = msg.properties.get(PROPERTY_MSG_REGION) or DEFAULT_REGION_ID
-        self.append(TraceContext(TraceType.EndTransaction, region_id=region, group_name=group, beans=[bean]))
+            log.error("send trace data failed, the traceData is %s: %s", msg.body.decode("utf-8"), err)
 
 
 async def start_trace_dispatcher(group: str, kind: TraceDispatcherType, trace_topic: str | None,
@@ -267,26 +159,3 @@ async def start_trace_dispatcher(group: str, kind: TraceDispatcherType, trace_to
         await dispatcher.shutdown()
         return None
     return dispatcher
-
-
-def message_type_of(msg: Message) -> MessageType:
-    """What sendKernelImpl tells the hook: a delay level or timer property makes a Delay_Msg, TRAN_MSG a half
-    message; anything else, ordered sends included, is Normal_Msg."""
-    props = msg.properties
-    if any(p in props for p in (PROPERTY_START_DELIVER_TIME, PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES)):
-        return MessageType.Delay_Msg
-    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-        return MessageType.Trans_Msg_Half
-    return MessageType.Normal_Msg
-
-
-def consume_return_type(succeeded: bool, begin: float) -> ConsumeReturnType:
-    """How a listener call that returned a status ended (ConsumeReturnType): TIME_OUT past the consume timeout
-    (``begin`` from time.monotonic), else SUCCESS or FAILED. Raising is EXCEPTION, returning nothing RETURNNULL."""
-    if time.monotonic() - begin >= CONSUME_TIMEOUT_S:
-        return ConsumeReturnType.TIME_OUT
-    return ConsumeReturnType.SUCCESS if succeeded else ConsumeReturnType.FAILED
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

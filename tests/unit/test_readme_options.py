@@ -23,7 +23,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 SOURCE_BASE = {"namesrvAddr": "127.0.0.1:1", "topic": "T"}
 SINK_BASE = {"namesrvAddr": "127.0.0.1:1", "topic": "T", "sinkId": "s"}
 # Options that are accepted only next to another one.
-NEEDS = {"maxTriggerDelay": {"minOffsetsPerTrigger": "1"}, "filterType": {"filter": "TagA"}}
+NEEDS = {"maxTriggerDelay": {"minOffsetsPerTrigger": "1"}, "filterType": {"filter": "TagA"},
+         "customizedTraceTopic": {"enableMsgTrace": "true"}}
 _LITERAL = re.compile(r"`([^`]+)`(?:\s*\((stream|batch)\))?")
 
 
@@ -122,5 +123,6 @@ def test_sink_defaults_are_the_parsers(name: str, cell: str) -> None:
         assert getattr(SinkOptions.parse(base, streaming=False), _snake(name)) is None
     else:
         value = (_LITERAL.findall(cell) or [(cell, "")])[0][0]
-        assert SinkOptions.parse({**base, name: value}, streaming=False) == SinkOptions.parse(SINK_BASE,
-                                                                                             streaming=False)
+        needs = NEEDS.get(name, {})
+        assert SinkOptions.parse({**base, **needs, name: value}, streaming=False) == SinkOptions.parse(
+            {**SINK_BASE, **needs}, streaming=False)

@@ -19,12 +19,9 @@ from broker.client.trace import (
     trace_message_keys,
     trace_views,
 )
-from broker.client.trace_dispatcher import (
-    QUEUE_CAPACITY,
-    AsyncTraceDispatcher,
-    TraceDispatcherType,
-    message_type_of,
-)
+from broker.client.trace_batch import QUEUE_CAPACITY, TraceDispatcherType
+from broker.client.trace_dispatcher import AsyncTraceDispatcher
+from broker.client.trace_hooks import message_type_of
 
 MSG_ID = "7F0000011F9018B4AAC2745E5A0A0000"
 PUB = (f"Pub\x011700000000000\x01DefaultRegion\x01PG\x01TopicTest\x01{MSG_ID}\x01TagA\x01order-1 order-2"
