@@ -15,6 +15,7 @@ from typing import Protocol
 
 from broker.common.errors import CorruptRecord
 from broker.common.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -51,11 +52,18 @@ class DispatchRequest:
     keys: list[str]
     uniq_key: str | None
     sys_flag: int
-    properties: dict[str, str]
+    properties: dict[str, str]  # those named in DISPATCH_PROPERTIES only
+
+
+# The properties dispatch reads of a record: the index's keys, and what the tagsCode comes from (the tag, or for a
+# scheduled record its delay level: CommitLog.checkMessageAndReturnSize reads the same). A record holds more (a
+# transactional one about a dozen); the scan makes no str of the others.
+DISPATCH_PROPERTIES = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_DELAY_TIME_LEVEL)
 
 
 class TaggedRecord(Protocol):
-    """What a tagsCode hook may read of a record: a DispatchRequest, or a decoded MessageRecord."""
+    """What a tagsCode hook may read of a record: a DispatchRequest, or a decoded MessageRecord (of its properties,
+    those named in DISPATCH_PROPERTIES)."""
 
     topic: str
     properties: dict[str, str]
@@ -75,7 +83,8 @@ def enters_consume_queue(sys_flag: int) -> bool:
     return tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE
 
 
-# (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record
+# (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record, of its
+# properties those a scan was asked for
 ScannedRecord = tuple[int, int, int, int, int, int, str, dict[str, str]]
 
 
@@ -83,11 +92,13 @@ _SIZE_AND_MAGIC = struct.Struct(">ii")
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2)
 
 
-def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[ScannedRecord], int, bool]:
-    """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them; where
-    the scan stopped; and whether it stopped at a BLANK filler. A record that runs past ``limit`` (a slave has
-    its first bytes only: the master sends the CommitLog in slices) ends the scan before it. ValueError(pos,
-    reason) when the bytes at ``pos`` are not a record. ``_speedups.scan_records`` does the same in C."""
+def _scan_records_py(buf, pos: int, limit: int, max_records: int,
+                     names: tuple[str, ...]) -> tuple[list[ScannedRecord], int, bool]:
+    """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them (of
+    their properties, those in ``names``); where the scan stopped; and whether it stopped at a BLANK filler. A
+    record that runs past ``limit`` (a slave has its first bytes only: the master sends the CommitLog in slices)
+    ends the scan before it. ValueError(pos, reason) when the bytes at ``pos`` are not a record.
+    ``_speedups.scan_records`` does the same in C."""
     records: list[ScannedRecord] = []
     while pos < limit and len(records) < max_records:
         if len(buf) - pos >= _SIZE_AND_MAGIC.size:
@@ -107,7 +118,9 @@ def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[
         size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props_text = fields
         if size > len(buf) - pos:
             raise ValueError(pos, "TOTALSIZE runs past the data")
-        records.append((size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, decode_properties(props_text)))
+        props = decode_properties(props_text)
+        records.append((size, queue_id, queue_offset, phys, sys_flag, store_ts, topic,
+                        {name: props[name] for name in names if name in props}))
         pos += size
     return records, pos, False
 
@@ -268,7 +281,7 @@ class ReputMessageService(ServiceThread):
         pos = self.reput_from_offset - mf.file_from_offset
         limit = min(mf.wrote_position, end - mf.file_from_offset)
         try:
-            records, pos, blank = scan_records(mf.buffer, pos, limit, DISPATCH_BATCH)
+            records, pos, blank = scan_records(mf.buffer, pos, limit, DISPATCH_BATCH, DISPATCH_PROPERTIES)
         except ValueError as err:
             at, reason = err.args
             raise CorruptRecord(mf.file_from_offset + at, reason) from None
