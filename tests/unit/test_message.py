@@ -75,6 +75,9 @@ def test_hosts_and_offset_msg_id():
     msg_id = message.offset_msg_id(v4, 1024)
     assert msg_id == "7F00000100002A9F0000000000000400"
     assert message.decode_offset_msg_id(msg_id) == (v4, 1024)
+    offsets = [0, 1024, 2**40 + 7, 2**63 - 1, -1, -(2**63)]
+    for host in (v4, v6):
+        assert message.offset_msg_ids(host, offsets) == [message.offset_msg_id(host, o) for o in offsets]
     with pytest.raises(ValueError, match="not an offset message id"):
         message.decode_offset_msg_id("ABCD")
 
