@@ -74,13 +74,17 @@ def default_tags_code(record: TaggedRecord) -> int:
     return tags_code(record.properties.get(PROPERTY_TAGS))
 
 
+# A record's tagsCode from its TAGS, or (a scheduled record) its DELAY: CommitLog.checkMessageAndReturnSize's rule,
+# so dispatch asks only about records holding one of them; the others' tagsCode is 0.
 TagsCodeHook = Callable[[TaggedRecord], int]
+
+
+_OUTSIDE_CONSUME_QUEUES = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
 
 
 def enters_consume_queue(sys_flag: int) -> bool:
     """Half and rolled-back transaction records never enter a ConsumeQueue."""
-    tx = sys_flag & TRANSACTION_MASK
-    return tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE
+    return sys_flag & TRANSACTION_MASK not in _OUTSIDE_CONSUME_QUEUES
 
 
 # (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record, of its
@@ -140,7 +144,7 @@ def arrivals_of(requests: list[DispatchRequest]) -> Arrivals:
     codes: dict[QueueKey, list[int]] = {}
     ends: dict[QueueKey, int] = {}
     for r in requests:
-        if enters_consume_queue(r.sys_flag):
+        if r.sys_flag & TRANSACTION_MASK not in _OUTSIDE_CONSUME_QUEUES:  # enters_consume_queue, inlined
             key = (r.topic, r.queue_id)
             queue_codes = codes.get(key)
             if queue_codes is None:
@@ -178,7 +182,7 @@ class BuildConsumeQueue:
     def dispatch(self, requests: list[DispatchRequest]) -> None:
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         for r in requests:
-            if not enters_consume_queue(r.sys_flag):
+            if r.sys_flag & TRANSACTION_MASK in _OUTSIDE_CONSUME_QUEUES:  # not enters_consume_queue, inlined
                 continue
             unit = (r.consume_queue_offset, r.commit_log_offset, r.msg_size, r.tags_code)
             queue_units = units.get((r.topic, r.queue_id))
@@ -294,7 +298,8 @@ class ReputMessageService(ServiceThread):
             request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
                                       split_keys(keys) if keys else [],
                                       props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, props)
-            request.tags_code = tags_code_of(request)
+            if PROPERTY_TAGS in props or PROPERTY_DELAY_TIME_LEVEL in props:  # else 0, whatever the hook
+                request.tags_code = tags_code_of(request)
             requests.append(request)
         if requests:
             for dispatcher in self.dispatchers:
