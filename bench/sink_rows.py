@@ -13,12 +13,14 @@ Per round, the same ``--rows`` rows (as ``write_task`` sends one task's), one wa
 The exactly-once ways leave out the decision (one record, whatever the row count). rows/s counts send + end;
 ``/ plain`` is that against plain's rows/s of the same round. Best of ``--repeat`` rounds (by rows/s), after a
 warm-up round. With ``--py-spy DIR`` the broker is sampled by py-spy during the exactly-once batched phases of the
-last round. Nothing here asserts on time.
+last round, and so is its dispatch child (``send-dispatch.txt``, ``end-dispatch.txt``); ``--ways`` picks the ways
+measured besides plain (which ``/ plain`` needs), e.g. ``--ways "exactly-once batched"`` for a profile of that way
+alone. Nothing here asserts on time.
 
 Examples
 --------
     python bench/sink_rows.py --rows 20000 --repeat 3
-    python bench/sink_rows.py --rows 20000 --repeat 1 --py-spy /tmp/sinkprof
+    python bench/sink_rows.py --rows 20000 --repeat 1 --py-spy /tmp/sinkprof --ways "exactly-once batched"
 """
 
 from __future__ import annotations
@@ -89,17 +91,21 @@ class Meter:
 
 @contextlib.contextmanager
 def sampled(pid: int, out: Path | None) -> object:
+    """py-spy on the broker (raw stacks into ``out``) and on its dispatch child (``<out stem>-dispatch.txt``)."""
     if out is None:
         yield
         return
-    spy = subprocess.Popen(["py-spy", "record", "-r", "500", "-f", "raw", "-o", str(out), "--pid", str(pid)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    targets = [(pid, out)] + [(child, out.with_name(f"{out.stem}-dispatch{out.suffix}")) for child in children(pid)]
+    spies = [subprocess.Popen(["py-spy", "record", "-r", "500", "-f", "raw", "-o", str(path), "--pid", str(target)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for target, path in targets]
     time.sleep(1.0)  # py-spy attaches
     try:
         yield
     finally:
-        spy.send_signal(2)
-        spy.wait(30)
+        for spy in spies:
+            spy.send_signal(2)
+        for spy in spies:
+            spy.wait(30)
 
 
 class Phases:
@@ -197,14 +203,27 @@ def run_round(namesrv: str, broker: object, bodies: list[bytes], args: argparse.
     pid = broker.popen.pid
     opts = SinkOptions(namesrv_addr=namesrv, topic=TOPIC, sink_id=f"bench-{uuid.uuid4().hex[:12]}",
                        sink_id_explicit=True, streaming=False, max_in_flight=args.max_in_flight)
-    out = {"plain": plain_batches(namesrv, bodies, args, pid), "at-least-once": at_least_once(opts, bodies, pid),
-           "exactly-once batched": exactly_once(opts, bodies, pid, prof)}
-    set_batch_enable(broker.addr, False)
-    try:
-        out["exactly-once per-row"] = exactly_once(opts, bodies, pid, None)
-    finally:
-        set_batch_enable(broker.addr, True)
+    out = {"plain": plain_batches(namesrv, bodies, args, pid)}
+    if "at-least-once" in args.ways:
+        out["at-least-once"] = at_least_once(opts, bodies, pid)
+    if "exactly-once batched" in args.ways:
+        out["exactly-once batched"] = exactly_once(opts, bodies, pid, prof)
+    if "exactly-once per-row" in args.ways:
+        set_batch_enable(broker.addr, False)
+        try:
+            out["exactly-once per-row"] = exactly_once(opts, bodies, pid, None)
+        finally:
+            set_batch_enable(broker.addr, True)
     return out
+
+
+def parse_ways(text: str) -> list[str]:
+    """--ways: a comma-separated list of WAYS; plain is always measured (the others are set against it)."""
+    picked = [way.strip() for way in text.split(",") if way.strip()]
+    unknown = [way for way in picked if way not in WAYS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown way(s) {', '.join(unknown)}: the ways are {', '.join(WAYS)}")
+    return ["plain", *(way for way in WAYS if way in picked and way != "plain")]
 
 
 def main() -> int:
@@ -214,7 +233,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", type=int, default=256, help="rows per plain batch (the sink's BATCH_MAX_ROWS)")
     parser.add_argument("--max-in-flight", type=int, default=64)
-    parser.add_argument("--py-spy", default=None, help="write py-spy raw stacks of the broker here (last round)")
+    parser.add_argument("--py-spy", default=None,
+                        help="write py-spy raw stacks of the broker and its dispatch child here (last round)")
+    parser.add_argument("--ways", type=parse_ways, default=list(WAYS),
+                        help=f"comma-separated ways to measure besides plain (default all: {', '.join(WAYS)})")
     args = parser.parse_args()
     pad = "x" * max(0, args.size - 12)
     bodies = [f"{i:012d}{pad}".encode() for i in range(args.rows)]
@@ -236,11 +258,11 @@ def main() -> int:
             ways = run_round(namesrv.addr, broker, bodies, args, prof if round_ == args.repeat else None)
             if round_ == 0:
                 continue
-            for way in WAYS:
+            for way in args.ways:
                 print(row(str(round_), way, ways[way], ways["plain"], args.rows), flush=True)
                 if way not in best or ways[way].wall < best[way].wall:
                     best[way] = ways[way]
-        for way in WAYS:
+        for way in args.ways:
             print(row("best", way, best[way], best["plain"], args.rows))
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
     return 0

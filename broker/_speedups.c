@@ -290,20 +290,58 @@ PyObject *rmq_decode_properties(const uint8_t *p, Py_ssize_t n, NameCache *names
     return props;
 }
 
+/* Of the PROPERTIES bytes (checked UTF-8 as a whole), the entries named in ``wanted`` (a tuple of ASCII str): a new
+ * dict holding the last value of each, where name and value are both non-empty (string2messageProperties' rules).
+ * Dispatch reads three or four properties of a record; a transactional record holds a dozen, and a str per name and
+ * value plus a dict entry each cost more than the rest of the scan. */
+static PyObject *wanted_properties(const uint8_t *p, Py_ssize_t n, PyObject *wanted) {
+    PyObject *props = PyDict_New();
+    const uint8_t *end = p + n;
+    Py_ssize_t count = PyTuple_GET_SIZE(wanted);
+    while (props != NULL && p < end) {
+        const uint8_t *item_end = memchr(p, 0x02, (size_t)(end - p));
+        if (item_end == NULL)
+            item_end = end;
+        const uint8_t *sep = memchr(p, 0x01, (size_t)(item_end - p));
+        if (sep != NULL && sep > p && sep + 1 < item_end) {
+            for (Py_ssize_t i = 0; i < count; i++) {
+                PyObject *name = PyTuple_GET_ITEM(wanted, i);
+                if (PyUnicode_GET_LENGTH(name) != sep - p || memcmp(PyUnicode_DATA(name), p, (size_t)(sep - p)))
+                    continue;
+                PyObject *value = PyUnicode_DecodeUTF8((const char *)sep + 1, item_end - sep - 1, NULL);
+                if (value == NULL || PyDict_SetItem(props, name, value) < 0)
+                    Py_CLEAR(props);
+                Py_XDECREF(value);
+                break;
+            }
+        }
+        p = item_end + 1;
+    }
+    return props;
+}
+
 PyDoc_STRVAR(scan_records_doc,
-"scan_records(buf, pos, limit, max_records) -> (records, pos, blank)\n\n"
+"scan_records(buf, pos, limit, max_records, names) -> (records, pos, blank)\n\n"
 "The records from ``pos`` up to ``limit`` (at most ``max_records``), each as (TOTALSIZE, QUEUEID, QUEUEOFFSET,\n"
-"PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties dict); ``pos`` where the scan stopped, ``blank`` when\n"
-"it stopped at a BLANK filler. A record that runs past ``limit`` (a slave holds its first bytes only) ends the\n"
-"scan before it. ValueError(pos, reason) when the bytes at ``pos`` are not a record.");
+"PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties dict of those named in ``names``, a tuple of ASCII\n"
+"str); ``pos`` where the scan stopped, ``blank`` when it stopped at a BLANK filler. A record that runs past\n"
+"``limit`` (a slave holds its first bytes only) ends the scan before it. ValueError(pos, reason) when the bytes\n"
+"at ``pos`` are not a record (its TOPIC or PROPERTIES not UTF-8 among them).");
 
 static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer buf;
     Py_ssize_t pos, limit, max_records;
-    if (!PyArg_ParseTuple(args, "y*nnn:scan_records", &buf, &pos, &limit, &max_records))
+    PyObject *wanted;
+    if (!PyArg_ParseTuple(args, "y*nnnO!:scan_records", &buf, &pos, &limit, &max_records, &PyTuple_Type, &wanted))
         return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(wanted); i++) {
+        PyObject *name = PyTuple_GET_ITEM(wanted, i);
+        if (!PyUnicode_Check(name) || !PyUnicode_IS_ASCII(name)) {
+            PyBuffer_Release(&buf);
+            return PyErr_Format(PyExc_TypeError, "scan_records: names must be ASCII str, not %R", name);
+        }
+    }
     PyObject *records = PyList_New(0), *result = NULL, *topic = NULL;
-    NameCache names = {.count = 0};
     const uint8_t *base = buf.buf, *topic_bytes = NULL;
     Py_ssize_t topic_len = -1;
     int blank = 0;
@@ -374,11 +412,13 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
         cur += 2;
         if (props_len >= 0x8000 || cur + props_len > rec_end)
             props_len = 0;  /* as dispatch_fields: a negative length reads as none */
-        PyObject *props = rmq_decode_properties(cur, props_len, &names);
-        if (props == NULL) {
-            not_utf8(pos, "PROPERTIES are not UTF-8");
+        if (!rmq_is_utf8(cur, props_len)) {
+            corrupt(pos, "PROPERTIES are not UTF-8");
             goto done;
         }
+        PyObject *props = wanted_properties(cur, props_len, wanted);
+        if (props == NULL)
+            goto done;
         PyObject *record = Py_BuildValue("(iiLLiLON)", (int)size, (int)(int32_t)get32(r + QUEUEID_POS),
                                          (long long)get64(r + QUEUEOFFSET_POS),
                                          (long long)get64(r + PHYSICALOFFSET_POS), (int)(int32_t)sys_flag,
@@ -395,8 +435,6 @@ static PyObject *scan_records(PyObject *Py_UNUSED(module), PyObject *args) {
 done:
     Py_XDECREF(records);
     Py_XDECREF(topic);
-    for (int i = 0; i < names.count; i++)
-        Py_DECREF(names.names[i]);
     PyBuffer_Release(&buf);
     return result;
 }

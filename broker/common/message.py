@@ -254,7 +254,12 @@ def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     return (bytes(store_host) + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
-def offset_msg_ids(store_host: bytes, physical_offsets: list[int]) -> str:
+def offset_msg_ids(store_host: bytes, physical_offsets: Sequence[int]) -> list[str]:
+    """``offset_msg_id`` of each offset (a batch's records), cut from ``offset_msg_ids_text``'s one pass."""
+    return offset_msg_ids_text(store_host, physical_offsets).split(",") if physical_offsets else []
+
+
+def offset_msg_ids_text(store_host: bytes, physical_offsets: Sequence[int]) -> str:
     """The offsetMsgIds of records of one store host, comma-joined (a batch's send response): the offsets hexed in
     one call, three times faster than joining ``offset_msg_id`` per record (16 ids: 6 against 20 us)."""
     if not physical_offsets:

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from broker.common.errors import CorruptRecord
 from broker.common.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -51,11 +52,18 @@ class DispatchRequest:
     keys: list[str]
     uniq_key: str | None
     sys_flag: int
-    properties: dict[str, str]
+    properties: dict[str, str]  # those named in DISPATCH_PROPERTIES only
+
+
+# The properties dispatch reads of a record: the index's keys, and what the tagsCode comes from (the tag, or for a
+# scheduled record its delay level: CommitLog.checkMessageAndReturnSize reads the same). A record holds more (a
+# transactional one about a dozen); the scan makes no str of the others.
+DISPATCH_PROPERTIES = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_DELAY_TIME_LEVEL)
 
 
 class TaggedRecord(Protocol):
-    """What a tagsCode hook may read of a record: a DispatchRequest, or a decoded MessageRecord."""
+    """What a tagsCode hook may read of a record: a DispatchRequest, or a decoded MessageRecord (of its properties,
+    those named in DISPATCH_PROPERTIES)."""
 
     topic: str
     properties: dict[str, str]
@@ -66,16 +74,21 @@ def default_tags_code(record: TaggedRecord) -> int:
     return tags_code(record.properties.get(PROPERTY_TAGS))
 
 
+# A record's tagsCode from its TAGS, or (a scheduled record) its DELAY: CommitLog.checkMessageAndReturnSize's rule,
+# so dispatch asks only about records holding one of them; the others' tagsCode is 0.
 TagsCodeHook = Callable[[TaggedRecord], int]
+
+
+_OUTSIDE_CONSUME_QUEUES = frozenset({TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE})
 
 
 def enters_consume_queue(sys_flag: int) -> bool:
     """Half and rolled-back transaction records never enter a ConsumeQueue."""
-    tx = sys_flag & TRANSACTION_MASK
-    return tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE
+    return sys_flag & TRANSACTION_MASK not in _OUTSIDE_CONSUME_QUEUES
 
 
-# (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record
+# (TOTALSIZE, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, topic, properties) of a record, of its
+# properties those a scan was asked for
 ScannedRecord = tuple[int, int, int, int, int, int, str, dict[str, str]]
 
 
@@ -83,11 +96,13 @@ _SIZE_AND_MAGIC = struct.Struct(">ii")
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2)
 
 
-def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[ScannedRecord], int, bool]:
-    """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them; where
-    the scan stopped; and whether it stopped at a BLANK filler. A record that runs past ``limit`` (a slave has
-    its first bytes only: the master sends the CommitLog in slices) ends the scan before it. ValueError(pos,
-    reason) when the bytes at ``pos`` are not a record. ``_speedups.scan_records`` does the same in C."""
+def _scan_records_py(buf, pos: int, limit: int, max_records: int,
+                     names: tuple[str, ...]) -> tuple[list[ScannedRecord], int, bool]:
+    """What dispatch reads of the records from ``buf[pos:]`` up to ``limit``, at most ``max_records`` of them (of
+    their properties, those in ``names``); where the scan stopped; and whether it stopped at a BLANK filler. A
+    record that runs past ``limit`` (a slave has its first bytes only: the master sends the CommitLog in slices)
+    ends the scan before it. ValueError(pos, reason) when the bytes at ``pos`` are not a record.
+    ``_speedups.scan_records`` does the same in C."""
     records: list[ScannedRecord] = []
     while pos < limit and len(records) < max_records:
         if len(buf) - pos >= _SIZE_AND_MAGIC.size:
@@ -107,7 +122,9 @@ def _scan_records_py(buf, pos: int, limit: int, max_records: int) -> tuple[list[
         size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props_text = fields
         if size > len(buf) - pos:
             raise ValueError(pos, "TOTALSIZE runs past the data")
-        records.append((size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, decode_properties(props_text)))
+        props = decode_properties(props_text)
+        records.append((size, queue_id, queue_offset, phys, sys_flag, store_ts, topic,
+                        {name: props[name] for name in names if name in props}))
         pos += size
     return records, pos, False
 
@@ -127,7 +144,7 @@ def arrivals_of(requests: list[DispatchRequest]) -> Arrivals:
     codes: dict[QueueKey, list[int]] = {}
     ends: dict[QueueKey, int] = {}
     for r in requests:
-        if enters_consume_queue(r.sys_flag):
+        if r.sys_flag & TRANSACTION_MASK not in _OUTSIDE_CONSUME_QUEUES:  # enters_consume_queue, inlined
             key = (r.topic, r.queue_id)
             queue_codes = codes.get(key)
             if queue_codes is None:
@@ -165,7 +182,7 @@ class BuildConsumeQueue:
     def dispatch(self, requests: list[DispatchRequest]) -> None:
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         for r in requests:
-            if not enters_consume_queue(r.sys_flag):
+            if r.sys_flag & TRANSACTION_MASK in _OUTSIDE_CONSUME_QUEUES:  # not enters_consume_queue, inlined
                 continue
             unit = (r.consume_queue_offset, r.commit_log_offset, r.msg_size, r.tags_code)
             queue_units = units.get((r.topic, r.queue_id))
@@ -268,7 +285,7 @@ class ReputMessageService(ServiceThread):
         pos = self.reput_from_offset - mf.file_from_offset
         limit = min(mf.wrote_position, end - mf.file_from_offset)
         try:
-            records, pos, blank = scan_records(mf.buffer, pos, limit, DISPATCH_BATCH)
+            records, pos, blank = scan_records(mf.buffer, pos, limit, DISPATCH_BATCH, DISPATCH_PROPERTIES)
         except ValueError as err:
             at, reason = err.args
             raise CorruptRecord(mf.file_from_offset + at, reason) from None
@@ -281,7 +298,8 @@ class ReputMessageService(ServiceThread):
             request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
                                       split_keys(keys) if keys else [],
                                       props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, props)
-            request.tags_code = tags_code_of(request)
+            if PROPERTY_TAGS in props or PROPERTY_DELAY_TIME_LEVEL in props:  # else 0, whatever the hook
+                request.tags_code = tags_code_of(request)
             requests.append(request)
         if requests:
             for dispatcher in self.dispatchers:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-from broker.common.message import offset_msg_id, offset_msg_ids
+from broker.common.message import offset_msg_ids, offset_msg_ids_text
 from broker.common.record import record_size
 
 
@@ -52,12 +52,12 @@ class AppendMessageResult:
     @property
     def msg_ids(self) -> list[str]:
         """offsetMsgId of each record, made when asked for: the append path does not pay for ids nobody reads."""
-        return [offset_msg_id(self.store_host, offset) for offset in self.record_offsets]
+        return offset_msg_ids(self.store_host, self.record_offsets)
 
     @property
     def msg_id_text(self) -> str:
         """``msg_ids`` comma-joined, as a send response's msgId carries them (a batch's: one per message)."""
-        return offset_msg_ids(self.store_host, self.record_offsets)
+        return offset_msg_ids_text(self.store_host, self.record_offsets)
 
     @property
     def queue_offset(self) -> int:

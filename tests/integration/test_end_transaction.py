@@ -136,6 +136,24 @@ def test_kept_half_records_stay_within_their_bound():
     records.discard(12345)  # not there: nothing happens
 
 
+def test_kept_values_added_many_at_once_count_as_added_one_by_one():
+    """add_many takes new offsets in one step and replaces known ones as add does; the bound applies after."""
+    from broker.server.transaction.state import KeptByOffset
+
+    one, many = KeptByOffset(max_bytes=1000, overhead=10), KeptByOffset(max_bytes=1000, overhead=10)
+    for batch in ([(0, "a", 100), (100, "b", 100)], [(200, "c", 100), (300, "d", 100)],
+                  [(300, "d2", 50), (400, "e", 100)], [(500, "f", 600)]):
+        for offset, value, size in batch:
+            one.add(offset, value, size)
+        many.add_many(*map(list, zip(*batch, strict=True)))
+        assert (many.bytes, len(many)) == (one.bytes, len(one)) and many.bytes <= many.max_bytes
+        assert many.get_many(range(0, 600, 100)) == one.get_many(range(0, 600, 100))
+    assert many.get_many([300, 400, 500]) == ["d2", "e", "f"] and many.get(0) is None
+    with pytest.raises(ValueError, match="2 offsets, 1 values and 2 sizes"):
+        many.add_many([600, 700], ["g"], [1, 1])
+    assert many.get(600) is None and (many.bytes, len(many)) == (one.bytes, len(one))
+
+
 def test_a_committed_message_with_a_delay_level_is_delivered_after_its_delay(tmp_path):
     """Official clients clear DELAY from transactional sends, so they never see this case. Apache's broker parks
     such a half message at prepare time, and its commit then goes to the half topic (REAL_TOPIC); ours keeps the half

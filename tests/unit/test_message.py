@@ -75,15 +75,18 @@ def test_hosts_and_offset_msg_id():
     msg_id = message.offset_msg_id(v4, 1024)
     assert msg_id == "7F00000100002A9F0000000000000400"
     assert message.decode_offset_msg_id(msg_id) == (v4, 1024)
+    offsets = [0, 1024, 2**40 + 7, 2**63 - 1, -1, -(2**63)]
+    for host in (v4, v6):
+        assert message.offset_msg_ids(host, offsets) == [message.offset_msg_id(host, o) for o in offsets]
     with pytest.raises(ValueError, match="not an offset message id"):
         message.decode_offset_msg_id("ABCD")
 
 
 @given(st.sampled_from([("127.0.0.1", 10911), ("::1", 80), ("10.1.2.3", 0)]),
        st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40))
-def test_offset_msg_ids_join_what_offset_msg_id_makes_one_by_one(host, offsets):
+def test_offset_msg_ids_text_joins_what_offset_msg_id_makes_one_by_one(host, offsets):
     packed = message.pack_host(*host)
-    assert message.offset_msg_ids(packed, offsets) == ",".join(message.offset_msg_id(packed, o) for o in offsets)
+    assert message.offset_msg_ids_text(packed, offsets) == ",".join(message.offset_msg_id(packed, o) for o in offsets)
 
 
 def test_decode_message_id_names_the_store_host():

@@ -180,25 +180,53 @@ def packed(msgs, size=1 << 16):
     return buf, total
 
 
+NAMES = dispatch.DISPATCH_PROPERTIES
+
+
 @settings(max_examples=200, deadline=None)
 @given(msgs=st.lists(messages, min_size=1, max_size=8), producer_bytes=st.lists(st.booleans(), min_size=8,
                                                                                max_size=8),
-       max_records=st.integers(1, 9), blank=st.booleans())
-def test_scan_records_c_and_python_read_the_same(msgs, producer_bytes, max_records, blank):
+       max_records=st.integers(1, 9), blank=st.booleans(),
+       names=st.lists(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "a", "DELAY", "KEY"]), unique=True, max_size=5))
+def test_scan_records_c_and_python_read_the_same(msgs, producer_bytes, max_records, blank, names):
     msgs = [with_encoded(m, p) for m, p in zip(msgs, producer_bytes, strict=False)]
     buf, total = packed(msgs)
     limit = total
     if blank:
         buf[total:total + 8] = encode_blank(100)
         limit = total + 100
-    c = _speedups.scan_records(buf, 0, limit, max_records)
-    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, max_records)
+    names = tuple(names)
+    c = _speedups.scan_records(buf, 0, limit, max_records, names)
+    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, max_records, names)
     records, pos, stopped_at_blank = c
     assert len(records) == min(len(msgs), max_records)
     assert stopped_at_blank == (blank and max_records > len(msgs))
     for record, decoded in zip(records, iter_records(memoryview(buf)[:total], body=False), strict=False):
+        wanted = {name: value for name, value in decoded.properties.items() if name in names}
         assert record == (decoded.store_size, decoded.queue_id, decoded.queue_offset, decoded.commit_log_offset,
-                          decoded.sys_flag, decoded.store_timestamp, decoded.topic, decoded.properties)
+                          decoded.sys_flag, decoded.store_timestamp, decoded.topic, wanted)
+
+
+def test_scan_records_read_only_the_properties_named_the_last_value_of_each():
+    """A transactional record's dozen properties: dispatch gets the three or four it reads, as Java's decoder would
+    read them (the last of a repeated name wins, an empty name or value is no entry)."""
+    props = (b"WAIT\x01true\x02TRAN_MSG\x01true\x02TAGS\x01first\x02UNIQ_KEY\x01AB12\x02TAGS\x01second\x02"
+             b"KEYS\x01\x02\x01x\x02REAL_TOPIC\x01T\x02")
+    buf, total = packed([StoreMessage("T", 0, b"body", encoded_properties=props)])
+    for scan in (_speedups.scan_records, dispatch._scan_records_py):
+        records, pos, _ = scan(memoryview(buf), 0, total, 10, NAMES)
+        assert pos == total
+        assert records[0][7] == {"TAGS": "second", "UNIQ_KEY": "AB12"}
+        assert scan(memoryview(buf), 0, total, 10, ())[0][0][7] == {}
+
+
+def test_scan_records_refuse_names_that_are_not_ascii_str():
+    buf, total = packed([StoreMessage("T", 0, b"body", {"TAGS": "a"})])
+    for names in (("TAGS", b"KEYS"), ("TAGS", "KÉYS")):
+        with pytest.raises(TypeError, match="names must be ASCII str"):
+            _speedups.scan_records(buf, 0, total, 10, names)
+    with pytest.raises(TypeError):
+        _speedups.scan_records(buf, 0, total, 10, ["TAGS"])
 
 
 @settings(max_examples=200, deadline=None)
@@ -207,17 +235,17 @@ def test_scan_records_stop_before_a_record_not_whole_yet(msgs, cut):
     """A slave's CommitLog may end inside a record (the master sends slices): the scan stops before it, unhurt."""
     buf, total = packed(msgs)
     limit = cut % (total + 1)
-    c = _speedups.scan_records(buf, 0, limit, 10)
-    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, 10)
+    c = _speedups.scan_records(buf, 0, limit, 10, NAMES)
+    assert c == dispatch._scan_records_py(memoryview(buf), 0, limit, 10, NAMES)
     records, pos, _ = c
     assert pos <= limit and pos == sum(r[0] for r in records)
     whole = list(iter_records(memoryview(buf)[:total], body=False))
     assert len(records) == sum(1 for r in whole if r.commit_log_offset + r.store_size - (1 << 30) <= limit)
 
 
-@pytest.mark.parametrize("damage", ["magic", "size", "topic_utf8", "short"])
+@pytest.mark.parametrize("damage", ["magic", "size", "topic_utf8", "properties_utf8", "short"])
 def test_scan_records_both_refuse_what_is_not_a_record(damage):
-    msgs = [StoreMessage("TopicTest", 0, b"first"), StoreMessage("TopicTest", 1, b"second")]
+    msgs = [StoreMessage("TopicTest", 0, b"first"), StoreMessage("TopicTest", 1, b"second", {"a": "b", "TAGS": "t"})]
     buf, total = packed(msgs)
     second = int.from_bytes(buf[:4], "big")  # where the second record starts
     if damage == "magic":
@@ -226,11 +254,13 @@ def test_scan_records_both_refuse_what_is_not_a_record(damage):
         buf[second:second + 4] = (len(buf) * 2).to_bytes(4, "big")
     elif damage == "topic_utf8":
         buf[second + 88 + len(b"second") + 4 + 1] = 0xFF  # the topic's first byte
+    elif damage == "properties_utf8":  # in the value of a property dispatch does not read: still not a record
+        buf[second + 88 + len(b"second") + 4 + 1 + len(b"TopicTest") + 2 + 2] = 0xFF
     else:
         buf = buf[:second + 5]
     for scan in (_speedups.scan_records, dispatch._scan_records_py):
         with pytest.raises(ValueError) as err:
-            scan(memoryview(buf), 0, len(buf), 10)
+            scan(memoryview(buf), 0, len(buf), 10, NAMES)
         assert err.value.args[0] == second
 
 
@@ -260,7 +290,7 @@ def test_scan_records_both_refuse_a_record_shorter_than_its_fixed_fields():
     record[36:40] = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6).to_bytes(4, "big")
     for scan in (_speedups.scan_records, dispatch._scan_records_py):
         with pytest.raises(ValueError) as err:
-            scan(memoryview(bytes(record)), 0, 88, 10)
+            scan(memoryview(bytes(record)), 0, 88, 10, NAMES)
         assert err.value.args[0] == 0
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from broker.common.errors import MalformedBody
@@ -193,10 +191,10 @@ class EndTransactionBatchProcessor:
         commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
         service = self.transactional_message_service
         outcomes = await service.end_many(halves, commit=commit)
-        counted = Counter(map(attrgetter("status"), outcomes))
-        ended, already = counted[EndStatus.ENDED], counted[EndStatus.ALREADY_ENDED]
+        statuses = [outcome.status for outcome in outcomes]  # counted by identity: no Enum.__hash__ per end
+        ended, already = statuses.count(EndStatus.ENDED), statuses.count(EndStatus.ALREADY_ENDED)
         failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None),
-                      None) if counted[EndStatus.PUT_FAILED] else None
+                      None) if ended + already < len(statuses) else None
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",
                  END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
                  already)

@@ -165,9 +165,15 @@ class TransactionalMessageService:
             return
         offsets, stored, born = result.append.record_offsets, result.append.store_timestamp, origin.born_timestamp
         set_prepared_offsets(batch.commits, offsets)
-        for tx, immunity, offset, queue_offset in zip(batch.transaction_ids, batch.immunities, offsets,
-                                                      result.append.queue_offsets, strict=True):
-            self._register(HalfMessage(tx, producer_group, queue_offset, offset, born, stored, 0, immunity))
+        ids = batch.transaction_ids
+        entries = [HalfMessage(tx, producer_group, queue_offset, offset, born, stored, 0, immunity)
+                   for tx, immunity, offset, queue_offset in zip(ids, batch.immunities, offsets,
+                                                                 result.append.queue_offsets, strict=True)]
+        if self.open.keys().isdisjoint(ids):  # no item retries an open one (half_batch_records refuses repeats)
+            self.open.update(zip(ids, entries, strict=True))
+        else:
+            for entry in entries:
+                self._register(entry)
         commits, topic = batch.commits, origin.topic
         self.ready_commits.add_many(offsets, [(c, topic) for c in commits], [len(c) for c in commits])
 
@@ -288,10 +294,11 @@ class TransactionalMessageService:
             if run:
                 waits += self._queue_run(run, run_msgs, commit)
                 shared += run
-            settled: dict[asyncio.Future[PutMessageResult], EndOutcome] = {}  # a few puts' futures, many ends each
-            for wait in dict.fromkeys(w for w in waits if w is not None):
-                settled[wait] = outcome(await wait)
-            return [ALREADY_ENDED if wait is None else settled[wait] for wait in waits]
+            settled: dict[asyncio.Future[PutMessageResult] | None, EndOutcome] = {None: ALREADY_ENDED}
+            for wait in dict.fromkeys(waits):  # a few puts' futures, many ends each (and None: ended before)
+                if wait is not None:
+                    settled[wait] = outcome(await wait)
+            return list(map(settled.__getitem__, waits))
         finally:
             for entry in shared:
                 entry.busy = None

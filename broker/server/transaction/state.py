@@ -151,12 +151,19 @@ class KeptByOffset(Generic[T]):
     def add_many(self, offsets: list[int], values: list[T], sizes: list[int]) -> None:
         """``add`` for each (offset, value, size), the bound applied once at the end."""
         kept, overhead, total = self._values, self.overhead, self.bytes
-        for offset, value, size in zip(offsets, values, sizes, strict=True):
-            previous = kept.pop(offset, None)
-            if previous is not None:
-                total -= previous[1]
-            kept[offset] = (value, size + overhead)
-            total += size + overhead
+        if kept.keys().isdisjoint(offsets):  # new records' offsets: nothing to replace, in one step
+            if len(offsets) != len(values) or len(offsets) != len(sizes):
+                raise ValueError(f"{len(offsets)} offsets, {len(values)} values and {len(sizes)} sizes")
+            accounted = [size + overhead for size in sizes]
+            kept.update(zip(offsets, zip(values, accounted, strict=True), strict=True))
+            total += sum(accounted)
+        else:
+            for offset, value, size in zip(offsets, values, sizes, strict=True):
+                previous = kept.pop(offset, None)
+                if previous is not None:
+                    total -= previous[1]
+                kept[offset] = (value, size + overhead)
+                total += size + overhead
         self.bytes = total
         while self.bytes > self.max_bytes and kept:
             self.discard(next(iter(kept)))
