@@ -1,11 +1,10 @@
 """ACL 1.0 against Apache's own: the same ``plain_acl.yml`` and the same requests (signed by
 ``broker.remoting.signing``) get the same codes and remarks from our broker and from Apache's 5.3.2 broker (the last
-release with ACL 1.0, registered with the 5.5.0 NameServer): each kind of refusal, with the Java frame in the remark,
-an accepted send, and the legacy admin requests 50-52."""
+release with ACL 1.0, registered with the 5.5.0 NameServer; both clusters shared through ``plain_acl_cluster``):
+each kind of refusal, with the Java frame in the remark, an accepted send, and the legacy admin requests 50-52."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,12 @@ from broker.common.fastjson import decode_json, encode_json
 from broker.remoting.codes import AclV1RequestCode, RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.signing import SessionCredentials, sign_request
-from tests.apache import start_apache_broker, start_apache_namesrv
-from tests.integration.cluster import Cluster, ClusterPool
+from tests.integration.auth_env import PLAIN_ADMIN, PLAIN_USER, plain_acl_cluster
+from tests.integration.cluster import ClusterPool
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
-ACL_VERSION = "5.3.2"
-ACL = """\
-accounts:
-  - accessKey: interUser
-    secretKey: interSecret1
-    defaultTopicPerm: DENY
-    defaultGroupPerm: SUB
-    topicPerms: [InterTopicA=PUB|SUB, InterTopicD=DENY]
-    groupPerms: [InterGroupX=DENY]
-  - accessKey: interAdmin
-    secretKey: interAdmin1
-    admin: true
-"""
-USER = SessionCredentials("interUser", "interSecret1")
-ADMIN = SessionCredentials("interAdmin", "interAdmin1")
+USER, ADMIN = PLAIN_USER, PLAIN_ADMIN
 
 
 def send(topic: str) -> RemotingCommand:
@@ -92,22 +77,13 @@ SCRIPT: list[tuple[str, RemotingCommand, SessionCredentials | None, bool]] = [
 
 
 @pytest.fixture(scope="module")
-def apache_broker_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("plain-acl-apache")
-    with start_apache_namesrv(tmp / "namesrv") as namesrv:
-        with start_apache_broker(tmp / "broker", namesrv, version=ACL_VERSION,
-                                 home_files={"conf/plain_acl.yml": ACL}, aclEnable="true") as broker:
-            yield broker.addr
+def apache_broker_addr(clusters: ClusterPool) -> str:
+    return plain_acl_cluster(clusters, "apache").brokers[0].addr
 
 
 @pytest.fixture(scope="module")
-def our_broker_addr(clusters: ClusterPool, tmp_path_factory: pytest.TempPathFactory) -> str:
-    home = tmp_path_factory.mktemp("plain-acl-rmq")
-    (home / "conf").mkdir()
-    (home / "conf" / "plain_acl.yml").write_text(ACL)
-    cluster = clusters.shared(aclEnable="true", rocketmqHome=str(home))
-    assert isinstance(cluster, Cluster)
-    return cluster.brokers[0].addr
+def our_broker_addr(clusters: ClusterPool) -> str:
+    return plain_acl_cluster(clusters, "rmq").brokers[0].addr
 
 
 def answers(addr: str) -> dict[str, tuple[int, str | None]]:
