@@ -13,9 +13,10 @@ that has it; ACL 2.0 by Apache's 5.5.0 broker. Both kinds of cluster are the ses
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from broker.common.fastjson import encode_json
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.signing import SIGNATURE, SessionCredentials, sign_request
-from tests.apache import ApacheClient, apache_client
+from tests.apache import ApacheClient, DriverSession, apache_client
 from tests.integration.auth_env import (
     AUTH_CONF,
     PLAIN_ADMIN,
@@ -114,34 +115,36 @@ def java_runs(acl: AclSetting) -> list[tuple[str, SessionCredentials, str, str, 
             ("admin", acl.admin, acl.topic, acl.group, "DiffCreatedByAdmin")]
 
 
-def java_outcomes(clients: dict[str, ApacheClient], namesrv: str, acl: AclSetting) -> list[tuple[Any, ...]]:
+def java_outcomes(sessions: dict[str, DriverSession], namesrv: str, acl: AclSetting) -> list[tuple[Any, ...]]:
     """(client, run, call, code, remark, status) for every client, run and call, in order."""
     rows = []
-    for version, client in clients.items():
-        with client.session() as session:
-            for name, keys, topic, group, created in java_runs(acl):
-                out = session.call("acl-calls", namesrv=namesrv, topic=topic, group=group, admin_topic=created,
-                                   access_key=keys.access_key, secret_key=keys.secret_key)
-                rows += [(version, name, r["call"], r["code"], r["remark"], r.get("status")) for r in out.records]
+    for version, session in sessions.items():
+        for name, keys, topic, group, created in java_runs(acl):
+            out = session.call("acl-calls", namesrv=namesrv, topic=topic, group=group, admin_topic=created,
+                               access_key=keys.access_key, secret_key=keys.secret_key)
+            rows += [(version, name, r["call"], r["code"], r["remark"], r.get("status")) for r in out.records]
     return rows
 
 
 @pytest.fixture(scope="module")
-def java_clients(client49_factory: Callable[..., ApacheClient],
-                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, ApacheClient]:
-    return {"4.9.8": client49_factory(tmp_path_factory.mktemp("acl-client49")),
-            "5.5.0": apache_client(tmp_path_factory.mktemp("acl-client55"))}
+def java_sessions(client49_factory: Callable[..., ApacheClient],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, DriverSession]]:
+    """One JVM per client version for the whole module (each acl-calls run starts a client of its own in it)."""
+    clients = {"4.9.8": client49_factory(tmp_path_factory.mktemp("acl-client49")),
+               "5.5.0": apache_client(tmp_path_factory.mktemp("acl-client55"))}
+    with contextlib.ExitStack() as stack:
+        yield {version: stack.enter_context(client.session()) for version, client in clients.items()}
 
 
 @pytest.mark.parametrize("acl", [PLAIN, AUTH], ids=["acl1-apache-5.3.2", "acl2-apache-5.5.0"])
-def test_java_clients_get_apaches_outcomes(clusters: ClusterPool, java_clients: dict[str, ApacheClient],
+def test_java_clients_get_apaches_outcomes(clusters: ClusterPool, java_sessions: dict[str, DriverSession],
                                            auth_users: dict[str, list[tuple[int, str | None]]],
                                            acl: AclSetting) -> None:
     assert auth_users["rmq"] == auth_users["apache"]
-    found = {kind: java_outcomes(java_clients, acl.cluster(clusters, kind).namesrv_addr, acl) for kind in KINDS}
+    found = {kind: java_outcomes(java_sessions, acl.cluster(clusters, kind).namesrv_addr, acl) for kind in KINDS}
     theirs = found["apache"]
     codes = {(client, run, name): code for client, run, name, code, _, _ in theirs}
-    for client in java_clients:  # the script does reach both sides of every check on Apache's broker
+    for client in java_sessions:  # the script does reach both sides of every check on Apache's broker
         assert [codes[client, "user allowed", name] for name in ("send", "pull", "commit")] == [0, 0, 0], theirs
         assert codes[client, "admin", "admin"] == 0, theirs
         assert all(codes[client, "user denied", name] != 0 for name in ("send", "pull", "commit", "admin")), theirs
@@ -153,8 +156,8 @@ def test_java_clients_get_apaches_outcomes(clusters: ClusterPool, java_clients: 
 
 
 def spoiled(acl: AclSetting) -> list[tuple[str, RemotingCommand]]:
-    """Sends to ``acl.topic``'s queue 0 that both brokers must refuse: a frame changed after it was signed keeps its
-    old signature."""
+    """Sends to ``acl.topic``'s queue 0 that both brokers must refuse: a frame changed after it was signed (its body,
+    or any one of its ext fields, AccessKey included) keeps its old signature."""
     good = sign_request(send(acl.topic), acl.user)
     fields = dict(good.ext_fields)
     wrong_secret = dataclasses.replace(acl.user, secret_key="wrong123")
@@ -162,7 +165,8 @@ def spoiled(acl: AclSetting) -> list[tuple[str, RemotingCommand]]:
             ("unknown key", sign_request(send(acl.topic), SessionCredentials("nobody00", "nobody12"))),
             ("wrong secret", sign_request(send(acl.topic), wrong_secret)),
             ("body altered", dataclasses.replace(good, body=b"hellO")),
-            ("ext field altered", dataclasses.replace(good, ext_fields={**fields, "a": "other_producer"})),
+            *((f"ext field {key} altered", dataclasses.replace(good, ext_fields={**fields, key: value + "1"}))
+              for key, value in fields.items() if key != SIGNATURE),
             ("signature missing", dataclasses.replace(
                 good, ext_fields={key: value for key, value in fields.items() if key != SIGNATURE}))]
 
