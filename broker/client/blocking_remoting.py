@@ -61,10 +61,13 @@ class BlockingRemotingClient:
 
     def __init__(self, address: str, *, connect_timeout_ms: float = DEFAULT_CONNECT_TIMEOUT_MS,
                  max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
-                 credentials: SessionCredentials | None = None) -> None:
-        """``credentials``: every request is signed with them (AclClientRPCHook) just before it is framed."""
+                 credentials: SessionCredentials | None = None, source_host: str | None = None) -> None:
+        """``credentials``: every request is signed with them (AclClientRPCHook) just before it is framed.
+        ``source_host``: the local address to connect from (the one a broker's address checks see), else the
+        system's choice."""
         self.address = address
         self.credentials = credentials
+        self.source_host = source_host
         self.host, self.port = parse_address(address)
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
@@ -86,7 +89,8 @@ class BlockingRemotingClient:
             self._drop()
         if self._sock is None:
             try:
-                sock = socket.create_connection((self.host, self.port), self.connect_timeout_ms / 1000)
+                source = (self.source_host, 0) if self.source_host else None
+                sock = socket.create_connection((self.host, self.port), self.connect_timeout_ms / 1000, source)
             except OSError as err:
                 raise RemotingConnectError(self.address, str(err) or type(err).__name__) from err
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

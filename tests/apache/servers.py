@@ -379,16 +379,18 @@ class ApacheCluster:
         self.close()
 
 
-def start_apache_cluster(tmp: Path, brokers: int = 1, **broker_conf: object) -> ApacheCluster:
+def start_apache_cluster(tmp: Path, brokers: int = 1, *, version: str | None = None,
+                         home_files: Mapping[str, str] | None = None, **broker_conf: object) -> ApacheCluster:
     """Apache's NameServer and ``brokers`` brokers named broker-a, broker-b... under ``tmp``, each with its store in
-    ``tmp/<name>/store``; ``broker_conf`` adds or overrides broker.conf keys of every broker."""
+    ``tmp/<name>/store``; ``broker_conf`` adds or overrides broker.conf keys of every broker, ``version`` and
+    ``home_files`` are ``start_apache_broker``'s (the NameServer stays ``APACHE_VERSION``'s)."""
     cluster = ApacheCluster(start_apache_namesrv(Path(tmp) / "namesrv"))
     try:
         for i in range(brokers):
             name = f"broker-{chr(ord('a') + i)}"
             home = Path(tmp) / name
-            cluster.brokers.append(start_apache_broker(home, cluster.namesrv, home / "store",
-                                                       **{"brokerName": name, **broker_conf}))
+            cluster.brokers.append(start_apache_broker(home, cluster.namesrv, home / "store", version=version,
+                                                       home_files=home_files, **{"brokerName": name, **broker_conf}))
     except BaseException:
         cluster.close()
         raise

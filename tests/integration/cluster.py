@@ -18,7 +18,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,18 +47,25 @@ from broker.tools.local_cluster import (  # noqa: F401  (re-exported: tests and 
 )
 
 if TYPE_CHECKING:
-    from tests.apache import ApacheCluster
+    from tests.apache import ApacheCluster, ApacheProcess
 
 # The repository root: where tests find conf/, bench/ and the Java projects.
 REPO = Path(__file__).resolve().parents[2]
 KINDS = ("rmq", "apache")
 
 
-def start_servers(kind: str, home: Path, brokers: int = 1, **conf: object) -> Cluster | ApacheCluster:
+def start_servers(kind: str, home: Path, brokers: int = 1, *, version: str | None = None,
+                  home_files: Mapping[str, str] | None = None, **conf: object) -> Cluster | ApacheCluster:
     """A NameServer and ``brokers`` brokers (broker-a, broker-b...) under ``home``: ours (``rmq``) or Apache's
     (``apache``; a missing JDK or Maven fails the test, it is never skipped). ``conf`` adds or overrides broker.conf
-    keys; both kinds read the same ones."""
+    keys; both kinds read the same ones. ``home_files`` (path under the RocketMQ home -> text, e.g.
+    ``conf/plain_acl.yml``) are written before the brokers start (``rocketmq_home`` finds them again); ``version``
+    runs another Apache release's broker (5.3.2: the last with ACL 1.0)."""
     if kind == "rmq":
+        if version is not None:
+            raise ValueError(f"version {version!r} names an Apache release; kind 'rmq' has one")
+        if home_files:
+            conf = {"rocketmqHome": str(write_home_files(Path(home) / "rocketmq-home", home_files)), **conf}
         return start_cluster(home, brokers, **conf)
     if kind != "apache":
         raise ValueError(f"kind {kind!r} is none of {KINDS}")
@@ -66,9 +73,23 @@ def start_servers(kind: str, home: Path, brokers: int = 1, **conf: object) -> Cl
     from tests.javatools import JavaToolError
 
     try:
-        return start_apache_cluster(home, brokers, **conf)
+        return start_apache_cluster(home, brokers, version=version, home_files=home_files, **conf)
     except JavaToolError as err:
         pytest.fail(f"cannot start Apache's NameServer and broker: {err}", pytrace=False)
+
+
+def write_home_files(home: Path, files: Mapping[str, str]) -> Path:
+    for relative, text in files.items():
+        (home / relative).parent.mkdir(parents=True, exist_ok=True)
+        (home / relative).write_text(text)
+    return home
+
+
+def rocketmq_home(broker: ServerProcess | ApacheProcess) -> Path:
+    """Where a broker reads ``conf/plain_acl.yml``: ours its ``rocketmqHome`` key, Apache's its own home."""
+    if isinstance(broker, ServerProcess):
+        return Path(str(broker.conf["rocketmqHome"]))
+    return broker.home
 
 
 class ClusterPool:
@@ -82,12 +103,17 @@ class ClusterPool:
         self._start = start
         self._clusters: dict[tuple[object, ...], Cluster | ApacheCluster] = {}
 
-    def shared(self, kind: str = "rmq", *, brokers: int = 1, **conf: object) -> Cluster | ApacheCluster:
-        """The pool's cluster with these settings (``conf``: broker.conf keys), started now if it is the first ask."""
-        key = (kind, brokers, *sorted((name, repr(value)) for name, value in conf.items()))
+    def shared(self, kind: str = "rmq", *, brokers: int = 1, version: str | None = None,
+               home_files: Mapping[str, str] | None = None, **conf: object) -> Cluster | ApacheCluster:
+        """The pool's cluster with these settings (``conf``: broker.conf keys; ``version`` and ``home_files`` as in
+        ``start_servers``), started now if it is the first ask."""
+        extra = {name: value for name, value in (("version", version), ("home_files", home_files)) if value}
+        key = (kind, brokers, *sorted((name, repr(value)) for name, value in conf.items()),
+               *sorted((name, repr(sorted(value.items()) if isinstance(value, Mapping) else value))
+                       for name, value in extra.items()))
         if key not in self._clusters:
             home = self.home / f"{kind}-{len(self._clusters)}"
-            self._clusters[key] = self._start(kind, home, brokers, **conf)
+            self._clusters[key] = self._start(kind, home, brokers, **extra, **conf)
         return self._clusters[key]
 
     def close(self) -> None:

@@ -61,7 +61,9 @@ class Client49Driver(ApacheClient):
 
 @functools.cache
 def client49_classpath() -> str:
-    classpath = resolve_classpath([rocketmq_artifact("rocketmq-client", CLIENT49_VERSION)])
+    # rocketmq-acl: AclClientRPCHook, which 4.9's client does not bring (it moved into the client in 5.3.3)
+    classpath = resolve_classpath([rocketmq_artifact("rocketmq-client", CLIENT49_VERSION),
+                                   rocketmq_artifact("rocketmq-acl", CLIENT49_VERSION)])
     return f"{compile_java('client49', classpath, shared=SHARED_JAVA)}{os.pathsep}{classpath}"
 
 

@@ -1,14 +1,14 @@
 """ACL 1.0 against Apache's own: the same ``plain_acl.yml`` and the same requests (signed by
 ``broker.remoting.signing``) get the same codes and remarks from our broker and from Apache's 5.3.2 broker (the last
-release with ACL 1.0, registered with the 5.5.0 NameServer): each kind of refusal, with the Java frame in the remark,
-an accepted send, and the legacy admin requests 50-52. Then ACL 1.0's mqadmin commands: Apache's 5.3.1 tool (the last
-with them) prints the same against Apache's broker and ours as our mqadmin against ours, and each command leaves the
-same accounts and global white list in the broker's ``plain_acl.yml``."""
+release with ACL 1.0, registered with the 5.5.0 NameServer; both clusters shared through ``plain_acl_cluster``):
+each kind of refusal, with the Java frame in the remark, an accepted send, and the legacy admin requests 50-52. Then
+ACL 1.0's mqadmin commands: Apache's 5.3.1 tool (the last with them) prints the same against Apache's broker and
+ours as our mqadmin against ours, and each command leaves the same accounts and global white list in the broker's
+``plain_acl.yml``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,28 +22,15 @@ from broker.common.fastjson import decode_json, encode_json
 from broker.remoting.codes import AclV1RequestCode, RequestCode
 from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.signing import SessionCredentials, sign_request
-from tests.apache import apache_mqadmin, start_apache_broker, start_apache_namesrv
+from tests.apache import apache_mqadmin
 from tests.helpers import mqadmin
-from tests.integration.cluster import Cluster, ClusterPool
+from tests.integration.auth_env import PLAIN_ADMIN, PLAIN_USER, plain_acl_cluster
+from tests.integration.cluster import ClusterPool, rocketmq_home
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
-ACL_VERSION = "5.3.2"
 TOOLS_VERSION = "5.3.1"  # rocketmq-tools 5.3.2 is not on Maven Central; 5.3.3 dropped ACL 1.0's commands
-ACL = """\
-accounts:
-  - accessKey: interUser
-    secretKey: interSecret1
-    defaultTopicPerm: DENY
-    defaultGroupPerm: SUB
-    topicPerms: [InterTopicA=PUB|SUB, InterTopicD=DENY]
-    groupPerms: [InterGroupX=DENY]
-  - accessKey: interAdmin
-    secretKey: interAdmin1
-    admin: true
-"""
-USER = SessionCredentials("interUser", "interSecret1")
-ADMIN = SessionCredentials("interAdmin", "interAdmin1")
+USER, ADMIN = PLAIN_USER, PLAIN_ADMIN
 
 
 def send(topic: str) -> RemotingCommand:
@@ -104,23 +91,20 @@ class AclBroker(NamedTuple):
     acl_file: Path  # its conf/plain_acl.yml
 
 
-@pytest.fixture(scope="module")
-def apache_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    tmp = tmp_path_factory.mktemp("plain-acl-apache")
-    with start_apache_namesrv(tmp / "namesrv") as namesrv:
-        with start_apache_broker(tmp / "broker", namesrv, version=ACL_VERSION,
-                                 home_files={"conf/plain_acl.yml": ACL}, aclEnable="true") as broker:
-            yield AclBroker(broker.addr, namesrv.addr, broker.home / "conf" / "plain_acl.yml")
+def acl_broker(clusters: ClusterPool, kind: str) -> AclBroker:
+    cluster = plain_acl_cluster(clusters, kind)
+    broker = cluster.brokers[0]
+    return AclBroker(broker.addr, cluster.namesrv_addr, rocketmq_home(broker) / "conf" / "plain_acl.yml")
 
 
 @pytest.fixture(scope="module")
-def our_broker(clusters: ClusterPool, tmp_path_factory: pytest.TempPathFactory) -> AclBroker:
-    home = tmp_path_factory.mktemp("plain-acl-rmq")
-    (home / "conf").mkdir()
-    (home / "conf" / "plain_acl.yml").write_text(ACL)
-    cluster = clusters.shared(aclEnable="true", rocketmqHome=str(home))
-    assert isinstance(cluster, Cluster)
-    return AclBroker(cluster.brokers[0].addr, cluster.namesrv_addr, home / "conf" / "plain_acl.yml")
+def apache_broker(clusters: ClusterPool) -> AclBroker:
+    return acl_broker(clusters, "apache")
+
+
+@pytest.fixture(scope="module")
+def our_broker(clusters: ClusterPool) -> AclBroker:
+    return acl_broker(clusters, "rmq")
 
 
 def answers(addr: str) -> dict[str, tuple[int, str | None]]:

@@ -36,8 +36,13 @@ def test_the_pool_shares_one_cluster_per_setting_and_stops_them_all(tmp_path: Pa
         assert len({sql.home, two.home, apache.home}) == 3
         assert all(c.home.parent == tmp_path for c in (sql, two, apache))
         assert closed == []
-    assert closed[:3] == [apache.home, two.home, pool.home / "rmq-1"]  # the last started first
-    assert closed[3] == sql.home and len(closed) == 4
+        acl1 = pool.shared("apache", version="5.3.2", home_files={"conf/plain_acl.yml": "accounts: []\n"})
+        assert pool.shared("apache", home_files={"conf/plain_acl.yml": "accounts: []\n"}, version="5.3.2") is acl1
+        assert pool.shared("apache", version="5.3.2", home_files={"conf/plain_acl.yml": "{}"}) is not acl1
+        assert acl1.conf == {"version": "5.3.2", "home_files": {"conf/plain_acl.yml": "accounts: []\n"}}
+        assert apache.conf == {}  # no version or home files: the start gets neither
+    assert closed[:3] == [pool.home / "apache-5", acl1.home, apache.home]  # the last started first
+    assert closed[3:5] == [two.home, pool.home / "rmq-1"] and closed[5] == sql.home and len(closed) == 6
 
 
 def test_waits_name_what_did_not_happen() -> None:

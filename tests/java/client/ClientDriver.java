@@ -7,7 +7,10 @@
  * RocketMQ class loads, and only this driver writes to the real stdout.
  *
  *   produce and consume-pull also take [--access-key AK --secret-key SK]: the client signs its requests
- *                (AclClientRPCHook) for a broker with ACL 2.0 on
+ *                (AclClientRPCHook) for a broker with ACL 1.0 or 2.0 on
+ *   acl-calls    --namesrv A --topic T --group G [--admin-topic T2] [--access-key AK --secret-key SK]: a send, a pull,
+ *                an offset commit and a topic creation (T2) signed by one client, one {"call", "code", "remark"}
+ *                record each (see AclCalls)
  *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
  *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
  *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS] [--trace true] [--trace-topic T]
@@ -140,8 +143,11 @@ import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
 import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
 import org.apache.rocketmq.common.topic.TopicValidator;
+import org.apache.rocketmq.common.sysflag.PullSysFlag;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.remoting.protocol.header.SendMessageRequestHeader;
+import org.apache.rocketmq.remoting.protocol.header.UpdateConsumerOffsetRequestHeader;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
@@ -209,6 +215,9 @@ public final class ClientDriver {
                 break;
             case "consumer-progress":
                 Admin.consumerProgress(args);
+                break;
+            case "acl-calls":
+                AclCalls.run(args);
                 break;
             case "send-raw":
                 RawSend.run(args);
@@ -1112,6 +1121,70 @@ public final class ClientDriver {
                 close(producer::shutdown);
             }
             emit(summary("send-raw"));
+        }
+    }
+
+    // ---------------------------------------------------------------- ACL outcomes
+
+    /**
+     * acl-calls: one send, pull, offset commit (UPDATE_CONSUMER_OFFSET) and topic creation (an admin call) by one
+     * client signed with --access-key/--secret-key, each printed as DriverMain.outcome reports it, so a test can put
+     * what two brokers with the same ACL answer the official client side by side. The send goes through the
+     * producer (its own headers and hook); the others through its MQClientAPIImpl to the first master.
+     */
+    static final class AclCalls {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            String group = args.require("group");
+            String adminTopic = args.get("admin-topic", topic);
+            long timeout = args.getLong("timeout-ms", 10_000);
+            DefaultMQProducer producer = new DefaultMQProducer(group, rpcHook(args));
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "acl"));
+            producer.setClientIP("127.0.0.1");
+            producer.setSendMsgTimeout((int) timeout);
+            producer.start();
+            try {
+                var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
+                BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
+                String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
+                MessageQueue mq = new MessageQueue(topic, broker.getBrokerName(), 0);
+                Message msg = new Message(topic, DriverMain.body("acl", 0, 16));
+                emit(DriverMain.outcome("send", () -> producer.send(msg, mq, timeout).getSendStatus().name()));
+                PullMessageRequestHeader pull = new PullMessageRequestHeader();
+                pull.setConsumerGroup(group);
+                pull.setTopic(topic);
+                pull.setQueueId(0);
+                pull.setQueueOffset(0L);
+                pull.setMaxMsgNums(1);
+                // the subscription comes along; suspended until the send above is in the queue (a broker
+                // dispatches it to the ConsumeQueue after it answered the send)
+                pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
+                pull.setCommitOffset(0L);
+                pull.setSuspendTimeoutMillis(timeout / 2);
+                pull.setSubscription("*");
+                pull.setSubVersion(0L);
+                pull.setExpressionType("TAG");
+                emit(DriverMain.outcome("pull",
+                    () -> api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name()));
+                UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
+                commit.setConsumerGroup(group);
+                commit.setTopic(topic);
+                commit.setQueueId(0);
+                commit.setCommitOffset(1L);
+                emit(DriverMain.outcome("commit", () -> {
+                    api.updateConsumerOffset(addr, commit, timeout);
+                    return null;
+                }));
+                TopicConfig config = new TopicConfig(adminTopic, 1, 1, PermName.PERM_READ | PermName.PERM_WRITE);
+                emit(DriverMain.outcome("admin", () -> {
+                    api.createTopic(addr, "TBW102", config, timeout);
+                    return null;
+                }));
+            } finally {
+                close(producer::shutdown);
+            }
+            emit(summary("acl-calls"));
         }
     }
 

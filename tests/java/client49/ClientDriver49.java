@@ -10,6 +10,8 @@
  *                [--queue Q] [--timeout-ms MS] [--body-format base64|utf8|none]   (DefaultLitePullConsumer, assign)
  *   consume-push --namesrv A --topic T --group G --max N [--timeout-ms MS] [--instance-name X] [--tag-expr *]
  *                [--heartbeat-ms MS]
+ *   acl-calls    --namesrv A --topic T --group G [--admin-topic T2] [--access-key AK --secret-key SK]: as in
+ *                ClientDriver, signed by rocketmq-acl 4.9.8's AclClientRPCHook
  *   script       one command per stdin line; each command's output ends with {"done": "<command>", "ok": ...}
  *
  * Global flags as in ClientDriver: --serialize JSON|ROCKETMQ, --smart-msg true|false, --log-root DIR. Message bodies
@@ -31,19 +33,30 @@ import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.impl.CommunicationMode;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.header.PullMessageRequestHeader;
+import org.apache.rocketmq.common.sysflag.PullSysFlag;
+import org.apache.rocketmq.common.protocol.header.UpdateConsumerOffsetRequestHeader;
+import org.apache.rocketmq.common.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.RPCHook;
 
 public final class ClientDriver49 {
     private ClientDriver49() {
@@ -72,6 +85,13 @@ public final class ClientDriver49 {
         }
     }
 
+    /** --access-key AK --secret-key SK: the client signs every request (rocketmq-acl's AclClientRPCHook). */
+    static RPCHook rpcHook(Args args) {
+        String accessKey = args.get("access-key", null);
+        return accessKey == null ? null
+            : new AclClientRPCHook(new SessionCredentials(accessKey, args.require("secret-key")));
+    }
+
     private static void dispatch(Args args) throws Exception {
         switch (args.command) {
             case "produce":
@@ -82,6 +102,9 @@ public final class ClientDriver49 {
                 break;
             case "consume-push":
                 ConsumePush.run(args);
+                break;
+            case "acl-calls":
+                AclCalls.run(args);
                 break;
             default:
                 throw new IllegalArgumentException("unknown command " + args.command);
@@ -453,6 +476,70 @@ public final class ClientDriver49 {
             s.put("timedOut", !done);
             s.put("elapsedMs", (System.nanoTime() - start) / 1_000_000);
             emit(s);
+        }
+    }
+
+    // ---------------------------------------------------------------- ACL outcomes
+
+    /**
+     * acl-calls: one send, pull, offset commit (UPDATE_CONSUMER_OFFSET) and topic creation (an admin call) by one
+     * client signed with --access-key/--secret-key, each printed as DriverMain.outcome reports it, so a test can put
+     * what two brokers with the same ACL answer the official client side by side. The send goes through the
+     * producer (its own headers and hook); the others through its MQClientAPIImpl to the first master.
+     */
+    static final class AclCalls {
+        static void run(Args args) throws Exception {
+            String topic = args.require("topic");
+            String group = args.require("group");
+            String adminTopic = args.get("admin-topic", topic);
+            long timeout = args.getLong("timeout-ms", 10_000);
+            DefaultMQProducer producer = new DefaultMQProducer(group, rpcHook(args));
+            producer.setNamesrvAddr(args.require("namesrv"));
+            producer.setInstanceName(instanceName(args, "acl"));
+            producer.setClientIP("127.0.0.1");
+            producer.setSendMsgTimeout((int) timeout);
+            producer.start();
+            try {
+                var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
+                BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
+                String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
+                MessageQueue mq = new MessageQueue(topic, broker.getBrokerName(), 0);
+                Message msg = new Message(topic, DriverMain.body("acl", 0, 16));
+                emit(DriverMain.outcome("send", () -> producer.send(msg, mq, timeout).getSendStatus().name()));
+                PullMessageRequestHeader pull = new PullMessageRequestHeader();
+                pull.setConsumerGroup(group);
+                pull.setTopic(topic);
+                pull.setQueueId(0);
+                pull.setQueueOffset(0L);
+                pull.setMaxMsgNums(1);
+                // the subscription comes along; suspended until the send above is in the queue (a broker
+                // dispatches it to the ConsumeQueue after it answered the send)
+                pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
+                pull.setCommitOffset(0L);
+                pull.setSuspendTimeoutMillis(timeout / 2);
+                pull.setSubscription("*");
+                pull.setSubVersion(0L);
+                pull.setExpressionType("TAG");
+                emit(DriverMain.outcome("pull",
+                    () -> api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name()));
+                UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
+                commit.setConsumerGroup(group);
+                commit.setTopic(topic);
+                commit.setQueueId(0);
+                commit.setCommitOffset(1L);
+                emit(DriverMain.outcome("commit", () -> {
+                    api.updateConsumerOffset(addr, commit, timeout);
+                    return null;
+                }));
+                TopicConfig config = new TopicConfig(adminTopic, 1, 1, PermName.PERM_READ | PermName.PERM_WRITE);
+                emit(DriverMain.outcome("admin", () -> {
+                    api.createTopic(addr, "TBW102", config, timeout);
+                    return null;
+                }));
+            } finally {
+                close(producer::shutdown);
+            }
+            emit(summary("acl-calls"));
         }
     }
 }

@@ -176,6 +176,38 @@ final class DriverMain {
         }
     }
 
+    /** A client call whose refusal by the broker is an outcome to report, not a failure of the command. */
+    interface BrokerCall {
+        /** The call's status name (SEND_OK, FOUND...), or null when it has none. */
+        String run() throws Exception;
+    }
+
+    /**
+     * {"call": name, "code": 0, "remark": null, "status": ...} when the call went through, or the broker's answer
+     * {"call": name, "code": c, "remark": r} when it refused it (MQBrokerException, or an MQClientException that
+     * carries a response code); anything else (a timeout, a client-side check) fails the command.
+     */
+    static Map<String, Object> outcome(String name, BrokerCall call) throws Exception {
+        Map<String, Object> record = new LinkedHashMap<>();
+        record.put("call", name);
+        try {
+            String status = call.run();
+            record.put("code", 0);
+            record.put("remark", null);
+            record.put("status", status);
+        } catch (MQBrokerException e) {
+            record.put("code", e.getResponseCode());
+            record.put("remark", e.getErrorMessage());
+        } catch (MQClientException e) {
+            if (e.getResponseCode() <= 0) {
+                throw e;
+            }
+            record.put("code", e.getResponseCode());
+            record.put("remark", e.getErrorMessage());
+        }
+        return record;
+    }
+
     // ---------------------------------------------------------------- clients and messages
 
     /** ``stem``-pid-n: a client name no other client of this JVM (or of another driver JVM) has. */
