@@ -34,8 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere without installing the package
 
-from bench.fuzz_corpus import Generator, mutate, seed_frames  # noqa: E402
-from bench.fuzz_target import Finding, PreAuthTarget  # noqa: E402
+# The broker's modules are imported by the engine that runs (atheris has to instrument them as they are imported).
 
 PROGRESS_EVERY = 100_000
 
@@ -52,6 +51,10 @@ class Campaign:
     """Counts what a run of the generator engine did: inputs, distinct ones, outcomes, findings, the slowest input."""
 
     def __init__(self, seed: int, hang_seconds: float) -> None:
+        from bench.fuzz_corpus import Generator
+        from bench.fuzz_target import Finding, PreAuthTarget
+
+        self.finding = Finding
         self.generator = Generator(seed)
         self.target = PreAuthTarget()
         self.hang_seconds = hang_seconds
@@ -68,7 +71,7 @@ class Campaign:
         signal.setitimer(signal.ITIMER_REAL, self.hang_seconds)
         try:
             outcome = self.target.run(data)
-        except Finding as finding:
+        except self.finding as finding:
             self._found(finding.key, index, str(finding))
             return
         except Hang:
@@ -112,6 +115,9 @@ class Campaign:
 
 def replay(spec: str) -> int:
     """Run one input of the generator again, with its full traceback."""
+    from bench.fuzz_corpus import Generator
+    from bench.fuzz_target import PreAuthTarget
+
     seed, index = (int(part) for part in spec.split(":"))
     data = Generator(seed).generate(index)
     print(f"input {seed}:{index}, {len(data)} bytes: {data[:400].hex()}{'...' if len(data) > 400 else ''}")
@@ -125,7 +131,8 @@ def run_atheris(inputs: int, seed: int) -> int:
     import atheris
 
     with atheris.instrument_imports(include=["broker"]):
-        import broker.remoting.command  # noqa: F401 - instrumented on import (the target imports the rest)
+        from bench.fuzz_corpus import mutate, seed_frames
+        from bench.fuzz_target import PreAuthTarget
     seeds = seed_frames()
     target = PreAuthTarget()
 
