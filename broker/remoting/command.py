@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import reprlib
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -90,6 +91,9 @@ _JUST_STR = frozenset({str})
 # brokers gate some behaviour on it (GO_AWAY for clients newer than V5_3_1). We speak 5.5.1, the oracle's release.
 REMOTING_VERSION = 515  # MQVersion.Version.V5_5_1.ordinal(), CURRENT_VERSION of the 5.5.1 jars
 _opaques = itertools.count()
+_NESTING_NOTE = "the Python stack allows (about a thousand levels)"
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlist, _BRIEF.maxdict = 3, 60, 60, 8, 8
 
 
 def next_opaque() -> int:
@@ -294,6 +298,8 @@ def _decode_json_header(header: bytes) -> dict[str, Any]:
         obj = _loads(header)
     except ValueError as err:  # json/orjson JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise MalformedCommand(f"JSON header is not valid JSON: {err}") from err
+    except RecursionError as err:  # json (without orjson) reads nested arrays and objects recursively
+        raise MalformedCommand(f"JSON header of {len(header)} bytes nests deeper than {_NESTING_NOTE}") from err
     if type(obj) is not dict:
         raise MalformedCommand(f"JSON header is a {type(obj).__name__}, not an object")
     opaque = is_response = None
@@ -314,6 +320,12 @@ def _decode_json_header(header: bytes) -> dict[str, Any]:
         raise MalformedCommand(err.reason, opaque=opaque, is_response=is_response) from None
 
 
+def _brief(value: Any) -> str:
+    """A JSON value for an error message: its repr cut short, nesting included (a peer's 16 MiB header, or arrays
+    nested a hundred thousand deep, must not become a message of that size, or a RecursionError)."""
+    return _BRIEF.repr(value)
+
+
 def _json_int(obj: dict[str, Any], name: str) -> int:
     """An int field: a number or a decimal string (fastjson2 reads both); absent or null is 0, as in Java."""
     value = obj.get(name)
@@ -322,7 +334,7 @@ def _json_int(obj: dict[str, Any], name: str) -> int:
     if type(value) is str and _INT_TEXT.fullmatch(value):
         value = int(value)
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-        raise MalformedCommand(f"JSON header field {name!r} is {value!r}, not a 32-bit int")
+        raise MalformedCommand(f"JSON header field {name!r} is {_brief(value)}, not a 32-bit int")
     return value
 
 
@@ -334,7 +346,7 @@ def _json_language(value: Any) -> LanguageCode:
         return _LANGUAGE_NAMES.get(value) or _LANGUAGE_NAMES.get(value.upper(), LanguageCode.OTHER)
     if type(value) is int:
         return _LANGUAGES.get(value, LanguageCode.OTHER)
-    raise MalformedCommand(f"JSON header field 'language' is {value!r}, not a LanguageCode name")
+    raise MalformedCommand(f"JSON header field 'language' is {_brief(value)}, not a LanguageCode name")
 
 
 def _json_text(value: Any, what: str) -> str | None:
@@ -342,15 +354,18 @@ def _json_text(value: Any, what: str) -> str | None:
     if value is None or type(value) is str:
         return value
     if isinstance(value, (int, float, list, dict)):  # bool is an int
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    raise MalformedCommand(f"JSON header {what} is {value!r}, not a string")  # pragma: no cover - JSON has no other
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except RecursionError as err:  # orjson reads any depth, json writes back about a thousand levels
+            raise MalformedCommand(f"JSON header {what} nests deeper than {_NESTING_NOTE}") from err
+    raise MalformedCommand(f"JSON header {what} is {_brief(value)}, not a string")  # pragma: no cover - none other
 
 
 def _json_ext_fields(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if type(value) is not dict:
-        raise MalformedCommand(f"JSON header field 'extFields' is {value!r}, not an object")
+        raise MalformedCommand(f"JSON header field 'extFields' is {_brief(value)}, not an object")
     if set(map(type, value.values())) <= _JUST_STR:  # the usual case, checked at C speed
         return value
     # Java keeps a null as null (absent); anything else becomes its JSON text, like fastjson2's Map<String,String>.

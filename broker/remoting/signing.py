@@ -114,10 +114,11 @@ def sign_request(request: RemotingCommand, credentials: SessionCredentials) -> R
 
 def signature_matches(request: RemotingCommand, secret_key: str) -> bool:
     """The broker's check (``DefaultAuthenticationProvider``): the received ``Signature`` against the content
-    rebuilt from the received fields, compared in constant time."""
+    rebuilt from the received fields, compared in constant time. A received one with a lone surrogate (a JSON header
+    read without orjson keeps ``\\ud800`` as it is) is compared as its surrogate-passing bytes: it never matches."""
     received = request.ext_fields.get(SIGNATURE)
     if not received:
         return False
     expected = calculate_signature(signed_content(request.ext_fields, request.body, version=request.version),
                                    secret_key)
-    return hmac.compare_digest(expected.encode("utf-8"), received.encode("utf-8"))
+    return hmac.compare_digest(expected.encode("utf-8"), received.encode("utf-8", "surrogatepass"))

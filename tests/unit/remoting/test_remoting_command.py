@@ -160,6 +160,22 @@ def test_json_headers_java_cannot_have_sent_are_rejected_by_name(header: bytes, 
     assert raised.value.opaque == opaque
 
 
+@pytest.mark.parametrize("orjson_or_stdlib", ["orjson", "stdlib"])
+@pytest.mark.parametrize("template", [b'{"opaque":5,"extFields":{"a":%s}}', b'{"opaque":5,"remark":%s}',
+                                      b'{"opaque":5,"code":%s}', b'{"opaque":5,"extFields":%s}'])
+def test_json_nested_beyond_the_stack_is_a_malformed_command(monkeypatch, orjson_or_stdlib, template) -> None:
+    """Found by bench/fuzz_preauth.py: arrays nested a thousand deep raised RecursionError (json reading them, json
+    writing an ext field's value back as text, or repr in the error message), which closed the connection as an
+    internal error with a traceback in the log instead of answering what was wrong."""
+    if orjson_or_stdlib == "stdlib":
+        monkeypatch.setattr(command, "_loads", json.loads)
+    header = template % (b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(MalformedCommand) as raised:
+        decode(json_frame(header))
+    assert len(raised.value.reason) < 200
+    assert "nests deeper" in raised.value.reason or "[[[[...]]]]" in raised.value.reason
+
+
 def test_malformed_json_response_is_known_as_a_response() -> None:
     with pytest.raises(MalformedCommand) as raised:
         decode(json_frame(b'{"opaque":9,"flag":1,"code":"x"}'))

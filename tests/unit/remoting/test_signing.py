@@ -67,6 +67,15 @@ def test_a_request_signed_by_the_client_passes_the_broker_check_and_a_changed_on
     assert not signature_matches(dataclasses.replace(signed, ext_fields=unsigned), "12345678")
 
 
+def test_a_signature_with_a_lone_surrogate_does_not_match() -> None:
+    """Found by bench/fuzz_preauth.py: a JSON header read without orjson keeps the escape \\ud800 as a lone surrogate,
+    and encoding the received Signature for the comparison raised UnicodeEncodeError before authentication."""
+    request = sign_request(create_request(RequestCode.QUERY_MESSAGE, {"topic": "T"}),
+                           SessionCredentials("rocketmq2", "12345678"))
+    forged = dict(request.ext_fields, Signature="\ud800" + request.ext_fields["Signature"][1:])
+    assert not signature_matches(dataclasses.replace(request, ext_fields=forged), "12345678")
+
+
 def test_an_old_client_did_not_sign_the_unique_key_flag() -> None:
     """A 5.x broker rebuilds the content without _UNIQUE_KEY_QUERY for a request of version <= 399 (V4_9_3)."""
     request = create_request(RequestCode.QUERY_MESSAGE, QUERY_A, version=399)
