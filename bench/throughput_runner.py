@@ -179,9 +179,14 @@ def java_program(log_root: Path) -> JavaProgram:
 def run_java(program: JavaProgram, *args: object) -> dict:
     done = program.run(*map(str, args), timeout=CLIENT_TIMEOUT_S, check=True)
     lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
+    stderr = done.stderr.decode(errors="replace")
     if not lines:
-        raise RuntimeError(f"BenchClient {args[0]} printed no result:\n{done.stderr.decode(errors='replace')[-3000:]}")
-    return json.loads(lines[-1])
+        raise RuntimeError(f"BenchClient {args[0]} printed no result:\n{stderr[-3000:]}")
+    result = json.loads(lines[-1])
+    if result.get("failedTotal"):  # BenchClient prints each failed send's exception: show the first
+        first = next((line for line in stderr.splitlines() if "Exception" in line), "(no exception printed)")
+        print(f"  {result['failedTotal']} sends failed, the first with: {first[:300]}", flush=True)
+    return result
 
 
 def java_case(settings: Settings, running: Running, case: Case, topic: str,
