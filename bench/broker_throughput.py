@@ -29,7 +29,9 @@ Columns:
 
 Nothing here asserts on time. ``--profile DIR`` also records our broker with py-spy during each produce case and
 consume pass of the Java client (collapsed stacks in DIR, and a top-functions summary printed). ``ours-asyncio`` runs
-our broker on the standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop.
+our broker on the standard asyncio loop (``RMQ_EVENT_LOOP=asyncio``), for comparison with the default uvloop. The
+machinery (targets, the Java client, CPU from /proc, py-spy) is ``bench/throughput_runner.py``, shared with
+``acl_trace_cost.py``.
 
 Examples
 --------
@@ -43,238 +45,42 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import os
-import platform
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere without installing the package
 
+from bench.throughput_runner import (  # noqa: E402
+    COMMIT_LOG_FILE_SIZE,
+    QUEUES,
+    REFERENCE,
+    Case,
+    Result,
+    Running,
+    Settings,
+    best,
+    case_line,
+    cpu_seconds,
+    create_topic,
+    java_case,
+    java_program,
+    machine,
+    ratio,
+    running_target,
+    warm_up,
+)
 from broker.client import LitePullConfig, LitePullConsumer, Message, Producer  # noqa: E402
 from broker.client.offsets import ConsumeFromWhere  # noqa: E402
-from tests.apache import ApacheClient, apache_artifact, apache_client, start_apache_broker, start_apache_namesrv  # noqa: E402
-from tests.integration import cluster  # noqa: E402
-from tests.javatools import JavaProgram, build_program  # noqa: E402
+from tests.apache import apache_client  # noqa: E402
 
-QUEUES = 8
-COMMIT_LOG_FILE_SIZE = 1024 * 1024 * 1024  # both brokers' default
-REFERENCE = "apache"
 TARGETS = ("ours", "ours-asyncio", "apache")
-CLIENT_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Dorg.apache.rocketmq.client.sendSmartMsg=true")
-# tests/apache/ starts servers for fast boots (C1 only, SerialGC, 256 MB): undo that for a throughput run,
-# closer to runbroker.sh (G1, C2). Later -XX flags win over earlier ones.
-APACHE_BROKER_JVM_ARGS = ("-XX:TieredStopAtLevel=4", "-XX:-UseSerialGC", "-XX:+UseG1GC", "-Xms2g", "-Xmx2g")
-OUR_BROKER = ("-m", "broker")
-CLIENT_TIMEOUT_S = 300.0
-PY_SPY_RATE = 200  # samples per second
-TOP_FUNCTIONS = 15
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    client: str  # "java" or "python"
-    size: int
-    batch: int  # 1: one message per send
-
-    @property
-    def label(self) -> str:
-        mode = "sync" if self.batch == 1 else f"batch {self.batch}"
-        return f"{self.client} {self.size} B {mode}"
-
-    @property
-    def slug(self) -> str:
-        return f"{self.client}_{self.size}_b{self.batch}"
-
-
-@dataclass(slots=True)
-class Result:
-    send_mps: float = 0.0
-    avg_rt_ms: float = 0.0
-    max_rt_ms: float = 0.0
-    failed: int = 0
-    total: int = 0  # messages stored, warm-up included: what the consume pass must read
-    cpu_us_per_msg: float = 0.0
-    consume_mps: float = 0.0
-    consumed: int = 0
-    consume_cpu_us_per_msg: float = 0.0  # the broker's CPU over the consume pass, per message read
-
-
-@dataclass(slots=True)
-class Settings:
-    seconds: float
-    warmup: float
-    threads: int
-    consume_seconds: float
-    commit_log_size: int
-    broker_warmup: float
-    work: Path
-    profile: Path | None = None
-    thread_cpu: bool = False
-    java: JavaProgram | None = None
-    admin: ApacheClient | None = None
-    results: dict[tuple[str, Case], list[Result]] = field(default_factory=dict)
-
-
-# -- brokers ----------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Running:
-    target: str
-    namesrv_addr: str
-    broker_pid: int
-
-
-@contextlib.contextmanager
-def running_target(target: str, home: Path, settings: Settings) -> Iterator[Running]:
-    """A NameServer and a broker of ``target``, stopped on exit."""
-    home.mkdir(parents=True, exist_ok=True)
-    if target == REFERENCE:
-        with start_apache_namesrv(home) as namesrv, start_apache_broker(
-            home, namesrv, home / "store", jvm_args=APACHE_BROKER_JVM_ARGS,
-            mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
-        ) as broker:
-            yield Running(target, namesrv.addr, broker.popen.pid)
-        return
-    with cluster.start_namesrv(home / "namesrv") as namesrv, cluster.start_broker(
-        home / "broker", namesrv.addr, env={"RMQ_EVENT_LOOP": "asyncio" if target == "ours-asyncio" else "uvloop"},
-        mappedFileSizeCommitLog=settings.commit_log_size, defaultTopicQueueNums=QUEUES,
-    ) as broker:
-        yield Running(target, namesrv.addr, broker.popen.pid)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time so far of a broker: its process and the processes it started (ours runs dispatch in a
-    child process, dispatchMode=PROCESS; Apache's threads are all in its one process) (Linux /proc)."""
-    total = 0.0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            children = [Path(task, "children").read_text().split() for task in Path(f"/proc/{current}/task").iterdir()]
-        except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        pending += [int(child) for task_children in children for child in task_children]
-    return total
-
-
-def thread_cpu(pid: int) -> dict[str, list[float]]:
-    """CPU seconds (user, system) and minor page faults so far of a broker, by thread group: the main thread,
-    the other threads of the broker process (by name: Java names its threads, Python 3.11 does not), and each
-    child process (ours: dispatch) (Linux /proc). ``--thread-cpu`` prints the difference per message and case."""
-    tick = os.sysconf("SC_CLK_TCK")
-    groups: dict[str, list[float]] = {}
-    pending = [(pid, "")]
-    while pending:
-        current, prefix = pending.pop()
-        try:
-            tasks = list(Path(f"/proc/{current}/task").iterdir())
-        except FileNotFoundError:
-            continue
-        for task in tasks:
-            try:
-                stat = (task / "stat").read_text()
-                children = (task / "children").read_text().split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat.rsplit(")", 1)[1].split()
-            name = prefix + ("main" if task.name == str(current) else f"thread {comm}")
-            row = groups.setdefault(name, [0.0, 0.0, 0.0])
-            row[0] += int(fields[11]) / tick
-            row[1] += int(fields[12]) / tick
-            row[2] += int(fields[7])
-            pending += [(int(child), f"child {child} ") for child in children]
-    return groups
-
-
-def machine_cpu() -> list[float]:
-    """The machine's CPU seconds so far (all cores): user (with nice), system, irq + softirq (loopback TCP is mostly
-    softirq, charged to no process), idle (with iowait) (Linux /proc/stat)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    user, nice, system, idle, iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
-    return [(user + nice) / tick, system / tick, (irq + softirq) / tick, (idle + iowait) / tick]
-
-
-def thread_cpu_report(before: dict[str, list[float]], after: dict[str, list[float]], messages: int) -> str:
-    """Per message: user and system CPU us, and minor faults, of each thread group that used any CPU."""
-    lines = []
-    per = max(1, messages)
-    for name, (user, system, faults) in sorted(after.items(), key=lambda kv: -(kv[1][0] + kv[1][1])):
-        old = before.get(name, [0.0, 0.0, 0.0])
-        du, ds, df = user - old[0], system - old[1], faults - old[2]
-        if du + ds <= 0:
-            continue
-        lines.append(f"    {name:32} user {du * 1e6 / per:7.1f}  sys {ds * 1e6 / per:7.1f} us/msg  "
-                     f"minflt {df / per:6.3f}/msg")
-    return "\n".join(lines)
-
-
-# -- the Java client --------------------------------------------------------------------------------------------------
-
-
-def java_program(log_root: Path) -> JavaProgram:
-    jvm_args = (*CLIENT_JVM_ARGS, f"-Duser.home={log_root}", f"-Drocketmq.log.root={log_root / 'logs'}")
-    return build_program("bench", "BenchClient", [apache_artifact("rocketmq-client")], jvm_args=jvm_args)
-
-
-def run_java(program: JavaProgram, *args: object) -> dict:
-    done = program.run(*map(str, args), timeout=CLIENT_TIMEOUT_S, check=True)
-    lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"BenchClient {args[0]} printed no result:\n{done.stderr.decode(errors='replace')[-3000:]}")
-    return json.loads(lines[-1])
-
-
-def java_case(settings: Settings, running: Running, case: Case, topic: str) -> Result:
-    assert settings.java is not None
-    produce = (settings.java, "produce", "--namesrv", running.namesrv_addr, "--topic", topic,
-               "--threads", settings.threads, "--size", case.size, "--batch", case.batch,
-               "--seconds", settings.seconds, "--warmup", settings.warmup)
-    cpu_before = cpu_seconds(running.broker_pid)
-    threads_before = thread_cpu(running.broker_pid) if settings.thread_cpu else {}
-    machine_before, client_before = machine_cpu(), os.times()
-    with profiling(settings, running, case):
-        sent = run_java(*produce)
-    machine_used = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
-    client_after = os.times()
-    result = Result(send_mps=sent["sendMps"], avg_rt_ms=sent["avgRtMs"], max_rt_ms=sent["maxRtMs"],
-                    failed=sent["failedTotal"], total=sent["total"])
-    result.cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.total)
-    if settings.thread_cpu:
-        per = 1e6 / max(1, result.total)
-        client = (client_after.children_user + client_after.children_system - client_before.children_user
-                  - client_before.children_system)
-        print(f"  {running.target} {case.label}, by thread:\n"
-              f"{thread_cpu_report(threads_before, thread_cpu(running.broker_pid), result.total)}\n"
-              f"    Java client (whole run)          {client * per:7.1f} us/msg\n"
-              f"    machine: user {machine_used[0] * per:7.1f}  sys {machine_used[1] * per:7.1f}  irq+softirq "
-              f"{machine_used[2] * per:7.1f}  idle {machine_used[3] * per:7.1f} us/msg")
-    cpu_before = cpu_seconds(running.broker_pid)
-    threads_before = thread_cpu(running.broker_pid) if settings.thread_cpu else {}
-    with profiling(settings, running, case, "consume"):
-        got = run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
-                       "--group", f"{topic}_consumer", "--expect", result.total, "--seconds", settings.consume_seconds)
-    result.consume_mps, result.consumed = got["consumeTps"], got["received"]
-    result.consume_cpu_us_per_msg = (cpu_seconds(running.broker_pid) - cpu_before) * 1e6 / max(1, result.consumed)
-    if settings.thread_cpu:
-        print(f"  {running.target} {case.label} consume, by thread:\n"
-              f"{thread_cpu_report(threads_before, thread_cpu(running.broker_pid), result.consumed)}")
-    return result
 
 
 # -- the Python client ------------------------------------------------------------------------------------------------
@@ -359,59 +165,6 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
     return result
 
 
-# -- profiling --------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def profiling(settings: Settings, running: Running, case: Case, phase: str = "produce") -> Iterator[None]:
-    """py-spy on our broker (collapsed stacks by function, GIL holder only) while the block runs; a summary of the
-    top functions per thread is printed after. Sampling costs the machine CPU: do not compare figures taken with it."""
-    if settings.profile is None or running.target == REFERENCE:
-        yield
-        return
-    settings.profile.mkdir(parents=True, exist_ok=True)
-    out = settings.profile / f"{running.target}_{case.slug}_{phase}.txt"
-    duration = int(settings.warmup + settings.seconds + 5 if phase == "produce" else settings.consume_seconds)
-    # --gil: only samples of the thread holding the GIL, i.e. Python work (waits and GIL-free syscalls left out).
-    # --nonblocking: without it every sample stops the broker, and the broker slows down by a factor of about 4.
-    spy = subprocess.Popen(["py-spy", "record", "--pid", str(running.broker_pid), "--rate", str(PY_SPY_RATE),
-                            "--duration", str(duration), "--format", "raw", "--function", "--gil", "--nonblocking",
-                            "--threads", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)  # py-spy writes what it has and exits
-        spy.wait(60)
-    if out.exists():
-        print(f"\npy-spy, {running.target}, {case.label} {phase} ({out}):")
-        print(summarize_profile(out.read_text()))
-
-
-def summarize_profile(collapsed: str, top: int = TOP_FUNCTIONS) -> str:
-    """Self and inclusive share of the top functions, per thread, from py-spy's collapsed stacks."""
-    by_thread: dict[str, tuple[Counter[str], Counter[str]]] = {}
-    for line in collapsed.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = stack.split(";")
-        thread = next((f for f in frames if f.startswith("thread ")), "thread ?")
-        frames = [f for f in frames if not f.startswith(("thread ", "process "))]
-        own, inclusive = by_thread.setdefault(thread, (Counter(), Counter()))
-        if frames:
-            own[frames[-1]] += int(count)
-        for frame in set(frames):
-            inclusive[frame] += int(count)
-    lines = []
-    for thread, (own, inclusive) in sorted(by_thread.items(), key=lambda item: -sum(item[1][0].values())):
-        total = sum(own.values())
-        lines.append(f"  {thread}: {total} samples")
-        for frame, samples in own.most_common(top):
-            share, incl = 100 * samples / total, 100 * inclusive[frame] / total
-            lines.append(f"    self {share:5.1f}%  incl {incl:5.1f}%  {frame}")
-    return "\n".join(lines)
-
-
 # -- the run ----------------------------------------------------------------------------------------------------------
 
 
@@ -421,43 +174,12 @@ def run_target(target: str, round_no: int, cases: list[Case], settings: Settings
         warm_up(settings, running)
         for case in cases:
             topic = f"Bench_{case.slug}_{round_no}"
-            assert settings.admin is not None
-            settings.admin.run("create-topic", namesrv=running.namesrv_addr, topic=topic, queues=QUEUES)
+            create_topic(settings, running, topic)
             run = java_case if case.client == "java" else python_case
             result = run(settings, running, case, topic)
             settings.results.setdefault((target, case), []).append(result)
-            print(f"  {target:12} {case.label:22} send {result.send_mps:9,.0f} msg/s  RT {result.avg_rt_ms:6.2f} / "
-                  f"{result.max_rt_ms:7.1f} ms  CPU {result.cpu_us_per_msg:6.1f} us/msg  consume "
-                  f"{result.consume_mps:9,.0f} msg/s ({result.consumed:,}/{result.total:,}, CPU "
-                  f"{result.consume_cpu_us_per_msg:.1f} us/msg)  failed {result.failed}",
-                  flush=True)
+            print(case_line(target, case.label, result), flush=True)
     shutil.rmtree(home, ignore_errors=True)  # GiB-sized CommitLog files
-
-
-def warm_up(settings: Settings, running: Running) -> None:
-    """Untimed load before the cases (single sends, batches, a consume): the JVM compiles its hot paths with C2,
-    and both brokers touch their first pages and create their metadata."""
-    if settings.broker_warmup <= 0:
-        return
-    assert settings.java is not None and settings.admin is not None
-    topic = "BenchWarmup"
-    settings.admin.run("create-topic", namesrv=running.namesrv_addr, topic=topic, queues=QUEUES)
-    total = 0
-    for batch in (1, 16):
-        sent = run_java(settings.java, "produce", "--namesrv", running.namesrv_addr, "--topic", topic,
-                        "--threads", settings.threads, "--size", 512, "--batch", batch,
-                        "--seconds", settings.broker_warmup / 2, "--warmup", 0)
-        total += sent["total"]
-    run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
-             "--group", f"{topic}_consumer", "--expect", total, "--seconds", settings.consume_seconds)
-
-
-def best(results: list[Result]) -> Result:
-    return max(results, key=lambda r: r.send_mps)
-
-
-def ratio(ours: float, theirs: float) -> str:
-    return f"{ours / theirs:.2f}" if theirs else "-"
 
 
 def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
@@ -488,13 +210,6 @@ def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
                *(f"{got[t].consume_cpu_us_per_msg:.1f}" for t in targets)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
-
-
-def machine() -> str:
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{platform.machine()}, nproc {os.cpu_count()}, Python {platform.python_version()}, {java}, "
-            f"Linux {platform.release()}, load average {load}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -12,12 +12,14 @@ Rule 1: these files are read and written here only.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from broker.auth.model import Acl, User
 from broker.common.fastjson import encode_json
 from broker.common.persist import load_json, write_atomic
+
+T = TypeVar("T", User, Acl)
 
 USERS_FILE = "users.json"
 ACLS_FILE = "acls.json"
@@ -29,27 +31,37 @@ def _table(data: Any) -> dict[str, dict[str, Any]]:
     return data
 
 
-class _Table:
-    """One key-value table in one file, loaded at start and rewritten after each change."""
+class _Table(Generic[T]):
+    """One key-value table in one file, loaded at start and rewritten after each change. A row is decoded into its
+    model (frozen) the first time it is read after a change and kept: the broker reads a user and an ACL for every
+    request it checks, and decoding the stored JSON each time cost more than the signature."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, decode: Callable[[dict[str, Any]], T]) -> None:
         self.path = path
+        self._decode = decode
         self._rows: dict[str, dict[str, Any]] = load_json(path, _table) or {}
+        self._decoded: dict[str, T] = {}
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self._rows.get(key)
+    def get(self, key: str) -> T | None:
+        value = self._decoded.get(key)
+        if value is None and (row := self._rows.get(key)) is not None:
+            value = self._decoded[key] = self._decode(row)
+        return value
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         self._rows[key] = value
+        self._decoded.pop(key, None)
         self._write()
 
     def delete(self, key: str) -> None:
+        self._decoded.pop(key, None)
         if self._rows.pop(key, None) is not None:
             self._write()
 
-    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def values(self) -> list[T]:
         """In key order, as RocksDB iterates (byte order of the UTF-8 keys)."""
-        return iter(sorted(self._rows.items(), key=lambda kv: kv[0].encode("utf-8")))
+        keys = sorted(self._rows, key=lambda k: k.encode("utf-8"))
+        return [value for key in keys if (value := self.get(key)) is not None]
 
     def _write(self) -> None:
         write_atomic(self.path, encode_json(self._rows))
@@ -57,16 +69,16 @@ class _Table:
 
 class AuthStore:
     """The users and ACLs tables of one broker (``LocalAuthenticationMetadataProvider`` and
-    ``LocalAuthorizationMetadataProvider``, without their caches: every lookup reads the in-memory table)."""
+    ``LocalAuthorizationMetadataProvider``, without their expiring caches: every lookup reads the in-memory table,
+    whose rows are decoded once per change)."""
 
     def __init__(self, config_dir: str) -> None:
         os.makedirs(config_dir, exist_ok=True)
-        self._users = _Table(os.path.join(config_dir, USERS_FILE))
-        self._acls = _Table(os.path.join(config_dir, ACLS_FILE))
+        self._users = _Table(os.path.join(config_dir, USERS_FILE), User.from_stored)
+        self._acls = _Table(os.path.join(config_dir, ACLS_FILE), Acl.from_stored)
 
     def get_user(self, username: str) -> User | None:
-        row = self._users.get(username)
-        return None if row is None else User.from_stored(row)
+        return self._users.get(username)
 
     def put_user(self, user: User) -> None:
         self._users.put(user.username, user.to_stored())
@@ -75,11 +87,10 @@ class AuthStore:
         self._users.delete(username)
 
     def users(self) -> list[User]:
-        return [User.from_stored(row) for _, row in self._users.items()]
+        return self._users.values()
 
     def get_acl(self, username: str) -> Acl | None:
-        row = self._acls.get(Acl(username, ()).subject_key)
-        return None if row is None else Acl.from_stored(row)
+        return self._acls.get(Acl(username, ()).subject_key)
 
     def put_acl(self, acl: Acl) -> None:
         self._acls.put(acl.subject_key, acl.to_stored())
@@ -88,4 +99,4 @@ class AuthStore:
         self._acls.delete(Acl(username, ()).subject_key)
 
     def acls(self) -> list[Acl]:
-        return [Acl.from_stored(row) for _, row in self._acls.items()]
+        return self._acls.values()

@@ -60,6 +60,14 @@ def _java_key(key: str) -> list[int]:
     return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
 
 
+def _java_sorted(keys: Iterable[str]) -> list[str]:
+    """Keys in Java ``TreeMap`` order. Python's code-point order is the same for ASCII keys (every header field's),
+    and ``sorted`` of them costs a tenth of sorting by ``_java_key``: this runs for every signed request the broker
+    checks."""
+    keys = list(keys)
+    return sorted(keys) if all(key.isascii() for key in keys) else sorted(keys, key=_java_key)
+
+
 def _body_bytes(body: bytes | tuple[Buffer, ...] | None) -> bytes:
     if not body:
         return b""
@@ -69,7 +77,7 @@ def _body_bytes(body: bytes | tuple[Buffer, ...] | None) -> bytes:
 def signed_keys(keys: Iterable[str]) -> list[str]:
     """The ext field names whose values the content joins, in the order it joins them (``Signature`` left out): for
     callers that frame many requests alike and sign each one from its values (the blocking client's templates)."""
-    return [key for key in sorted(keys, key=_java_key) if key != SIGNATURE]
+    return [key for key in _java_sorted(keys) if key != SIGNATURE]
 
 
 def credential_fields(credentials: SessionCredentials) -> dict[str, str]:
@@ -87,7 +95,7 @@ def signed_content(ext_fields: Mapping[str, str], body: bytes | tuple[Buffer, ..
     skip = {SIGNATURE}
     if version is not None and version <= V4_9_3:
         skip.add(UNIQUE_MSG_QUERY_FLAG)
-    values = "".join(ext_fields[key] for key in sorted(ext_fields, key=_java_key) if key not in skip)
+    values = "".join(ext_fields[key] for key in _java_sorted(ext_fields) if key not in skip)
     return values.encode("utf-8", "surrogatepass") + _body_bytes(body)
 
 

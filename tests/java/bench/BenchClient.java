@@ -11,6 +11,10 @@
  *           A push consumer (Consumer's defaults: 20 consume threads, pullBatchSize 32, one message per listener
  *           call) from the first offset, until N messages arrived or --seconds passed.
  *
+ * Both take [--access-key AK --secret-key SK] (the client signs every request with AclClientRPCHook, for a broker with
+ * ACL 2.0 on) and [--trace true] (message trace on, ClientConfig.enableTrace: a Pub record per send, Sub records per
+ * consume, sent to RMQ_SYS_TRACE_TOPIC by the client's trace dispatcher), as tests/java/client/ClientDriver.java.
+ *
  * SEND_MESSAGE_V2 comes from -Dorg.apache.rocketmq.client.sendSmartMsg=true on the java command line, as
  * producer.sh passes it. --serialize ROCKETMQ|JSON (default ROCKETMQ, which Producer and Consumer set in their main)
  * chooses the header encoding. The last stdout line is one JSON object:
@@ -33,6 +37,9 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -43,6 +50,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.exception.RemotingException;
 
 public class BenchClient {
@@ -96,6 +104,18 @@ public class BenchClient {
         return args.containsKey(key) ? Double.parseDouble(args.get(key)) : fallback;
     }
 
+    /** --access-key AK --secret-key SK: every request signed (AclClientRPCHook); else no hook. */
+    private static RPCHook rpcHook(Map<String, String> args) {
+        String accessKey = args.get("access-key");
+        return accessKey == null ? null
+            : new AclClientRPCHook(new SessionCredentials(accessKey, require(args, "secret-key")));
+    }
+
+    /** --trace true: message trace on, to the default trace topic. */
+    private static void trace(ClientConfig client, Map<String, String> args) {
+        client.setEnableTrace(Boolean.parseBoolean(args.getOrDefault("trace", "false")));
+    }
+
     /** Producer.java's body: messageSize random alphanumeric characters. */
     private static byte[] body(int size) {
         String alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -140,10 +160,12 @@ public class BenchClient {
         double warmup = doubleArg(args, "warmup", 2);
         byte[] msgBody = body(size);
 
-        DefaultMQProducer producer = new DefaultMQProducer(args.getOrDefault("group", "benchmark_producer"));
+        DefaultMQProducer producer = new DefaultMQProducer(args.getOrDefault("group", "benchmark_producer"),
+            rpcHook(args));
         producer.setNamesrvAddr(require(args, "namesrv"));
         producer.setInstanceName(Long.toString(System.nanoTime()));
         producer.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE); // Producer.java without -c
+        trace(producer, args);
         producer.start();
 
         Stats stats = new Stats();
@@ -239,12 +261,13 @@ public class BenchClient {
         AtomicLong last = new AtomicLong();
         CountDownLatch done = new CountDownLatch(1);
 
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(require(args, "group"));
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(require(args, "group"), rpcHook(args));
         consumer.setNamesrvAddr(require(args, "namesrv"));
         consumer.setInstanceName(Long.toString(System.nanoTime()));
         consumer.setConsumeThreadMin(threads);
         consumer.setConsumeThreadMax(threads);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        trace(consumer, args);
         consumer.subscribe(require(args, "topic"), "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
             long now = System.nanoTime();

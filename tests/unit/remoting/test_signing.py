@@ -50,6 +50,9 @@ def test_content_is_the_values_in_key_order_then_the_body() -> None:
 def test_keys_sort_by_utf16_code_units_as_java_does() -> None:
     # U+10000 is the surrogate pair D800 DC00 in UTF-16, which sorts before U+FFFD; code points say the opposite
     assert signed_content({"\U00010000": "1", "\ufffd": "2"}, None) == b"12"
+    # an ASCII key among them (an ASCII-only request takes the shorter path to the same order)
+    assert signed_content({"\ufffd": "3", "b": "1", "\U00010000": "2"}, None) == b"123"
+    assert signed_content({"b": "3", "AccessKey": "1", "a": "2"}, None) == b"123"
 
 
 def test_a_request_signed_by_the_client_passes_the_broker_check_and_a_changed_one_does_not() -> None:
