@@ -1,6 +1,7 @@
-"""Message trace against Apache's own code, on our broker started with ``traceTopicEnable=true``.
+"""Message trace against Apache's own code, on our broker and on Apache's 5.5.0 broker, each started with
+``traceTopicEnable=true``.
 
-Two scenarios, one test each, sharing one cluster:
+Two scenarios, one test each, run on both brokers (a shared cluster of each kind):
 
 - Apache's Java 5.5.0 producer and push consumer with trace on (ClientDriver ``--trace true``): our ``mqadmin
   queryMsgTraceById`` prints exactly what Apache's prints for the same message.
@@ -44,9 +45,9 @@ pytestmark = [pytest.mark.java, pytest.mark.slow]
 WAIT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def namesrv(clusters) -> str:
-    return clusters.shared(traceTopicEnable=True).namesrv_addr
+@pytest.fixture(scope="module", params=["rmq", "apache"])
+def namesrv(clusters, request: pytest.FixtureRequest) -> str:
+    return clusters.shared(request.param, traceTopicEnable=True).namesrv_addr
 
 
 @pytest.fixture(scope="module")
