@@ -22,6 +22,7 @@ from broker.auth.store import AuthStore
 from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
 from broker.common.record import decode_record
 from broker.remoting.client import RemotingClient
+from broker.remoting.route import MASTER_ID
 from broker.remoting.server import RemotingServer
 from broker.replication.ha_service import HAService
 from broker.server.auth_pipeline import AuthPipeline
@@ -38,7 +39,7 @@ from broker.server.processors.acl_admin import AclAdminProcessor
 from broker.server.processors.admin import AdminBrokerProcessor
 from broker.server.processors.auth_admin import AuthAdminProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
-from broker.server.processors.common import MASTER_ID, ProcessorFamily, RequestProcessor
+from broker.server.processors.common import ProcessorFamily, RequestProcessor
 from broker.server.processors.consumer_manage import ConsumerManageProcessor
 from broker.server.processors.end_transaction import EndTransactionProcessor
 from broker.server.processors.end_transaction_batch import EndTransactionBatchProcessor

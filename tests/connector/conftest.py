@@ -169,10 +169,27 @@ def takes_transaction_batches(cluster: Cluster) -> bool:
         return supports_transaction_batch(client)
 
 
+def wait_dispatched(namesrv_addr: str, topic: str) -> None:
+    """Wait until every master routing ``topic`` has dispatched all it stored: a send is answered before its
+    ConsumeQueue unit is written (on Apache's broker too), and a pull stops at the first queue offset not yet there."""
+    from broker.client.route import MASTER_ID
+    from tests.integration.replication import runtime
+
+    try:
+        route = get_route(namesrv_addr, topic)
+    except (MQClientError, RemotingError):
+        return
+    for broker in route.broker_datas:
+        addr = dict(broker.broker_addrs).get(MASTER_ID)
+        if addr is not None:
+            wait_until(f"{addr} dispatched everything", lambda a=addr: runtime(a)["dispatchBehindBytes"] == "0")
+
+
 def read_topic(namesrv_addr: str, topic: str) -> list:
     """Every visible message of ``topic`` (all queues, from the minimum offset), decoded, in queue order."""
     from broker.client.message import PullStatus
 
+    wait_dispatched(namesrv_addr, topic)
     out = []
     with BlockingClient(namesrv_addr) as client:
         for mq in routed_queues(namesrv_addr, topic):

@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 Handler = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCommand | None]]
 
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"  # FAQUrl.DEFAULT_FAQ_URL (every FAQ constant)
-MASTER_ID = 0  # MixAll.MASTER_ID
 INDEX_PERM_READ = 2  # PermName.INDEX_PERM_READ: the forbidden bit of a group reading a topic
 TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag: a unit topic, a unit-mode consumer's retry
 # MQVersion.Version ordinals: what a client of at least this version understands

@@ -52,13 +52,13 @@ from broker.remoting.headers import (
     PullMessageResponseHeader,
 )
 from broker.remoting.heartbeat import is_tag_type, parse_subscription
+from broker.remoting.route import MASTER_ID
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.consumer_manager import CLUSTERING, CONSUME_PASSIVELY, SubscriptionData
 from broker.server.filter.message_filter import SqlMessageFilter, TagMessageFilter, compile_expression
 from broker.server.long_polling import PullRequest, PullRequestHoldService
 from broker.server.processors.common import (
     INDEX_PERM_READ,
-    MASTER_ID,
     Handler,
     bad_header_response,
     is_slave,
