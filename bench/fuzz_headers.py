@@ -1,8 +1,8 @@
-"""Which header class the broker parses for each request code a client can send, and plausible ext fields for it.
+"""Which header classes the broker parses for each request code a client can send, and plausible ext fields for them.
 
-The processors each parse their own header (``Header.from_ext`` at the top of each handler); the fuzz campaign needs
-the same choice for every code at once, so it is listed here from those handlers. Codes with no header class of
-their own (GET_BROKER_CONFIG, GET_ALL_TOPIC_CONFIG, ...) get the resource fields ACL 2.0 reads from them.
+The table is the server's (``broker.server.processors.request_headers.REQUEST_HEADERS``, which the processors parse
+through); a client also sends fields no processor reads, listed in CLIENT_ONLY_HEADERS. Codes with no header class
+of their own (GET_BROKER_CONFIG, GET_ALL_TOPIC_CONFIG, ...) get the resource fields ACL 2.0 reads from them.
 """
 
 from __future__ import annotations
@@ -13,68 +13,17 @@ import typing
 from broker.auth.actions import ANNOTATED
 from broker.common.properties import to_camel
 from broker.remoting import headers as h
-from broker.remoting.codes import AclV1RequestCode, RequestCode, RmqRequestCode
-from broker.remoting.headers.base import Header
+from broker.remoting.codes import RequestCode
+from broker.server.processors.request_headers import REQUEST_HEADERS, HeaderParse
 
-C = RequestCode
-Parse = tuple[type[Header], dict[str, str] | None]  # a header class and its wire-name override
-
-HEADER_CLASSES: dict[int, tuple[Parse, ...]] = {
-    C.SEND_MESSAGE: ((h.SendMessageRequestHeader, None),),
-    C.SEND_MESSAGE_V2: ((h.SendMessageRequestHeader, h.SendMessageRequestHeader.V2_WIRE),),
-    C.SEND_BATCH_MESSAGE: ((h.SendMessageRequestHeader, h.SendMessageRequestHeader.V2_WIRE),),
-    C.PULL_MESSAGE: ((h.PullMessageRequestHeader, None),),
-    C.QUERY_MESSAGE: ((h.QueryMessageRequestHeader, None), (h.UniqueKeyQueryHeader, None),
-                      (h.QueryMessageIndexHeader, None)),
-    C.VIEW_MESSAGE_BY_ID: ((h.ViewMessageRequestHeader, None),),
-    C.END_TRANSACTION: ((h.EndTransactionRequestHeader, None),),
-    RmqRequestCode.END_TRANSACTION_BATCH: ((h.EndTransactionBatchRequestHeader, None),),
-    C.CONSUMER_SEND_MSG_BACK: ((h.ConsumerSendMsgBackRequestHeader, None),),
-    C.QUERY_CONSUMER_OFFSET: ((h.QueryConsumerOffsetRequestHeader, None),),
-    C.UPDATE_CONSUMER_OFFSET: ((h.UpdateConsumerOffsetRequestHeader, None),),
-    C.GET_MAX_OFFSET: ((h.TopicQueueHeader, None),),
-    C.GET_MIN_OFFSET: ((h.TopicQueueHeader, None),),
-    C.GET_EARLIEST_MSG_STORETIME: ((h.TopicQueueHeader, None),),
-    C.SEARCH_OFFSET_BY_TIMESTAMP: ((h.SearchOffsetRequestHeader, None),),
-    C.QUERY_CONSUME_QUEUE: ((h.QueryConsumeQueueRequestHeader, None),),
-    C.VIEW_BROKER_STATS_DATA: ((h.ViewBrokerStatsDataRequestHeader, None),),
-    C.UNREGISTER_CLIENT: ((h.UnregisterClientRequestHeader, None),),
-    C.GET_CONSUMER_LIST_BY_GROUP: ((h.ConsumerGroupHeader, None),),
-    C.GET_CONSUMER_CONNECTION_LIST: ((h.ConsumerGroupHeader, None),),
-    C.GET_PRODUCER_CONNECTION_LIST: ((h.GetProducerConnectionListRequestHeader, None),),
-    C.GET_CONSUMER_RUNNING_INFO: ((h.GetConsumerRunningInfoRequestHeader, None),),
-    C.CONSUME_MESSAGE_DIRECTLY: ((h.ConsumeMessageDirectlyResultRequestHeader, None),),
-    C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: ((h.GetConsumerStatusRequestHeader, None),),
-    C.INVOKE_BROKER_TO_RESET_OFFSET: ((h.ResetOffsetRequestHeader, None),),
-    C.CLONE_GROUP_OFFSET: ((h.CloneGroupOffsetRequestHeader, None),),
-    C.QUERY_CORRECTION_OFFSET: ((h.QueryCorrectionOffsetHeader, None),),
-    C.GET_CONSUME_STATS: ((h.GetConsumeStatsRequestHeader, None), (h.ConsumeStatsTopicListHeader, None)),
-    C.GET_BROKER_CONSUME_STATS: ((h.GetConsumeStatsInBrokerHeader, None),),
-    C.QUERY_CONSUME_TIME_SPAN: ((h.QueryConsumeTimeSpanRequestHeader, None),),
-    C.QUERY_TOPIC_CONSUME_BY_WHO: ((h.TopicHeader, None),),
-    C.QUERY_TOPICS_BY_CONSUMER: ((h.GroupHeader, None),),
-    C.QUERY_SUBSCRIPTION_BY_CONSUMER: ((h.QuerySubscriptionByConsumerRequestHeader, None),),
-    C.UPDATE_AND_CREATE_TOPIC: ((h.CreateTopicRequestHeader, None),),
-    C.DELETE_TOPIC_IN_BROKER: ((h.TopicHeader, None),),
-    C.GET_TOPIC_CONFIG: ((h.TopicHeader, None),),
-    C.GET_TOPIC_STATS_INFO: ((h.TopicHeader, None),),
-    C.GET_SUBSCRIPTIONGROUP_CONFIG: ((h.GroupHeader, None),),
-    C.DELETE_SUBSCRIPTIONGROUP: ((h.DeleteSubscriptionGroupRequestHeader, None),),
-    C.UPDATE_AND_GET_GROUP_FORBIDDEN: ((h.UpdateGroupForbiddenRequestHeader, None),),
-    C.AUTH_CREATE_USER: ((h.UserRequestHeader, None),),
-    C.AUTH_UPDATE_USER: ((h.UserRequestHeader, None),),
-    C.AUTH_DELETE_USER: ((h.UserRequestHeader, None),),
-    C.AUTH_GET_USER: ((h.UserRequestHeader, None),),
-    C.AUTH_LIST_USER: ((h.ListUsersRequestHeader, None),),
-    C.AUTH_CREATE_ACL: ((h.AclRequestHeader, None),),
-    C.AUTH_UPDATE_ACL: ((h.AclRequestHeader, None),),
-    C.AUTH_DELETE_ACL: ((h.DeleteAclRequestHeader, None),),
-    C.AUTH_GET_ACL: ((h.AclRequestHeader, None),),
-    C.AUTH_LIST_ACL: ((h.ListAclsRequestHeader, None),),
-    AclV1RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ((h.CreateAccessConfigRequestHeader, None),),
-    AclV1RequestCode.DELETE_ACL_CONFIG: ((h.DeleteAccessConfigRequestHeader, None),),
-    AclV1RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ((h.UpdateGlobalWhiteAddrsConfigRequestHeader, None),),
+# Apache 5.5's QueryMessageRequestHeader fields beside the key (which index, the last key of a page): mqadmin sends
+# them, rmq's store answers by key alone
+CLIENT_ONLY_HEADERS: dict[int, tuple[HeaderParse, ...]] = {
+    RequestCode.QUERY_MESSAGE: ((h.QueryMessageIndexHeader, None),),
 }
+HEADER_CLASSES: dict[int, tuple[HeaderParse, ...]] = {
+    code: REQUEST_HEADERS.get(code, ()) + CLIENT_ONLY_HEADERS.get(code, ())
+    for code in REQUEST_HEADERS.keys() | CLIENT_ONLY_HEADERS.keys()}
 
 _SAMPLE_TEXT = {"topic": "TopicA", "b": "TopicA", "consumerGroup": "G1", "group": "G1", "producerGroup": "PG",
                 "a": "PG", "c": "TBW102", "clusterName": "DefaultCluster", "username": "alice",

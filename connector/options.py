@@ -104,10 +104,15 @@ def trace_topic(opts: OptionReader) -> str | None:
         return RMQ_SYS_TRACE_TOPIC if enabled else None
     if not enabled:
         raise ConnectorOptionError(f"option customizedTraceTopic ({topic!r}) applies only to enableMsgTrace=true")
-    if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
-        raise ConnectorOptionError(f"option customizedTraceTopic {topic!r} is not a valid topic name (allowed: "
-                                   f"{VALID_NAME_PATTERN}, at most {TOPIC_MAX_LENGTH} characters)")
+    check_topic_name("option customizedTraceTopic", topic)
     return topic
+
+
+def check_topic_name(what: str, topic: str) -> None:
+    """A topic the broker would refuse (Topic validation's pattern and length), named with ``what`` it came from."""
+    if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
+        raise ConnectorOptionError(f"{what} {topic!r} is not a valid topic name (allowed: {VALID_NAME_PATTERN}, "
+                                   f"at most {TOPIC_MAX_LENGTH} characters)")
 
 
 # -- source options (connector/source.py) -----------------------------------------------------------------------------
@@ -325,9 +330,7 @@ class SourceOptions:
     @staticmethod
     def _check_topics(topics: tuple[str, ...]) -> None:
         for topic in topics:
-            if is_topic_or_group_illegal(topic) or len(topic) > TOPIC_MAX_LENGTH:
-                raise ConnectorOptionError(f"topic {topic!r} is not a valid topic name (allowed: "
-                                           f"{VALID_NAME_PATTERN}, at most {TOPIC_MAX_LENGTH} characters)")
+            check_topic_name("topic", topic)
             if topic in _INTERNAL_TOPICS:
                 raise ConnectorOptionError(f"topic {topic} is a broker-internal store of messages consumers must "
                                            "not see (half or delayed messages); it cannot be read")
@@ -366,7 +369,6 @@ class SourceOptions:
             raise ConnectorOptionError("endingOffsets=earliest is not allowed (it would read nothing)")
         table = parse_queue_json("endingOffsets", text, allowed=(LATEST,))
         return OffsetSpec("offsets", tuple(sorted(table.items())))
-
 
 
 # -- sink options (connector/sink.py) ---------------------------------------------------------------------------------
@@ -430,7 +432,7 @@ class SinkOptions:
         namesrv = reader.str("namesrvAddr", required=True)
         topic = reader.str("topic")
         if topic is not None:
-            _check_sink_topic("topic option", topic)
+            check_topic_name("topic option", topic)
         if schema is not None:
             # here, not at the top: the source's driver process (Spark starts one per streaming query) parses
             # SourceOptions only, and the columns module pulls in the decoder and the decision log
@@ -456,15 +458,8 @@ class SinkOptions:
         else:
             sink_id, explicit = "job-" + uuid.uuid4().hex, False
         decision_topic = reader.str("decisionTopic", DEFAULT_DECISION_TOPIC)
-        _check_sink_topic("decisionTopic", decision_topic)
-        fault = None
-        if (text := reader.str("faultInjection")) is not None:
-            try:
-                fault = json.loads(text)
-            except ValueError as err:
-                raise ConnectorOptionError(f"option faultInjection is not valid JSON ({err}): {text!r}") from None
-            if not isinstance(fault, dict):
-                raise ConnectorOptionError(f"option faultInjection must be a JSON object, got {text!r}")
+        check_topic_name("option decisionTopic", decision_topic)
+        fault = None if (text := reader.str("faultInjection")) is None else _json_option("faultInjection", text)
         return cls(
             namesrv_addr=namesrv, topic=topic, sink_id=sink_id, sink_id_explicit=explicit, streaming=streaming,
             decision_topic=decision_topic,
@@ -497,9 +492,3 @@ def _guarantee(reader: OptionReader) -> str:
         raise ConnectorOptionError(f"option(s) {', '.join(given)} apply only to guarantee={EXACTLY_ONCE} (an "
                                    f"{AT_LEAST_ONCE} sink sends plain messages: no half message, decision or resolver)")
     return guarantee
-
-
-def _check_sink_topic(what: str, topic: str) -> None:
-    if len(topic) > TOPIC_MAX_LENGTH or is_topic_or_group_illegal(topic):
-        raise ConnectorOptionError(f"{what} {topic!r} is not a valid topic name ({VALID_NAME_PATTERN}, at most "
-                                   f"{TOPIC_MAX_LENGTH} characters)")

@@ -364,7 +364,7 @@ def _decode_one_by_one(body: bytes, topic: str, broker_name: str, end_offset: in
         pos += rec[_TOTALSIZE]
     if not heads:
         return empty_batch()
-    fields = dict(zip(_FIELD_NAMES, zip(*heads, strict=True), strict=True))
+    fields = dict(zip(RECORD_FIELDS, zip(*heads, strict=True), strict=True))
     columns = {name: np.asarray(fields[field], dtype=np.int64) for name, field in _NUMERIC_FIELDS}
     born = [_HOSTS[h] for h in fields["BORNHOST"]]
     store = fields["STOREHOSTADDRESS"]
@@ -373,9 +373,6 @@ def _decode_one_by_one(body: bytes, topic: str, broker_name: str, end_offset: in
     return _batch(topic, broker_name, columns, pa.array(born, pa.string()),
                   pa.array([_HOSTS[h] for h in store], pa.string()), msg_ids, _joined(bodies, pa.binary()),
                   _joined(props, pa.string()), tags_filter)
-
-
-_FIELD_NAMES = RECORD_FIELDS
 
 
 def _inflate(body: memoryview, sys_flag: int, phys: int) -> bytes | None:

@@ -77,12 +77,8 @@ class BlockingTraceDispatcher(TraceHooks):
             else:
                 self._queue.put_nowait(ctx)
         except queue.Full:
-            self.discard_count += 1
-            log.info("buffer full%s ,context is %s", self.discard_count, ctx)
-            return False
-        if self._queue.qsize() >= self.batch_num:
-            self._wakeup.set()
-        return True
+            return self._dropped(ctx)
+        return self._queued()
 
     def shutdown(self) -> None:
         """Stop the thread, send what is still queued (here, in the caller's thread), close the connections."""

@@ -91,12 +91,8 @@ class AsyncTraceDispatcher(TraceHooks):
         try:
             self._queue.put_nowait(ctx)
         except asyncio.QueueFull:
-            self.discard_count += 1
-            log.info("buffer full%s ,context is %s", self.discard_count, ctx)
-            return False
-        if self._queue.qsize() >= self.batch_num:
-            self._wakeup.set()
-        return True
+            return self._dropped(ctx)
+        return self._queued()
 
     async def shutdown(self) -> None:
         """Send what is queued, wait for the sends in flight, stop the inner producer."""

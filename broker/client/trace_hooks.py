@@ -1,17 +1,21 @@
 """The trace hooks (client/trace/hook: SendMessageTraceHookImpl, ConsumeMessageTraceHookImpl,
 EndTransactionTraceHookImpl): what a send, a consumed batch or an ended transaction puts in a TraceContext.
 
-Rule 1: the one place that decides which events are traced and with which fields. ``TraceHooks`` is mixed into both
-dispatchers (``trace_dispatcher.AsyncTraceDispatcher``, ``blocking_trace.BlockingTraceDispatcher``), which give it
-``trace_topic`` and ``append``. As Apache's client traces: a send that got an answer from a broker with trace on
-(one Pub), SubBefore and SubAfter around each consumed batch (messages stored with TRACE_ON=false left out), and
-EndTransaction for every ended transaction; nothing about the trace topic's own messages.
+Rule 1: the one place that decides which events are traced and with which fields, and what becomes of a context
+the queue has no room for. ``TraceHooks`` is the base of both dispatchers (``trace_dispatcher.AsyncTraceDispatcher``,
+``blocking_trace.BlockingTraceDispatcher``), which give it ``trace_topic``, ``batch_num``, their bounded queue and
+wake-up event, and the queue's put in ``append``; a full queue's drop and a full batch's wake-up (``_dropped``,
+``_queued``) are written here once for both. As Apache's client traces: a send that got an answer from a broker
+with trace on (one Pub), SubBefore and SubAfter around each consumed batch (messages stored with TRACE_ON=false left
+out), and EndTransaction for every ended transaction; nothing about the trace topic's own messages.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, SendResult, SendStatus
 from broker.client.trace import DEFAULT_REGION_ID, ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType
@@ -24,16 +28,41 @@ from broker.common.message import (
     TIMER_PROPERTIES,
 )
 
+if TYPE_CHECKING:  # the two dispatchers' queue and event types; neither is needed at run time here
+    import asyncio
+    import queue
+    import threading
+
+log = logging.getLogger(__name__)
+
 CONSUME_TIMEOUT_S = 15 * 60.0  # DefaultMQPushConsumer.consumeTimeout: a listener call this long is TIME_OUT
 
 
 class TraceHooks:
-    """The hooks, for a dispatcher that has ``trace_topic`` and ``append(ctx) -> bool``."""
+    """The hooks and the queue's outcomes, for a dispatcher that has the attributes below and ``append``."""
 
     trace_topic: str
+    batch_num: int
+    discard_count: int
+    _queue: queue.Queue[TraceContext] | asyncio.Queue[TraceContext]
+    _wakeup: threading.Event | asyncio.Event
 
     def append(self, ctx: TraceContext) -> bool:
+        """Put ``ctx`` on the queue; ``_queued()`` when it went in, ``_dropped(ctx)`` when the queue was full."""
         raise NotImplementedError
+
+    def _dropped(self, ctx: TraceContext) -> bool:
+        """A full queue drops the context, counted and logged with Apache's line (AsyncTraceDispatcher.append), so
+        tracing never slows down or fails the user's call."""
+        self.discard_count += 1
+        log.info("buffer full%s ,context is %s", self.discard_count, ctx)
+        return False
+
+    def _queued(self) -> bool:
+        """A context went in: a full batch wakes the worker before its flush interval."""
+        if self._queue.qsize() >= self.batch_num:
+            self._wakeup.set()
+        return True
 
     def send_before(self, group: str, msg: Message, store_host: str, body_length: int) -> TraceContext | None:
         """SendMessageTraceHookImpl.sendMessageBefore: a Pub context, or None for the trace topic's own sends."""

@@ -5,14 +5,15 @@ camelCase of its snake_case name unless ``WIRE`` says otherwise. Required fields
 without a default; a request missing one is refused with Java's own message.
 
 Modules: ``base`` (Header, HeaderError, RpcRequestHeader), ``message`` (sending, transactions, pulling, offsets,
-queries), ``namesrv`` (the NameServer's requests), ``admin`` (clients, groups, topics and the admin requests),
+queries), ``route`` (the route lookup every client sends a NameServer), ``namesrv`` (the NameServer's other
+requests: brokers' and admin tools'), ``admin`` (clients, groups, topics and the admin requests),
 ``auth`` (the ACL 2.0 admin requests, and ACL 1.0's legacy ones).
 
 May import: ``broker.common`` only (and ``broker._speedups``), like the rest of ``broker.remoting``.
 
 Every header is importable from here (``from broker.remoting.headers import PullMessageRequestHeader``), and each is
 imported from its module when first used (PEP 562): a Spark executor that pulls and sends loads ``message`` and the
-route request's ``namesrv``, never the admin headers.
+route request's ``route``, never the NameServer's or the admin headers.
 """
 
 from __future__ import annotations
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
         GetBrokerMemberGroupRequestHeader,
         GetKVConfigResponseHeader,
         GetKVListByNamespaceRequestHeader,
-        GetRouteInfoRequestHeader,
         GetTopicsByClusterRequestHeader,
         KVConfigKeyHeader,
         PutKVConfigRequestHeader,
@@ -109,6 +109,7 @@ if TYPE_CHECKING:
         UnRegisterBrokerRequestHeader,
         WipeWritePermOfBrokerResponseHeader,
     )
+    from broker.remoting.headers.route import GetRouteInfoRequestHeader
 
 _HOMES = {
     "AclRequestHeader": "broker.remoting.headers.auth",
@@ -177,7 +178,7 @@ _HOMES = {
     "GetBrokerMemberGroupRequestHeader": "broker.remoting.headers.namesrv",
     "GetKVConfigResponseHeader": "broker.remoting.headers.namesrv",
     "GetKVListByNamespaceRequestHeader": "broker.remoting.headers.namesrv",
-    "GetRouteInfoRequestHeader": "broker.remoting.headers.namesrv",
+    "GetRouteInfoRequestHeader": "broker.remoting.headers.route",
     "GetTopicsByClusterRequestHeader": "broker.remoting.headers.namesrv",
     "KVConfigKeyHeader": "broker.remoting.headers.namesrv",
     "PutKVConfigRequestHeader": "broker.remoting.headers.namesrv",

@@ -1,4 +1,5 @@
-"""Headers of the NameServer's requests and answers: broker registration, routes, topics, KV config."""
+"""Headers of the NameServer's requests and answers: broker registration, topics, KV config (the route lookup, which
+every client sends, is ``route``'s)."""
 
 from __future__ import annotations
 
@@ -62,12 +63,6 @@ class QueryDataVersionRequestHeader(Header):
 @dataclass(slots=True)
 class QueryDataVersionResponseHeader(Header):
     changed: bool
-
-
-@dataclass(slots=True)
-class GetRouteInfoRequestHeader(Header):
-    topic: str
-    accept_standard_json_only: bool | None = None
 
 
 @dataclass(slots=True)

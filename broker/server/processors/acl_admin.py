@@ -27,6 +27,7 @@ from broker.remoting.headers import (
 )
 from broker.remoting.headers.base import HeaderError
 from broker.server.processors.common import Handler
+from broker.server.processors.request_headers import request_header
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class AclAdminProcessor:
         return handle
 
     def _update(self, manager: PlainPermissionManager, request: RemotingCommand) -> RemotingCommand:
-        header = CreateAccessConfigRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, CreateAccessConfigRequestHeader)
         manager.update_access_config(PlainAccessConfig(
             access_key=header.access_key, secret_key=header.secret_key,
             white_remote_address=header.white_remote_address, admin=header.admin,
@@ -84,7 +85,7 @@ class AclAdminProcessor:
         return create_response(request, ResponseCode.SUCCESS)
 
     def _delete(self, manager: PlainPermissionManager, request: RemotingCommand) -> RemotingCommand:
-        header = DeleteAccessConfigRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, DeleteAccessConfigRequestHeader)
         if not manager.delete_access_config(header.access_key):
             return create_response(request, AclV1ResponseCode.DELETE_ACL_CONFIG_FAILED,
                                    f"The accessKey[{_java(header.access_key)}] corresponding to accessConfig has been "
@@ -92,7 +93,7 @@ class AclAdminProcessor:
         return create_response(request, ResponseCode.SUCCESS)
 
     def _white_addrs(self, manager: PlainPermissionManager, request: RemotingCommand) -> RemotingCommand:
-        header = UpdateGlobalWhiteAddrsConfigRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, UpdateGlobalWhiteAddrsConfigRequestHeader)
         if not manager.update_global_white_addrs(list(_split(header.global_white_addrs) or ()),
                                                  header.acl_file_full_path):
             return create_response(request, AclV1ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,

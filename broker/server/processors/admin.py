@@ -49,6 +49,7 @@ from broker.server.processors.common import (
     success,
     wait_dispatched,
 )
+from broker.server.processors.request_headers import request_header
 from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
@@ -142,30 +143,30 @@ class AdminBrokerProcessor:
     # -- queue offsets and times -----------------------------------------------------------------------------------
 
     async def get_max_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = TopicQueueHeader.from_ext(request.ext_fields)
+        h = request_header(request, TopicQueueHeader)
         await wait_dispatched(self.store)
         offset = queue_value(lambda: self.store.max_offset_in_queue(h.topic, h.queue_id), 0)
         return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
 
     async def get_min_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = TopicQueueHeader.from_ext(request.ext_fields)
+        h = request_header(request, TopicQueueHeader)
         offset = queue_value(lambda: self.store.min_offset_in_queue(h.topic, h.queue_id), 0)
         return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
 
     async def search_offset_by_timestamp(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The first offset stored at or after ``timestamp`` (BoundaryType.LOWER; UPPER is answered the same)."""
-        h = SearchOffsetRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, SearchOffsetRequestHeader)
         offset = queue_value(lambda: self.store.offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp), 0)
         return success(request, ext_fields=OffsetResponseHeader(offset).to_ext())
 
     async def get_earliest_msg_storetime(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = TopicQueueHeader.from_ext(request.ext_fields)
+        h = request_header(request, TopicQueueHeader)
         timestamp = queue_value(lambda: self.store.earliest_message_time(h.topic, h.queue_id), -1)
         return success(request, ext_fields=TimestampResponseHeader(timestamp).to_ext())
 
     async def query_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """mqadmin queryCq: ConsumeQueue units from ``index`` (QueryConsumeQueueResponseBody)."""
-        h = QueryConsumeQueueRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, QueryConsumeQueueRequestHeader)
         try:
             cq = self.store.get_consume_queue(h.topic, h.queue_id)
         except IllegalName:
@@ -306,7 +307,7 @@ class AdminBrokerProcessor:
     async def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """One BrokerStatsManager item over its last minute, hour and day (``mqadmin statsAll``); an item nothing
         has added to yet, or a stats name rmq does not keep, does not exist (Java's answer)."""
-        h = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, ViewBrokerStatsDataRequestHeader)
         data = self.stats_manager.stats_data(h.stats_name, h.stats_key)
         if data is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,

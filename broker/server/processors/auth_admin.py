@@ -29,6 +29,7 @@ from broker.remoting.headers import (
 )
 from broker.remoting.signing import ACCESS_KEY
 from broker.server.processors.common import Handler, decode_body, guarded, json_body
+from broker.server.processors.request_headers import request_header
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class AuthAdminProcessor:
     def _user_change(self, metadata: AuthMetadataManager, request: RemotingCommand,
                      verb: str) -> tuple[User | None, RemotingCommand | None]:
         """The user a create or update carries, or the answer refusing it."""
-        username = UserRequestHeader.from_ext(request.ext_fields).username
+        username = request_header(request, UserRequestHeader).username
         if not username:
             return None, create_response(request, ResponseCode.INVALID_PARAMETER, "The username is blank")
         user = User.from_info(decode_body(request), username)
@@ -102,7 +103,7 @@ class AuthAdminProcessor:
         return _answer(request)
 
     def _delete_user(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        username = UserRequestHeader.from_ext(request.ext_fields).username or ""
+        username = request_header(request, UserRequestHeader).username or ""
         old = metadata.get_user(username)
         if old is not None:  # deleting nobody succeeds
             if old.user_type is UserType.SUPER and not _caller_is_super(metadata, request):
@@ -112,14 +113,14 @@ class AuthAdminProcessor:
         return _answer(request)
 
     def _get_user(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        username = UserRequestHeader.from_ext(request.ext_fields).username
+        username = request_header(request, UserRequestHeader).username
         if not username or not username.strip():
             return create_response(request, ResponseCode.INVALID_PARAMETER, "The username is blank")
         user = metadata.get_user(username)
         return _answer(request, None if user is None else user.to_info())
 
     def _list_users(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        users = metadata.list_users(ListUsersRequestHeader.from_ext(request.ext_fields).filter)
+        users = metadata.list_users(request_header(request, ListUsersRequestHeader).filter)
         return _answer(request, [u.to_info() for u in users] or None)
 
     # -- ACLs ---------------------------------------------------------------------------------------------------------
@@ -129,21 +130,21 @@ class AuthAdminProcessor:
         body = decode_body(request) if request.body else None
         if not isinstance(body, dict) or not body.get("policies"):
             return create_response(request, ResponseCode.SYSTEM_ERROR, "The body of acl is null")
-        metadata.create_acl(Acl.from_info(body, AclRequestHeader.from_ext(request.ext_fields).subject))
+        metadata.create_acl(Acl.from_info(body, request_header(request, AclRequestHeader).subject))
         return _answer(request)
 
     def _delete_acl(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        header = DeleteAclRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, DeleteAclRequestHeader)
         metadata.delete_acl(subject_username(header.subject), PolicyType.by_label(header.policy_type),
                             Resource.parse(header.resource))
         return _answer(request)
 
     def _get_acl(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        acl = metadata.get_acl(subject_username(AclRequestHeader.from_ext(request.ext_fields).subject))
+        acl = metadata.get_acl(subject_username(request_header(request, AclRequestHeader).subject))
         return _answer(request, None if acl is None else acl.to_info())
 
     def _list_acls(self, metadata: AuthMetadataManager, request: RemotingCommand) -> RemotingCommand:
-        header = ListAclsRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, ListAclsRequestHeader)
         acls = metadata.list_acls(header.subject_filter, header.resource_filter)
         return _answer(request, [a.to_info() for a in acls] or None)
 

@@ -51,6 +51,7 @@ from broker.server.processors.common import (
     json_body,
     success,
 )
+from broker.server.processors.request_headers import request_header
 
 if TYPE_CHECKING:
     from broker.remoting.server import RemotingServer
@@ -234,7 +235,7 @@ class ClientManageProcessor:
     # -- UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG --------------------------------------------------------------
 
     async def unregister_client(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, UnregisterClientRequestHeader)
         if header.producer_group is not None:
             self.producer_manager.unregister_producer(header.producer_group, conn)
         if header.consumer_group is not None:
@@ -269,7 +270,7 @@ class ClientManageProcessor:
 
     async def get_consumer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
-        group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
+        group = request_header(request, ConsumerGroupHeader).consumer_group
         info = self.consumer_manager.get(group)
         if info is None:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
@@ -279,7 +280,7 @@ class ClientManageProcessor:
 
     async def get_producer_connection_list(self, conn: RemotingConnection,
                                            request: RemotingCommand) -> RemotingCommand:
-        group = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields).producer_group
+        group = request_header(request, GetProducerConnectionListRequestHeader).producer_group
         channels = self.producer_manager.groups.get(group)
         if channels is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
@@ -297,13 +298,13 @@ class ClientManageProcessor:
     # -- requests passed on to a client --------------------------------------------------------------------------
 
     async def get_consumer_running_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, GetConsumerRunningInfoRequestHeader)
         return await self._call_consumer(request, header.consumer_group, header.client_id, request.ext_fields,
                                          request.body)
 
     async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The message (by its offsetMsgId) goes to the client with the request, as Java sends it."""
-        header = ConsumeMessageDirectlyResultRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, ConsumeMessageDirectlyResultRequestHeader)
         header.broker_name = self.broker_config.broker_name
         topic_config = self.topic_config_manager.select_topic_config(header.topic or "")
         if topic_config is not None:
@@ -348,7 +349,7 @@ class ClientManageProcessor:
 
     async def get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Broker2Client.getConsumeStatus: ask each client (or the one at ``clientAddr``) for its queue offsets."""
-        header = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, GetConsumerStatusRequestHeader)
         info = self.consumer_manager.get(header.group)
         if info is None or not info.channels:
             return create_response(request, ResponseCode.SYSTEM_ERROR,

@@ -50,6 +50,7 @@ from broker.server.processors.common import (
     queue_value,
     success,
 )
+from broker.server.processors.request_headers import request_header
 from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ class ConsumerManageProcessor:
     # -- ConsumerManageProcessor -----------------------------------------------------------------------------------
 
     async def get_consumer_list_by_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
+        group = request_header(request, ConsumerGroupHeader).consumer_group
         info = self.consumer_manager.get(group)
         if info is not None and info.channels:
             return success(request, json_body({"consumerIdList": info.client_ids()}))
@@ -156,7 +157,7 @@ class ConsumerManageProcessor:
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
 
     async def update_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, UpdateConsumerOffsetRequestHeader)
         group, topic = header.consumer_group, header.topic
         if not self.subscription_group_manager.contains_subscription_group(group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
@@ -171,7 +172,7 @@ class ConsumerManageProcessor:
         return success(request)
 
     async def query_consumer_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, QueryConsumerOffsetRequestHeader)
         topic, queue_id = header.topic, header.queue_id
         offset = self.consumer_offset_manager.query_offset(header.consumer_group, topic, queue_id)
         if offset >= 0:
@@ -190,8 +191,8 @@ class ConsumerManageProcessor:
     # -- consume statistics ----------------------------------------------------------------------------------------
 
     async def get_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
-        topic_list = ConsumeStatsTopicListHeader.from_ext(request.ext_fields).topic_list
+        header = request_header(request, GetConsumeStatsRequestHeader)
+        topic_list = request_header(request, ConsumeStatsTopicListHeader).topic_list
         group = header.consumer_group
         table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in sorted(self._topics_for_consume_stats(group, header.topic, topic_list)):
@@ -223,7 +224,7 @@ class ConsumerManageProcessor:
 
     async def get_broker_consume_stats(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): ConsumeStatsList over every group."""
-        only_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
+        only_order = request_header(request, GetConsumeStatsInBrokerHeader).is_order
         groups, total_diff = [], 0
         for group in self.subscription_group_manager.subscription_group_table:
             stats_list = []
@@ -246,7 +247,7 @@ class ConsumerManageProcessor:
         return success(request, json_body(self.consumer_offset_manager.to_json()))
 
     async def query_consume_time_span(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = QueryConsumeTimeSpanRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, QueryConsumeTimeSpanRequestHeader)
         config = self.topic_config_manager.select_topic_config(header.topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
@@ -277,19 +278,19 @@ class ConsumerManageProcessor:
     # -- who consumes what -----------------------------------------------------------------------------------------
 
     async def query_topic_consume_by_who(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        topic = TopicHeader.from_ext(request.ext_fields).topic
+        topic = request_header(request, TopicHeader).topic
         groups = self.consumer_manager.query_topic_consume_by_who(topic)
         groups |= self.consumer_offset_manager.which_group_by_topic(topic)
         return success(request, json_body({"groupList": sorted(groups)}))
 
     async def query_topics_by_consumer(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        group = GroupHeader.from_ext(request.ext_fields).group
+        group = request_header(request, GroupHeader).group
         topics = self.consumer_offset_manager.which_topic_by_consumer(group)
         return success(request, json_body({"brokerAddr": self.broker_addr, "topicList": sorted(topics)}))
 
     async def query_subscription_by_consumer(self, conn: RemotingConnection,
                                              request: RemotingCommand) -> RemotingCommand:
-        header = QuerySubscriptionByConsumerRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, QuerySubscriptionByConsumerRequestHeader)
         sub = (self.consumer_manager.find_subscription_data(header.group, header.topic)
                if header.topic is not None else None)
         body = {"group": header.group, "subscriptionData": sub.to_json() if sub else None, "topic": header.topic}
@@ -298,7 +299,7 @@ class ConsumerManageProcessor:
     # -- offsets changed by an administrator -----------------------------------------------------------------------
 
     async def reset_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, ResetOffsetRequestHeader)
         log.info("[reset-offset] reset offset started by %s: topic=%s group=%s timestamp=%d force=%s",
                  conn.remote_address, header.topic, header.group, header.timestamp, header.is_force)
         if self.broker_config.use_server_side_reset_offset:
@@ -387,7 +388,7 @@ class ConsumerManageProcessor:
         return None
 
     async def clone_group_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        header = CloneGroupOffsetRequestHeader.from_ext(request.ext_fields)
+        header = request_header(request, CloneGroupOffsetRequestHeader)
         offsets = self.consumer_offset_manager
         topics = {header.topic} if header.topic and header.topic.strip() else \
             offsets.which_topic_by_consumer(header.src_group)
@@ -405,7 +406,7 @@ class ConsumerManageProcessor:
     async def query_correction_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The lowest committed offset per queue over all groups but ``filterGroups``; MAX when the compare group
         is behind it (ConsumerOffsetManager.queryMinOffsetInAllGroup)."""
-        header = QueryCorrectionOffsetHeader.from_ext(request.ext_fields)
+        header = request_header(request, QueryCorrectionOffsetHeader)
         filtered = {g.strip() for g in (header.filter_groups or "").split(",") if g.strip()}
         correction: dict[int, int] = {}
         for key, queues in self.consumer_offset_manager.offset_table.items():

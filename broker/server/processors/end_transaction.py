@@ -28,6 +28,7 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
 from broker.server.processors.common import Handler, bad_header_response, put_failure
+from broker.server.processors.request_headers import request_header
 from broker.server.transaction import bridge
 from broker.server.transaction.state import EndStatus
 from broker.store.config import BrokerRole
@@ -46,7 +47,7 @@ NOT_FOUND_REMARK = "Find prepared transaction message failed"
 
 def parse_end_transaction_header(request: RemotingCommand) -> EndTransactionRequestHeader:
     """decodeCommandCustomHeader with EndTransactionRequestHeader.checkFields."""
-    header = EndTransactionRequestHeader.from_ext(request.ext_fields)
+    header = request_header(request, EndTransactionRequestHeader)
     if header.commit_or_rollback not in END_TYPES:
         raise HeaderError("commitOrRollback field wrong")
     return header

@@ -36,6 +36,7 @@ from broker.remoting.exchange import not_supported_response
 from broker.remoting.headers import EndTransactionBatchRequestHeader, EndTransactionBatchResponseHeader, HeaderError
 from broker.remoting.transaction_batch import TransactionHandle, decode_end_batch_body
 from broker.server.processors.common import Handler, bad_header_response, is_slave, put_failure
+from broker.server.processors.request_headers import request_header
 from broker.server.transaction import bridge
 from broker.server.transaction.state import EndStatus, Ready
 
@@ -113,7 +114,7 @@ class EndTransactionBatchProcessor:
             log.warning("Message store is slave mode, so end transaction is forbidden. ")
             return create_response(request, ResponseCode.SLAVE_NOT_AVAILABLE)
         try:
-            header = EndTransactionBatchRequestHeader.from_ext(request.ext_fields)
+            header = request_header(request, EndTransactionBatchRequestHeader)
         except HeaderError as err:
             return bad_header_response(request, err)
         try:

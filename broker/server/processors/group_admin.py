@@ -27,6 +27,7 @@ from broker.remoting.headers import (
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.metadata.attributes import GROUP_ATTRIBUTES, alter_attributes
 from broker.server.processors.common import INDEX_PERM_READ, Handler, decode_body, guarded, json_body, success
+from broker.server.processors.request_headers import request_header
 
 if TYPE_CHECKING:
     from broker.server.metadata.groups import SubscriptionGroupManager
@@ -98,7 +99,7 @@ class GroupAdminProcessor:
         return success(request, json_body(wrapper), header.to_ext())
 
     async def get_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        group = GroupHeader.from_ext(request.ext_fields).group
+        group = request_header(request, GroupHeader).group
         manager = self.subscription_group_manager
         config = manager.select_subscription_group_config(group) or \
             await asyncio.to_thread(manager.find_subscription_group_config, group)
@@ -107,7 +108,7 @@ class GroupAdminProcessor:
         return success(request, json_body(config.to_json()))
 
     async def delete_subscription_group(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, DeleteSubscriptionGroupRequestHeader)
         log.info("delete subscription group %s, requested by %s", h.group_name, conn.remote_address)
         await self._delete_groups([h.group_name], h.clean_offset)
         return success(request)
@@ -131,7 +132,7 @@ class GroupAdminProcessor:
 
     async def update_and_get_group_forbidden(self, conn: RemotingConnection,
                                              request: RemotingCommand) -> RemotingCommand:
-        h = UpdateGroupForbiddenRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, UpdateGroupForbiddenRequestHeader)
         manager = self.subscription_group_manager
         if h.readable is not None:
             change = manager.clear_forbidden if h.readable else manager.set_forbidden

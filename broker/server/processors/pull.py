@@ -64,6 +64,7 @@ from broker.server.processors.common import (
     is_slave,
     suggest_todo,
 )
+from broker.server.processors.request_headers import request_header
 from broker.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ class PullMessageProcessor:
                         suspendable: bool) -> RemotingCommand | None:
         """The response, or None when the request is held (``suspendable``: the first run, not a wake-up)."""
         try:
-            header = PullMessageRequestHeader.from_ext(request.ext_fields)
+            header = request_header(request, PullMessageRequestHeader)
         except HeaderError as err:
             return bad_header_response(request, err)
         refusal, group_config, topic_config = self._check(conn, request, header)

@@ -27,6 +27,7 @@ from broker.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from broker.server.processors.common import Handler, guarded, success
+from broker.server.processors.request_headers import request_header
 
 if TYPE_CHECKING:
     from broker.store.message_store import MessageStore
@@ -52,8 +53,8 @@ class QueryMessageProcessor:
                 RequestCode.VIEW_MESSAGE_BY_ID: guarded(self.view_message_by_id)}
 
     async def query_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = QueryMessageRequestHeader.from_ext(request.ext_fields)
-        unique = UniqueKeyQueryHeader.from_ext(request.ext_fields).unique_key_query
+        h = request_header(request, QueryMessageRequestHeader)
+        unique = request_header(request, UniqueKeyQueryHeader).unique_key_query
         max_num = DEFAULT_QUERY_MAX_NUM if unique else h.max_num
         result = await asyncio.to_thread(self.store.query_message, h.topic, h.key, max_num, h.begin_timestamp,
                                          h.end_timestamp)
@@ -66,7 +67,7 @@ class QueryMessageProcessor:
 
     async def view_message_by_id(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """The record at a physical offset (the offsetMsgId's); with ``topic``, only a message of that topic."""
-        h = ViewMessageRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, ViewMessageRequestHeader)
         try:
             record = self.store.lookup_message(h.offset) if h.offset >= 0 else None
         except CorruptRecord:

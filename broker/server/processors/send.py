@@ -62,6 +62,7 @@ from broker.server.processors.common import (
     sends_rejected,
     suggest_todo,
 )
+from broker.server.processors.request_headers import request_header
 from broker.server.transaction.batch import (  # transactional batches
     HalfBatchOrigin,
     half_batch_messages,
@@ -99,9 +100,7 @@ BATCH_TOO_BIG_REMARK = ("java.lang.RuntimeException: message body size exceeded,
 
 def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     """SendMessageRequestHeader.parseRequestHeader: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE use one-letter names."""
-    if request.code == RequestCode.SEND_MESSAGE:
-        return SendMessageRequestHeader.from_ext(request.ext_fields)
-    return SendMessageRequestHeader.from_ext(request.ext_fields, SendMessageRequestHeader.V2_WIRE)
+    return request_header(request, SendMessageRequestHeader)
 
 
 def random_queue_id(write_queue_nums: int) -> int:

@@ -47,6 +47,7 @@ from broker.server.processors.common import (
     sends_rejected,
     suggest_todo,
 )
+from broker.server.processors.request_headers import request_header
 from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageStatus
 
@@ -87,7 +88,7 @@ class SendMessageBackProcessor:
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         try:
-            header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+            header = request_header(request, ConsumerSendMsgBackRequestHeader)
         except HeaderError as err:
             return bad_header_response(request, err)
         bc = self.broker_config

@@ -28,6 +28,7 @@ from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import CreateTopicRequestHeader, GetAllTopicConfigResponseHeader, TopicHeader
 from broker.server.metadata.attributes import TOPIC_ATTRIBUTES, alter_attributes
 from broker.server.processors.common import Handler, decode_body, guarded, json_body, success, wait_dispatched
+from broker.server.processors.request_headers import request_header
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -84,7 +85,7 @@ class TopicAdminProcessor:
         return dataclasses.replace(config, attributes=attributes)
 
     async def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        h = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        h = request_header(request, CreateTopicRequestHeader)
         log.info("update or create topic %s, requested by %s", h.topic, conn.remote_address)
         refusal = self._refuse_topic_name(request, h.topic)
         if refusal is not None:
@@ -128,7 +129,7 @@ class TopicAdminProcessor:
         return success(request)
 
     async def delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        topic = TopicHeader.from_ext(request.ext_fields).topic
+        topic = request_header(request, TopicHeader).topic
         log.info("delete topic %s, requested by %s", topic, conn.remote_address)
         return await self._delete_topics(request, [topic])
 
@@ -171,7 +172,7 @@ class TopicAdminProcessor:
         return success(request, json_body(dict(sorted(body.items()))), header.to_ext())
 
     async def get_topic_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        topic = TopicHeader.from_ext(request.ext_fields).topic
+        topic = request_header(request, TopicHeader).topic
         config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
@@ -180,7 +181,7 @@ class TopicAdminProcessor:
     async def get_topic_stats_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """TopicStatsTable: MessageQueue -> TopicOffset over max(read, write) queues (topicPutTps: rmq keeps no
         per-topic put statistics)."""
-        topic = TopicHeader.from_ext(request.ext_fields).topic
+        topic = request_header(request, TopicHeader).topic
         config = self.topic_config_manager.select_topic_config(topic)
         if config is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")

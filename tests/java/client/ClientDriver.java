@@ -117,6 +117,7 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.CommunicationMode;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
@@ -217,7 +218,7 @@ public final class ClientDriver {
                 Admin.consumerProgress(args);
                 break;
             case "acl-calls":
-                AclCalls.run(args);
+                AclCalls.run(args, rpcHook(args), instanceName(args, "acl"), new AclHeaders());
                 break;
             case "send-raw":
                 RawSend.run(args);
@@ -1126,65 +1127,37 @@ public final class ClientDriver {
 
     // ---------------------------------------------------------------- ACL outcomes
 
-    /**
-     * acl-calls: one send, pull, offset commit (UPDATE_CONSUMER_OFFSET) and topic creation (an admin call) by one
-     * client signed with --access-key/--secret-key, each printed as DriverMain.outcome reports it, so a test can put
-     * what two brokers with the same ACL answer the official client side by side. The send goes through the
-     * producer (its own headers and hook); the others through its MQClientAPIImpl to the first master.
-     */
-    static final class AclCalls {
-        static void run(Args args) throws Exception {
-            String topic = args.require("topic");
-            String group = args.require("group");
-            String adminTopic = args.get("admin-topic", topic);
-            long timeout = args.getLong("timeout-ms", 10_000);
-            DefaultMQProducer producer = new DefaultMQProducer(group, rpcHook(args));
-            producer.setNamesrvAddr(args.require("namesrv"));
-            producer.setInstanceName(instanceName(args, "acl"));
-            producer.setClientIP("127.0.0.1");
-            producer.setSendMsgTimeout((int) timeout);
-            producer.start();
-            try {
-                var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-                BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
-                String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
-                MessageQueue mq = new MessageQueue(topic, broker.getBrokerName(), 0);
-                Message msg = new Message(topic, DriverMain.body("acl", 0, 16));
-                emit(DriverMain.outcome("send", () -> producer.send(msg, mq, timeout).getSendStatus().name()));
-                PullMessageRequestHeader pull = new PullMessageRequestHeader();
-                pull.setConsumerGroup(group);
-                pull.setTopic(topic);
-                pull.setQueueId(0);
-                pull.setQueueOffset(0L);
-                pull.setMaxMsgNums(1);
-                // the subscription comes along; suspended until the send above is in the queue (a broker
-                // dispatches it to the ConsumeQueue after it answered the send)
-                pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
-                pull.setCommitOffset(0L);
-                pull.setSuspendTimeoutMillis(timeout / 2);
-                pull.setSubscription("*");
-                pull.setSubVersion(0L);
-                pull.setExpressionType("TAG");
-                emit(DriverMain.outcome("pull",
-                    () -> api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name()));
-                UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
-                commit.setConsumerGroup(group);
-                commit.setTopic(topic);
-                commit.setQueueId(0);
-                commit.setCommitOffset(1L);
-                emit(DriverMain.outcome("commit", () -> {
-                    api.updateConsumerOffset(addr, commit, timeout);
-                    return null;
-                }));
-                TopicConfig config = new TopicConfig(adminTopic, 1, 1, PermName.PERM_READ | PermName.PERM_WRITE);
-                emit(DriverMain.outcome("admin", () -> {
-                    api.createTopic(addr, "TBW102", config, timeout);
-                    return null;
-                }));
-            } finally {
-                close(producer::shutdown);
-            }
-            emit(summary("acl-calls"));
+    /** acl-calls (tests/java/common/AclCalls) with this client's request headers (5.x's remoting.protocol.header). */
+    static final class AclHeaders implements AclCalls.Headers {
+        @Override
+        public String pull(MQClientAPIImpl api, String addr, String group, String topic, long timeout)
+            throws Exception {
+            PullMessageRequestHeader pull = new PullMessageRequestHeader();
+            pull.setConsumerGroup(group);
+            pull.setTopic(topic);
+            pull.setQueueId(0);
+            pull.setQueueOffset(0L);
+            pull.setMaxMsgNums(1);
+            // the subscription comes along; suspended until the send before it is in the queue (a broker
+            // dispatches it to the ConsumeQueue after it answered the send)
+            pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
+            pull.setCommitOffset(0L);
+            pull.setSuspendTimeoutMillis(timeout / 2);
+            pull.setSubscription("*");
+            pull.setSubVersion(0L);
+            pull.setExpressionType("TAG");
+            return api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name();
+        }
+
+        @Override
+        public void commit(MQClientAPIImpl api, String addr, String group, String topic, long timeout)
+            throws Exception {
+            UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
+            commit.setConsumerGroup(group);
+            commit.setTopic(topic);
+            commit.setQueueId(0);
+            commit.setCommitOffset(1L);
+            api.updateConsumerOffset(addr, commit, timeout);
         }
     }
 

@@ -16,7 +16,8 @@
  *
  * Global flags as in ClientDriver: --serialize JSON|ROCKETMQ, --smart-msg true|false, --log-root DIR. Message bodies
  * are ClientDriver's (tests/apache/client.py driver_body()). What is word for word the same in both drivers (the
- * command line, script mode, error records, bodies, client shutdown) lives in tests/java/common, compiled into both.
+ * command line, script mode, error records, bodies, client shutdown, acl-calls but for its request headers) lives in
+ * tests/java/common, compiled into both.
  */
 
 import com.alibaba.fastjson.JSON;
@@ -40,12 +41,10 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.CommunicationMode;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
-import org.apache.rocketmq.common.MixAll;
-import org.apache.rocketmq.common.TopicConfig;
-import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageClientExt;
@@ -55,7 +54,6 @@ import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.common.sysflag.PullSysFlag;
 import org.apache.rocketmq.common.protocol.header.UpdateConsumerOffsetRequestHeader;
-import org.apache.rocketmq.common.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.RPCHook;
 
 public final class ClientDriver49 {
@@ -104,7 +102,7 @@ public final class ClientDriver49 {
                 ConsumePush.run(args);
                 break;
             case "acl-calls":
-                AclCalls.run(args);
+                AclCalls.run(args, rpcHook(args), instanceName(args, "acl"), new AclHeaders());
                 break;
             default:
                 throw new IllegalArgumentException("unknown command " + args.command);
@@ -481,65 +479,37 @@ public final class ClientDriver49 {
 
     // ---------------------------------------------------------------- ACL outcomes
 
-    /**
-     * acl-calls: one send, pull, offset commit (UPDATE_CONSUMER_OFFSET) and topic creation (an admin call) by one
-     * client signed with --access-key/--secret-key, each printed as DriverMain.outcome reports it, so a test can put
-     * what two brokers with the same ACL answer the official client side by side. The send goes through the
-     * producer (its own headers and hook); the others through its MQClientAPIImpl to the first master.
-     */
-    static final class AclCalls {
-        static void run(Args args) throws Exception {
-            String topic = args.require("topic");
-            String group = args.require("group");
-            String adminTopic = args.get("admin-topic", topic);
-            long timeout = args.getLong("timeout-ms", 10_000);
-            DefaultMQProducer producer = new DefaultMQProducer(group, rpcHook(args));
-            producer.setNamesrvAddr(args.require("namesrv"));
-            producer.setInstanceName(instanceName(args, "acl"));
-            producer.setClientIP("127.0.0.1");
-            producer.setSendMsgTimeout((int) timeout);
-            producer.start();
-            try {
-                var api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-                BrokerData broker = api.getBrokerClusterInfo(timeout).getBrokerAddrTable().values().iterator().next();
-                String addr = broker.getBrokerAddrs().get(MixAll.MASTER_ID);
-                MessageQueue mq = new MessageQueue(topic, broker.getBrokerName(), 0);
-                Message msg = new Message(topic, DriverMain.body("acl", 0, 16));
-                emit(DriverMain.outcome("send", () -> producer.send(msg, mq, timeout).getSendStatus().name()));
-                PullMessageRequestHeader pull = new PullMessageRequestHeader();
-                pull.setConsumerGroup(group);
-                pull.setTopic(topic);
-                pull.setQueueId(0);
-                pull.setQueueOffset(0L);
-                pull.setMaxMsgNums(1);
-                // the subscription comes along; suspended until the send above is in the queue (a broker
-                // dispatches it to the ConsumeQueue after it answered the send)
-                pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
-                pull.setCommitOffset(0L);
-                pull.setSuspendTimeoutMillis(timeout / 2);
-                pull.setSubscription("*");
-                pull.setSubVersion(0L);
-                pull.setExpressionType("TAG");
-                emit(DriverMain.outcome("pull",
-                    () -> api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name()));
-                UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
-                commit.setConsumerGroup(group);
-                commit.setTopic(topic);
-                commit.setQueueId(0);
-                commit.setCommitOffset(1L);
-                emit(DriverMain.outcome("commit", () -> {
-                    api.updateConsumerOffset(addr, commit, timeout);
-                    return null;
-                }));
-                TopicConfig config = new TopicConfig(adminTopic, 1, 1, PermName.PERM_READ | PermName.PERM_WRITE);
-                emit(DriverMain.outcome("admin", () -> {
-                    api.createTopic(addr, "TBW102", config, timeout);
-                    return null;
-                }));
-            } finally {
-                close(producer::shutdown);
-            }
-            emit(summary("acl-calls"));
+    /** acl-calls (tests/java/common/AclCalls) with this client's request headers (4.9's common.protocol.header). */
+    static final class AclHeaders implements AclCalls.Headers {
+        @Override
+        public String pull(MQClientAPIImpl api, String addr, String group, String topic, long timeout)
+            throws Exception {
+            PullMessageRequestHeader pull = new PullMessageRequestHeader();
+            pull.setConsumerGroup(group);
+            pull.setTopic(topic);
+            pull.setQueueId(0);
+            pull.setQueueOffset(0L);
+            pull.setMaxMsgNums(1);
+            // the subscription comes along; suspended until the send before it is in the queue (a broker
+            // dispatches it to the ConsumeQueue after it answered the send)
+            pull.setSysFlag(PullSysFlag.buildSysFlag(false, true, true, false));
+            pull.setCommitOffset(0L);
+            pull.setSuspendTimeoutMillis(timeout / 2);
+            pull.setSubscription("*");
+            pull.setSubVersion(0L);
+            pull.setExpressionType("TAG");
+            return api.pullMessage(addr, pull, timeout, CommunicationMode.SYNC, null).getPullStatus().name();
+        }
+
+        @Override
+        public void commit(MQClientAPIImpl api, String addr, String group, String topic, long timeout)
+            throws Exception {
+            UpdateConsumerOffsetRequestHeader commit = new UpdateConsumerOffsetRequestHeader();
+            commit.setConsumerGroup(group);
+            commit.setTopic(topic);
+            commit.setQueueId(0);
+            commit.setCommitOffset(1L);
+            api.updateConsumerOffset(addr, commit, timeout);
         }
     }
 }

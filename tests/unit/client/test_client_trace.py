@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from broker.client.blocking_trace import BlockingTraceDispatcher
 from broker.client.message import Message, MessageQueue, SendResult, SendStatus
 from broker.client.trace import (
     ConsumeReturnType,
@@ -109,11 +110,16 @@ def _result(*, trace_on: bool = True) -> SendResult:
     return SendResult(SendStatus.SEND_OK, "UNIQ", "OFFSET", MessageQueue("T", "broker-a", 0), 7, None, "R", trace_on)
 
 
-def test_a_full_queue_drops_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
-    dispatcher = _dispatcher(capacity=2)
+@pytest.mark.parametrize("kind", [AsyncTraceDispatcher, BlockingTraceDispatcher])
+def test_a_full_queue_drops_with_a_log_line(kind: type[AsyncTraceDispatcher | BlockingTraceDispatcher],
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Both dispatchers (not started): a full batch wakes the worker, a full queue drops and counts, Apache's line."""
+    dispatcher = kind("PG", TraceDispatcherType.PRODUCE, None, "127.0.0.1:9876", batch_num=2, queue_capacity=2)
     contexts = [TraceContext(TraceType.Pub, beans=[TraceBean()]) for _ in range(3)]
-    with caplog.at_level(logging.INFO, logger="broker.client.trace_dispatcher"):
-        assert [dispatcher.append(c) for c in contexts] == [True, True, False]
+    with caplog.at_level(logging.INFO, logger="broker.client.trace_hooks"):
+        assert dispatcher.append(contexts[0]) and not dispatcher._wakeup.is_set()
+        assert dispatcher.append(contexts[1]) and dispatcher._wakeup.is_set()
+        assert not dispatcher.append(contexts[2])
     assert dispatcher.discard_count == 1
     assert "buffer full1" in caplog.text
 

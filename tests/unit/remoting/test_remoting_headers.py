@@ -19,6 +19,7 @@ from broker.remoting.headers import (
     base,
     message,
     namesrv,
+    route,
 )
 
 
@@ -51,7 +52,7 @@ def test_required_fields_are_javas_cfnotnull() -> None:
         PullMessageRequestHeader.from_ext({"topic": "T"})
 
 
-HEADER_CLASSES = sorted({cls for module in (admin, base, message, namesrv) for cls in vars(module).values()
+HEADER_CLASSES = sorted({cls for module in (admin, base, message, namesrv, route) for cls in vars(module).values()
                          if isinstance(cls, type) and dataclasses.is_dataclass(cls) and issubclass(cls, headers.Header)
                          and cls.__module__ == module.__name__}, key=lambda cls: cls.__qualname__)
 WIRES = [(cls, None) for cls in HEADER_CLASSES] + [(SendMessageRequestHeader, SendMessageRequestHeader.V2_WIRE)]
