@@ -28,6 +28,7 @@ from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_G
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.heartbeat import build_subscription_data
+from connector.access import access_denied, is_refusal, read_need
 from connector.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from connector.replicas import DownList, broker_addrs, is_master, read_addresses
 
@@ -214,14 +215,23 @@ class OffsetOracle:
                     error = err
                     continue
                 except (MQBrokerError, MQClientError) as err:
-                    raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue "
-                                         f"{mq.queue_id} from {addr}: {err}") from err
+                    raise self._failed(what, mq, addr, err) from err
                 self._down.clear(addr)
                 self._answered(mq.broker_name, is_master(copies, addr), addr)
                 return answer
         raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue {mq.queue_id}: "
                              f"no copy of the broker answered ({', '.join(sorted(tried)) or 'none routed'}): "
                              f"{error}") from error
+
+    def _failed(self, what: str, mq: MessageQueue, addr: str, err: MQBrokerError | MQClientError) -> ConnectorError:
+        """A broker's error answer as the query's error: a refusal of its access control names what reading needs
+        (connector/access.py), anything else what was asked."""
+        if is_refusal(err):
+            assert isinstance(err, MQBrokerError)
+            need = read_need(self.opts.topics, self.opts.topic_pattern, self.opts.consumer_group)
+            return access_denied(need, err, self.opts.credentials)
+        return ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue {mq.queue_id} "
+                              f"from {addr}: {err}")
 
     def _answered(self, broker_name: str, master: bool, addr: str) -> None:
         was = broker_name in self.on_slave
@@ -278,8 +288,7 @@ class OffsetOracle:
                 again.append(mq)
                 continue
             except (MQBrokerError, MQClientError) as err:
-                raise ConnectorError(f"cannot get the {what} of {mq.topic} broker {mq.broker_name} queue "
-                                     f"{mq.queue_id} from {addr}: {err}") from err
+                raise self._failed(what, mq, addr, err) from err
             self._down.clear(addr)
             self._answered(mq.broker_name, master, addr)
         for mq in again:

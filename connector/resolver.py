@@ -6,6 +6,8 @@ transactionCheckInterval), possibly while no driver runs at all. The resolver he
 group ``RMQ_SINK_<sinkId>``, so the broker sends it those checks; it answers COMMIT for the winners of a decided batch,
 ROLLBACK for losers (and for aborted batch jobs, and streaming batches older than a decided one), UNKNOWN while a
 batch is undecided (connector/decisions.py ``DecisionState.resolve``; the process: connector/resolver_service.py).
+With ``--trace-topic`` (the sink's ``enableMsgTrace``) each answer is traced as a Java producer traces its answers
+to checks: an EndTransaction record with fromTransactionCheck true, sent to that topic with the sink's keys.
 
 Two ways to run it:
 
@@ -31,6 +33,7 @@ Examples::
 
     python -m connector.resolver --namesrv 127.0.0.1:9876 --sink-id my_sink [--decision-topic RMQ_SINK_DECISIONS]
         [--idle-timeout-s 900] [--check-immunity-s 120] [--dir ~/.cache/rmq/sink] [--topic T ...]
+        [--trace-topic RMQ_SYS_TRACE_TOPIC]
     python -m connector.resolver --service --namesrv 127.0.0.1:9876 --all-sinks [--sink-id S ...]
         [--pid-file ~/.cache/rmq/sink/resolver.pid] [--log-dir DIR]
 """
@@ -109,6 +112,8 @@ def start_resolver(opts: SinkOptions, topics: list[str] | None = None) -> bool:
             "--check-immunity-s", str(opts.check_immunity_s), "--dir", str(directory)]
     for topic in topics or ():
         argv += ["--topic", topic]
+    if opts.trace_topic is not None:
+        argv += ["--trace-topic", opts.trace_topic]
     pid_file.write_text(STARTING)  # the resolver overwrites it with "<pid> ready"
     with log_file.open("ab") as out:
         # sh backgrounds the resolver and exits at once: the resolver is re-parented to init (no zombie in a
@@ -252,6 +257,8 @@ def _parser() -> argparse.ArgumentParser:
                              f"{DEFAULT_CHECK_IMMUNITY_S})")
     parser.add_argument("--dir", default=None, help=f"per-sink lock and pid files (default {DEFAULT_DIR})")
     parser.add_argument("--topic", action="append", default=[], help="a data topic whose brokers to heartbeat")
+    parser.add_argument("--trace-topic", default=None,
+                        help="trace each answer to a check (an EndTransaction record) to this topic")
     parser.add_argument("--service", action="store_true", help="run as a long-lived service (see above)")
     parser.add_argument("--pid-file", default=None, help=f"with --service (default <dir>/{SERVICE_PID_FILE})")
     parser.add_argument("--log-dir", default=None,
@@ -290,7 +297,7 @@ def _spec(args: argparse.Namespace, parser: argparse.ArgumentParser, directory: 
     return ServiceSpec(namesrv=args.namesrv, decision_topic=args.decision_topic, directory=directory,
                        sink_ids=tuple(dict.fromkeys(args.sink_id)), all_sinks=args.all_sinks, idle_timeout_s=idle,
                        topics=tuple(args.topic), exclusive=not args.service, check_immunity_s=immunity,
-                       credentials=env_credentials())
+                       credentials=env_credentials(), trace_topic=args.trace_topic or None)
 
 
 def _log_to(handler: logging.Handler) -> None:

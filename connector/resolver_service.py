@@ -29,6 +29,7 @@ from typing import IO
 from broker.client.blocking import BlockingClient
 from broker.client.instance import ClientConfig, MQClientInstance
 from broker.client.message import MessageExt
+from broker.client.producer import ProducerConfig
 from broker.client.route import MASTER_ID, TopicPublishInfo
 from broker.client.transaction import TransactionProducer
 from broker.client.transaction_protocol import LocalTransactionState
@@ -130,6 +131,7 @@ class ServiceSpec:
     exclusive: bool = True  # a sink whose lock another resolver holds: exit (True) or serve it all the same
     check_immunity_s: float | None = None  # the sink's checkImmunitySeconds: exit once settled; None: a service
     credentials: SessionCredentials | None = None  # every request is signed with them (RMQ_ACCESS_KEY/SECRET_KEY)
+    trace_topic: str | None = None  # the sinks' enableMsgTrace: answers to checks traced there (EndTransaction)
 
 
 class ResolverService:
@@ -177,7 +179,10 @@ class ResolverService:
         immunity = self.spec.check_immunity_s
         settling = None if immunity is None else Settling(immunity_s=immunity, started=self._started)
         resolver = Resolver(self.spec.namesrv, sink_id, self.spec.decision_topic, settling, self.spec.credentials)
-        producer = TransactionProducer(f"RMQ_SINK_{sink_id}", listener=resolver, instance=self.instance)
+        # traced as Apache's producer traces its answers to checks: EndTransaction, fromTransactionCheck true
+        trace = (None if self.spec.trace_topic is None
+                 else ProducerConfig(enable_msg_trace=True, trace_topic=self.spec.trace_topic))
+        producer = TransactionProducer(f"RMQ_SINK_{sink_id}", listener=resolver, instance=self.instance, config=trace)
         for topic in [self.spec.decision_topic, *self.spec.topics]:  # their brokers are heartbeated: checks reach us
             producer.topic_publish_info.setdefault(topic, TopicPublishInfo())
         self.resolvers[sink_id] = resolver

@@ -73,6 +73,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker.common.errors import ConnectorError
+from connector.access import check_publish
 from connector.options import SinkOptions
 from connector.sink_commit import abort_batch, commit_batch
 from connector.sink_task import PlainCommit, TaskCommit, write_task
@@ -113,6 +114,8 @@ class RmqBatchWriter(DataSourceArrowWriter):
         self.opts = opts
         self.schema = schema
         self.batch = f"job-{uuid.uuid4().hex}"
+        if opts.topic is not None:  # before any task sends and before the resolver starts: a refusal ends it here
+            check_publish(opts, opts.topic)
         if opts.topic is not None and opts.exactly_once:  # the option overrides a topic column: every row goes there
             # the sink id is fresh per job by default: its resolver starts now, while the tasks run (commit waits)
             from connector.resolver import start_resolver

@@ -42,6 +42,7 @@ from broker.common.message_batch import encode_batch_item
 from broker.common.topic import is_writeable
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
+from connector.access import access_denied, is_refusal, write_need
 from connector.columns import user_properties
 from connector.options import SinkOptions
 from connector.replicas import broker_addrs, wait_for_master
@@ -374,6 +375,8 @@ class RowSender:
         try:
             result = protocol.parse_send_response(response, topic, broker_name, addr, request.uniqs)
         except MQBrokerError as err:
+            if is_refusal(err):
+                raise access_denied(write_need(topic), err, self.opts.credentials) from err
             raise ConnectorError(f"rmq sink: the {what} to {topic}@{broker_name}:{request.queue_id} was refused by "
                                  f"{addr}: {err}") from err
         return result.offset_msg_id, result.queue_offset

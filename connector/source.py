@@ -41,6 +41,7 @@ from broker.common.validation import DEFAULT_CONSUMER_GROUP
 from broker.remoting.command import RemotingCommand
 from broker.remoting.heartbeat import build_subscription_data
 from broker.remoting.signing import SessionCredentials
+from connector.access import access_denied, is_refusal, read_need
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
 from connector.replicas import broker_addrs, is_master, read_addresses
@@ -125,6 +126,9 @@ class _Puller:
         try:
             return protocol.parse_pull_response(response, self.addr)
         except MQBrokerError as err:
+            if is_refusal(err):
+                need = read_need((self.part.topic,), None, self.part.group)
+                raise access_denied(need, err, self.part.credentials) from err
             offset = request.ext_fields.get("queueOffset")
             raise ConnectorError(f"pulling {self.part.describe()} at offset {offset} from {self.addr} failed: "
                                  f"{err}") from err

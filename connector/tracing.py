@@ -8,8 +8,9 @@ when the option is on, so an untraced query loads none of it.
   are traced one by one, as if each had been sent alone, so every message's trace is found by its own id.
 - **Sink driver** (``trace_ends``): an EndTransaction record per half message it commits or rolls back, as
   EndTransactionTraceHookImpl writes for each END_TRANSACTION of a transaction producer (msgId and transactionId
-  the UNIQ_KEY, the state's name, fromTransactionCheck false). Halves the broker's check ends (the resolver) are
-  not traced.
+  the UNIQ_KEY, the state's name, fromTransactionCheck false). Halves the broker's check ends are traced by the
+  resolver that answers the check (connector/resolver_service.py: its producers run with enable_msg_trace, and
+  the client's check answer writes the EndTransaction with fromTransactionCheck true).
 - **Source tasks** (``traced_batches``): SubBefore when a batch is handed to Spark and SubAfter when Spark asks
   for the next (success, SUCCESS) or stops reading it (failed, EXCEPTION), one requestId per at most
   CONSUME_BATCH messages (a push consumer's pullBatchSize, which keeps each trace message's KEYS short); messages

@@ -140,7 +140,8 @@ class LitePullConsumer:
         await self.instance.start()
         if self.config.enable_msg_trace and self.trace_dispatcher is None:
             self.trace_dispatcher = await start_trace_dispatcher(
-                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr)
+                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr,
+                self.instance.remoting.credentials)
         self._started = True
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_millis / 1000
         for mq in self._assigned:

@@ -107,7 +107,8 @@ class Producer:
         await self.instance.send_heartbeat_to_all_brokers()
         if self.config.enable_msg_trace and self.trace_dispatcher is None:
             self.trace_dispatcher = await start_trace_dispatcher(
-                self.group, TraceDispatcherType.PRODUCE, self.config.trace_topic, self.instance.config.namesrv_addr)
+                self.group, TraceDispatcherType.PRODUCE, self.config.trace_topic, self.instance.config.namesrv_addr,
+                self.instance.remoting.credentials)
 
     async def shutdown(self) -> None:
         if not self._started:

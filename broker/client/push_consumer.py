@@ -210,7 +210,8 @@ class PushConsumer:
             raise MQClientError(-1, "messageListener is null")
         if self.config.enable_msg_trace and self.trace_dispatcher is None:  # before the first batch is consumed
             self.trace_dispatcher = await start_trace_dispatcher(
-                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr)
+                self.group, TraceDispatcherType.CONSUME, self.config.trace_topic, self.instance.config.namesrv_addr,
+                self.instance.remoting.credentials)
         if self.config.message_model is MessageModel.CLUSTERING:  # copySubscription: retries come back this way
             topic = retry_topic(self.group)
             self.subscriptions.setdefault(topic, build_subscription_data(topic, "*"))

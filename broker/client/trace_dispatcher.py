@@ -43,6 +43,7 @@ from broker.common.errors import RmqError
 
 if TYPE_CHECKING:
     from broker.client.producer import Producer
+    from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,10 @@ class AsyncTraceDispatcher(TraceHooks):
     """Batches trace contexts and sends them with an inner producer; see the module docstring."""
 
     def __init__(self, group: str, kind: TraceDispatcherType, trace_topic: str | None, namesrv_addr: str, *,
-                 batch_num: int = DEFAULT_BATCH_NUM, queue_capacity: int = QUEUE_CAPACITY) -> None:
+                 batch_num: int = DEFAULT_BATCH_NUM, queue_capacity: int = QUEUE_CAPACITY,
+                 credentials: SessionCredentials | None = None) -> None:
         self.trace_topic = trace_topic_name(trace_topic)
+        self.credentials = credentials  # the traced client's keys: its inner producer signs with them, as Apache's
         self.batch_num = batch_size(batch_num)
         self.namesrv_addr = namesrv_addr
         self.producer_group = inner_producer_group(group, kind)
@@ -82,7 +85,8 @@ class AsyncTraceDispatcher(TraceHooks):
         client_config = ClientConfig(namesrv_addr=self.namesrv_addr, instance_name=inner_instance_name(
             self.namesrv_addr))
         self._producer = Producer(self.producer_group, config=ProducerConfig(
-            send_msg_timeout=SEND_TIMEOUT_MS, max_message_size=MAX_MESSAGE_SIZE), client_config=client_config)
+            send_msg_timeout=SEND_TIMEOUT_MS, max_message_size=MAX_MESSAGE_SIZE), client_config=client_config,
+            credentials=self.credentials)
         await self._producer.start()
         self._worker = asyncio.get_running_loop().create_task(self._run(), name=f"trace-{self.producer_group}")
 
@@ -143,11 +147,12 @@ class AsyncTraceDispatcher(TraceHooks):
 
 
 async def start_trace_dispatcher(group: str, kind: TraceDispatcherType, trace_topic: str | None,
-                                 namesrv_addr: str) -> AsyncTraceDispatcher | None:
+                                 namesrv_addr: str, credentials: SessionCredentials | None = None,
+                                 ) -> AsyncTraceDispatcher | None:
     """What a producer or consumer with ``enable_msg_trace`` starts with (DefaultMQProducer.start, and the
     consumers' start): its dispatcher, the inner producer running; None, with Apache's log line, when that fails,
     for tracing must not stop the client itself."""
-    dispatcher = AsyncTraceDispatcher(group, kind, trace_topic, namesrv_addr)
+    dispatcher = AsyncTraceDispatcher(group, kind, trace_topic, namesrv_addr, credentials=credentials)
     try:
         await dispatcher.start()
     except (RmqError, OSError) as err:

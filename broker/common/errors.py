@@ -337,6 +337,11 @@ class ConnectorOptionError(ConnectorError, ConfigError):
     """An unknown, missing, malformed or contradictory ``format("rmq")`` option, reported when the query starts."""
 
 
+class AccessDenied(ConnectorError):
+    """The broker's access control refused a request the query needs (ACL 2.0's NO_PERMISSION, ACL 1.0's
+    AclException): the message says which actions on which resources the query needs, and what the broker said."""
+
+
 class DataLossError(ConnectorError):
     """A queue's minimum offset moved past the offset the query needs next (retention removed the data), and
     failOnDataLoss is true."""

@@ -1,7 +1,7 @@
 """Our clients sign their requests on our broker with ACL 2.0 on (the shared auth cluster): ``mqadmin`` with the keys of
 ``conf/tools.yml`` under the RocketMQ home manages a user, an ACL and a topic; the asyncio producer and lite pull
-consumer and the blocking client signed with that user's keys send and pull; unsigned (or wrongly signed) ones are
-refused NO_PERMISSION with Apache's remark."""
+consumer and the blocking client signed with that user's keys send and pull (and a traced producer's trace records
+are signed too); unsigned (or wrongly signed) ones are refused NO_PERMISSION with Apache's remark."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import pytest
 
 from broker.client import LitePullConsumer, Message, Producer
 from broker.client.blocking import BlockingClient
+from broker.client.producer import ProducerConfig
+from broker.client.trace import TraceType, decode_trace_data
 from broker.common.errors import MQClientError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.signing import SessionCredentials
-from tests.helpers import client_config, mqadmin, mqadmin_ok
+from tests.helpers import client_config, mqadmin, mqadmin_ok, wait_until
 from tests.integration.auth_env import AUTH_CONF, SUPER
 from tests.integration.cluster import Cluster, ClusterPool
 
@@ -98,3 +100,24 @@ def test_the_blocking_client_signs_sends_and_pulls(cluster: Cluster) -> None:
         with pytest.raises(MQClientError) as refused:  # after the retries
             client.send(Message(TOPIC, b"refused"))
     assert "CODE: 16  DESC: username cannot be null." in str(refused.value)
+
+
+def test_a_traced_producer_signs_its_trace_records(cluster: Cluster, tmp_path: Path) -> None:
+    """The inner trace producer signs with its client's keys: unsigned, its records would be refused."""
+    ns, trace_topic = cluster.namesrv_addr, "AuthCliTrace"
+    mqadmin_ok(tools_home(tmp_path, SUPER), "updateTopic", "-n", ns, "-b", cluster.brokers[0].addr, "-t", trace_topic,
+               "-r", "1", "-w", "1")
+
+    async def send() -> str:
+        config = ProducerConfig(enable_msg_trace=True, trace_topic=trace_topic)
+        async with Producer("AuthCliTraced", client_config=client_config(ns, "auth-t"), config=config,
+                            credentials=BOB) as producer:
+            return (await producer.send(Message(TOPIC, b"traced"))).msg_id or ""
+
+    msg_id = asyncio.run(send())  # the producer's shutdown sends what its dispatcher holds
+    with BlockingClient(ns, consumer_group=GROUP, credentials=BOB) as client:
+        (mq,) = client.fetch_message_queues(trace_topic)
+        wait_until("the trace record stored", lambda: client.pull(mq, 0, 32, decode=True).messages)
+        records = [c for m in client.pull(mq, 0, 32, decode=True).messages for c in decode_trace_data(m.body.decode())]
+    assert [(c.trace_type, c.group_name, c.beans[0].msg_id) for c in records] == [
+        (TraceType.Pub, "AuthCliTraced", msg_id)]
