@@ -86,6 +86,8 @@ def encode_end_batch_entries(offset_msg_ids: Sequence[str], first_queue_offset: 
     count = len(msg_ids)
     if len(offset_msg_ids) != count:
         raise ValueError(f"{len(offset_msg_ids)} offsetMsgIds for {count} msgIds")
+    if not count:
+        return b""
     lengths = set(map(len, offset_msg_ids))
     width = lengths.pop() // 2 if len(lengths) == 1 else 0
     if width not in _OFFSET_ID_BYTES:

@@ -1,0 +1,54 @@
+"""END_TRANSACTION_BATCH handles kept as bytes: what a sink task makes from a prepared send's answer
+(``encode_end_batch_entries``) and what its driver joins (``join_end_batch_body``) are the bytes
+``encode_end_batch_body`` writes for the same handles."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.common.errors import LocalProtocolError
+from broker.common.message import offset_msg_ids
+from broker.remoting.transaction_batch import (
+    END_TRANSACTION_BATCH_MAX,
+    encode_end_batch_body,
+    encode_end_batch_entries,
+    join_end_batch_body,
+)
+
+HOSTS = (bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big"), bytes(range(16)) + (10911).to_bytes(4, "big"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(host=st.sampled_from(HOSTS), first=st.integers(0, 2**62),
+       halves=st.lists(st.tuples(st.integers(0, 2**63 - 1), st.text(min_size=1, max_size=40)), min_size=1,
+                       max_size=300),
+       cut=st.integers(1, 300))
+def test_entries_from_an_answer_are_the_body_of_those_handles(host, first, halves, cut):
+    """IPv4 and IPv6 store hosts, any offsets and UNIQ_KEYs (non-ASCII too); a body joined from runs cut anywhere
+    is the body of all the handles."""
+    offsets, uniqs = [h[0] for h in halves], [h[1] for h in halves]
+    ids = offset_msg_ids(host, offsets)
+    handles = [(offset, first + i, uniq) for i, (offset, uniq) in enumerate(halves)]
+    cut = min(cut, len(halves))
+    runs = [encode_end_batch_entries(ids[:cut], first, uniqs[:cut]),
+            encode_end_batch_entries(ids[cut:], first + cut, uniqs[cut:])]
+    assert join_end_batch_body(len(halves), runs) == encode_end_batch_body(handles)
+
+
+def test_what_is_no_answer_is_refused():
+    ids = offset_msg_ids(HOSTS[0], [100, 200])
+    uniq = "7F0000011F9018B4AAC2000000000001"
+    with pytest.raises(ValueError, match="offsetMsgIds for"):
+        encode_end_batch_entries(ids, 0, [uniq])
+    with pytest.raises(ValueError, match="not offset message ids"):
+        encode_end_batch_entries([ids[0], ids[1][:-2]], 0, [uniq, uniq])  # two widths
+    with pytest.raises(ValueError, match="not offset message ids"):
+        encode_end_batch_entries(["ABCD"], 0, [uniq])
+    with pytest.raises(ValueError):
+        encode_end_batch_entries(["Z" * 32], 0, [uniq])  # no hex
+    entries = encode_end_batch_entries(ids[:1], 0, [uniq])
+    for count in (0, END_TRANSACTION_BATCH_MAX + 1):
+        with pytest.raises(LocalProtocolError, match="1 to 1024"):
+            join_end_batch_body(count, [entries])
