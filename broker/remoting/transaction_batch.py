@@ -111,6 +111,16 @@ def decode_end_batch_body(buf: bytes | memoryview) -> list[TransactionHandle]:
     return _decode_end_batch_body_py(buf)  # also what names a malformed body's fault
 
 
+def decode_end_batch_columns(buf: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
+    """The handles' columns (commit log offsets, tranStateTableOffsets, msgIds), as the broker reads them: no
+    TransactionHandle per handle; MalformedBody as ``decode_end_batch_body``."""
+    handles = None if _decode_end_batch_handles_c is None else _decode_end_batch_handles_c(buf,
+                                                                                           END_TRANSACTION_BATCH_MAX)
+    offsets, queue_offsets, msg_ids = zip(*(_decode_end_batch_body_py(buf) if handles is None else handles),
+                                          strict=True)
+    return offsets, queue_offsets, msg_ids
+
+
 def _decode_end_batch_body_py(buf: bytes | memoryview) -> list[TransactionHandle]:
     """The Python twin of ``_speedups.decode_end_batch_handles``."""
     try:

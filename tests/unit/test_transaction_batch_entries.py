@@ -8,10 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.common.errors import LocalProtocolError
+from broker.common.errors import LocalProtocolError, MalformedBody
 from broker.common.message import offset_msg_ids
+from broker.remoting import transaction_batch
 from broker.remoting.transaction_batch import (
     END_TRANSACTION_BATCH_MAX,
+    decode_end_batch_body,
+    decode_end_batch_columns,
     encode_end_batch_body,
     encode_end_batch_entries,
     join_end_batch_body,
@@ -52,3 +55,30 @@ def test_what_is_no_answer_is_refused():
     for count in (0, END_TRANSACTION_BATCH_MAX + 1):
         with pytest.raises(LocalProtocolError, match="1 to 1024"):
             join_end_batch_body(count, [entries])
+
+
+def _columns_or_fault(decode: object, buf: bytes) -> object:
+    try:
+        return decode(buf)
+    except MalformedBody as err:
+        return err.reason
+
+
+@pytest.mark.parametrize("c", [True, False], ids=["c", "python"])
+@settings(max_examples=150, deadline=None)
+@given(handles=st.lists(st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**63, 2**63 - 1),
+                                  st.text(max_size=40)), min_size=1, max_size=8), cut=st.integers(0, 60))
+def test_the_brokers_columns_are_the_handles(c, handles, cut):
+    """What the broker reads (three columns, no object per handle) is what ``decode_end_batch_body`` reads, with
+    the C loop and without it, a body cut short refused with the same reason."""
+    body = encode_end_batch_body(handles)
+    saved = transaction_batch._decode_end_batch_handles_c
+    try:
+        if not c:
+            transaction_batch._decode_end_batch_handles_c = None
+        for buf in (body, body[: len(body) - cut % len(body)]):
+            columns = _columns_or_fault(decode_end_batch_columns, buf)
+            rows = _columns_or_fault(decode_end_batch_body, buf)
+            assert columns == (tuple(zip(*rows, strict=True)) if isinstance(rows, list) else rows)
+    finally:
+        transaction_batch._decode_end_batch_handles_c = saved
