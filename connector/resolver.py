@@ -169,7 +169,7 @@ def settle_commit(decisions: DecisionLog, opts: SinkOptions, batch: str, commits
     failed attempt left halves the commit messages do not show), is recorded "ended": nothing of it is left to
     answer, so the resolver started for it exits at once. Otherwise the check ends what is left, and a resolver
     that read the log before this decision may be exiting: make sure one is ready."""
-    halves = sum(len(h.halves) for c in commits for h in c.brokers)
+    halves = sum(h.count for c in commits for h in c.brokers)
     if not opts.streaming and ended == halves and all(not c.drops and c.attempt == 0 for c in commits):
         try:
             decisions.append([{"kind": "ended", "batch": batch}])  # not worth waiting for a master that went away

@@ -10,7 +10,8 @@ Protocol (one micro-batch, or one batch job, is one unit of all-or-nothing):
    fresh "job-<uuid>") and a task-run id, fresh for every ``write()`` call, so a retried or speculative attempt has
    its own. Halves carry CHECK_IMMUNITY_TIME_IN_SECONDS (``checkImmunitySeconds``, default 120): the broker does not
    check them earlier, and refuses the producer's own END_TRANSACTION later. A task returns a TaskCommit: its run
-   id(s), row count, and the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY).
+   id(s), row count, and the handles END_TRANSACTION needs (broker, commit log offset, half queue offset, UNIQ_KEY;
+   kept per stored request as END_TRANSACTION_BATCH's per-handle bytes, which the driver joins into its requests).
    A task whose master is not routed, or whose connection to it breaks, waits for it (``masterWaitTimeoutMs``);
    halves that were in flight then are sent again under a new run id, and the first copies are listed as dropped
    (run, UNIQ_KEY).

@@ -15,20 +15,20 @@ import signal
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.client.blocking import BlockingClient, Pipeline, RequestTemplate
 from broker.client.route import MASTER_ID
 from broker.client.transaction_protocol import (
     LocalTransactionState,
-    end_transaction_batch_request,
+    end_transaction_batch_body_request,
     end_transaction_template,
     parse_end_transaction_batch_response,
 )
 from broker.common.errors import ConnectorError, MQClientError, RemotingError
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
-from broker.remoting.transaction_batch import END_TRANSACTION_BATCH_MAX
+from broker.remoting.transaction_batch import END_TRANSACTION_BATCH_MAX, join_end_batch_body
 from connector.decisions import DecisionLog, decision_records
 from connector.options import SinkOptions
 from connector.sink_send import BATCHES_IN_FLIGHT, supports_batch
@@ -77,8 +77,8 @@ class _Ends:
         self.names: dict[str, str] = {}  # brokerName by address
         self.outs: dict[str, list[tuple[int, bytes, int]]] = {}
         self.templates: dict[tuple[str, str], RequestTemplate] = {}
-        # batched brokers: the handles not sent yet, by (address, topic, queue id or None when unordered)
-        self.groups: dict[tuple[str, str, int | None], list[tuple[int, int, str]]] = {}
+        # batched brokers: the runs of handles not sent yet, by (address, topic, queue id or None when unordered)
+        self.groups: dict[tuple[str, str, int | None], _Group] = {}
 
     def add(self, commit: TaskCommit, handles: BrokerHandles) -> None:
         address = handles.address
@@ -96,23 +96,31 @@ class _Ends:
             self._add_rows(commit, handles)
 
     def _add_batched(self, commit: TaskCommit, handles: BrokerHandles) -> None:
-        for topic_index, queue_id, commit_log_offset, queue_offset, uniq in handles.halves:
-            key = (handles.address, commit.topics[topic_index], queue_id if commit.ordered else None)
-            group = self.groups.setdefault(key, [])
-            group.append((commit_log_offset, queue_offset, uniq))
-            if len(group) >= END_TRANSACTION_BATCH_MAX:
+        """The task's runs of handles joined into requests of at most END_TRANSACTION_BATCH_MAX (a run, at most a
+        prepared batch, is never split: a request closes before the run that would overflow it)."""
+        for run in handles.runs:
+            key = (handles.address, commit.topics[run.topic_index], run.queue_id if commit.ordered else None)
+            group = self.groups.get(key)
+            if group is not None and group.count + run.count > END_TRANSACTION_BATCH_MAX:
+                self._send_group(key)
+                group = None
+            if group is None:
+                group = self.groups[key] = _Group()
+            group.count += run.count
+            group.entries.append(run.entries)
+            if group.count >= END_TRANSACTION_BATCH_MAX:
                 self._send_group(key)
 
     def _send_group(self, key: tuple[str, str, int | None]) -> None:
         address, topic, queue_id = key
         group = self.groups.pop(key)
-        request = end_transaction_batch_request(self.opts.producer_group, topic, self.names[address], self.state,
-                                                group)
+        request = end_transaction_batch_body_request(self.opts.producer_group, topic, self.names[address],
+                                                     self.state, join_end_batch_body(group.count, group.entries))
         order_key = None if queue_id is None else (topic, queue_id)
         try:
             self._tally(self.pipes[address].submit(request, group, order_key))
         except RemotingError as err:
-            self._lost(address, len(group), err)
+            self._lost(address, group.count, err)
 
     def _add_rows(self, commit: TaskCommit, handles: BrokerHandles) -> None:
         address = handles.address
@@ -158,12 +166,12 @@ class _Ends:
                             err)
 
     def _tally(self, done: list[tuple[object, RemotingCommand]]) -> None:
-        """A request's context is 1 (an END_TRANSACTION) or the handles of an END_TRANSACTION_BATCH, which is ended
-        or refused whole (handles a check ended first, after the broker validated the batch, count as ended: they
-        are)."""
+        """A request's context is 1 (an END_TRANSACTION) or the ``_Group`` of an END_TRANSACTION_BATCH, which is
+        ended or refused whole (handles a check ended first, after the broker validated the batch, count as ended:
+        they are)."""
         counts = self.counts
         for context, response in done:
-            handles = context if isinstance(context, int) else len(context)
+            handles = context if isinstance(context, int) else context.count
             if response.code == ResponseCode.SUCCESS:
                 if not isinstance(context, int):
                     result = parse_end_transaction_batch_response(response)
@@ -182,6 +190,14 @@ class _Ends:
     def _lost(self, address: str, handles: int, err: RemotingError) -> None:
         self.counts.failed += handles
         log.warning("rmq sink %s: END_TRANSACTION to %s failed: %s", self.opts.sink_id, address, err)
+
+
+@dataclass(slots=True)
+class _Group:
+    """An END_TRANSACTION_BATCH being gathered: its handle count and their bytes, a task's run at a time."""
+
+    count: int = 0
+    entries: list[bytes] = field(default_factory=list)
 
 
 def _task_commits(opts: SinkOptions, messages: Sequence[object | None], batch: str) -> list[TaskCommit]:

@@ -391,12 +391,14 @@ class RowSender:
             self._submit(addr, others[start:start + window])
 
     def _recover(self, addr: str, err: RemotingError) -> None:
-        """``addr``'s connection broke: wait (masterWaitTimeoutMs) until the broker's master answers there again,
-        then send again what ``_lost`` makes of the requests that were in flight (they may or may not have been
-        stored)."""
+        """``addr``'s connection broke, or a request on it timed out: wait (masterWaitTimeoutMs) until the broker's
+        master answers there again, then send again what ``_lost`` makes of the requests that were in flight (they
+        may or may not have been stored). The connection is closed first: after a timeout it may still be up, still
+        expecting the answers to the requests about to be sent again under the same opaques."""
         broker_name = self._broker_names[addr]
         lost = sorted(self._in_flight[addr].values())
         self._in_flight[addr] = {}
+        self.client.client(addr).close()
         log.warning("rmq sink: the master of broker %s (%s) went away with %d requests (%d rows) in flight: %s",
                     broker_name, addr, len(lost), sum(len(r.seqs) for r in lost), err)
         wait_for_master(f"sending rows ({sum(len(r.seqs) for r in lost)} in flight)", broker_name,

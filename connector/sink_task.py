@@ -18,15 +18,12 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from broker.client.transaction_protocol import half_properties
 from broker.common.errors import ConnectorError
-from broker.common.message import (
-    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
-    TRANSACTION_PREPARED_TYPE,
-    decode_offset_msg_id,
-)
+from broker.common.message import PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, TRANSACTION_PREPARED_TYPE
 from broker.common.message_batch import BatchMessage, decode_batch_body, encode_batch_body
 from broker.remoting import command
 from broker.remoting.codes import RequestCode
 from broker.remoting.frame import FrameDecoder
+from broker.remoting.transaction_batch import COUNT, decode_end_batch_body, encode_end_batch_entries
 from connector.decisions import PROPERTY_SINK_BATCH, PROPERTY_SINK_ID, PROPERTY_SINK_RUN
 from connector.options import SinkOptions
 from connector.sink_send import PlainSender, Request, RowSender
@@ -38,13 +35,39 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
+class HandleRun:
+    """The half messages one stored request holds, in row order: ``count`` handles in END_TRANSACTION_BATCH's
+    per-handle layout (``entries``: commit log offset, half queue offset, UNIQ_KEY each), made once from the
+    broker's answer. A task keeps, pickles and hands over these bytes, and the driver joins them into its
+    requests, instead of an object per row."""
+
+    topic_index: int
+    queue_id: int
+    count: int
+    entries: bytes
+
+    def halves(self) -> list[tuple[int, int, int, int, str]]:
+        """(topic index, real queue id, commit log offset, half queue offset, UNIQ_KEY) of each, decoded."""
+        return [(self.topic_index, self.queue_id, *handle)
+                for handle in decode_end_batch_body(COUNT.pack(self.count) + self.entries)]
+
+
+@dataclass(slots=True)
 class BrokerHandles:
-    """The half messages one task sent to one broker: (topic index, real queue id, commit log offset, half queue
-    offset, UNIQ_KEY) each, in send order."""
+    """The half messages one task sent to one broker, as runs of a request each, in row order."""
 
     address: str
     broker_name: str
-    halves: list[tuple[int, int, int, int, str]] = field(default_factory=list)
+    runs: list[HandleRun] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(run.count for run in self.runs)
+
+    @property
+    def halves(self) -> list[tuple[int, int, int, int, str]]:
+        """Each half as a tuple (``HandleRun.halves``), in row order: for per-row END_TRANSACTIONs, traces, tests."""
+        return [half for run in self.runs for half in run.halves()]
 
 
 @dataclass(slots=True)
@@ -84,19 +107,20 @@ class HalfSender(RowSender):
         self.batch = batch
         self.runs: dict[str, int] = {run: 0}  # halves stored (acknowledged) under each run id
         self.drops: dict[str, list[str]] = {}  # UNIQ_KEYs of halves of a run in flight when their master went away
-        self._handles: dict[str, BrokerHandles] = {}
+        # by address: (first row, run id, UNIQ_KEYs, the run of handles) of each stored request, in answer order
+        self._stored_runs: dict[str, list[tuple[int, str, list[str], HandleRun]]] = {}
 
     def _stored(self, addr: str, request: Request, offset_msg_ids: list[str], queue_offset: int) -> None:
-        """A stored request's halves: commit log offset from each offset msg id, half queue offsets consecutive
-        from the first."""
-        handles = self._handles.get(addr)
-        if handles is None:
-            handles = self._handles[addr] = BrokerHandles(addr, self._broker_names[addr])
-        halves, topic_index, queue_id, run = handles.halves, request.topic_index, request.queue_id, request.run
-        for i, (seq, uniq) in enumerate(zip(request.seqs, request.uniqs, strict=True)):
-            _, commit_log_offset = decode_offset_msg_id(offset_msg_ids[i])
-            halves.append((seq, topic_index, queue_id, commit_log_offset, queue_offset + i, uniq, run))
-        self.runs[run] += len(request.seqs)
+        """A stored request's halves, as one run of handles (commit log offsets from the offset msg ids, half queue
+        offsets consecutive from the first)."""
+        try:
+            entries = encode_end_batch_entries(offset_msg_ids, queue_offset, request.uniqs)
+        except ValueError as err:
+            raise ConnectorError(f"rmq sink: {addr} answered a send of {len(request.seqs)} half messages with "
+                                 f"unusable message ids: {err}") from err
+        run = HandleRun(request.topic_index, request.queue_id, len(request.seqs), entries)
+        self._stored_runs.setdefault(addr, []).append((request.seqs[0], request.run, request.uniqs, run))
+        self.runs[request.run] += len(request.seqs)
 
     def _lost(self, addr: str, lost: list[Request]) -> list[Request]:
         """Halves in flight may or may not have been stored: the task drops them (``drops``, by their run and
@@ -120,20 +144,24 @@ class HalfSender(RowSender):
         self._tail = half_properties(self.group, self.sink_props)
 
     def task_commit(self) -> TaskCommit:
-        """The handles in row order (a broker may answer pipelined sends out of order), without the row numbers
-        and runs."""
-        for handles in self._handles.values():
-            handles.halves.sort()
-            for half in handles.halves:
-                if half[5] in self.drops.get(half[6], ()):
-                    raise ConnectorError(f"rmq sink: two rows of this task carry the UNIQ_KEY {half[5]}, and one "
+        """The runs of handles in row order of their first rows (a broker may answer pipelined sends out of order;
+        a queue's requests hold disjoint rising rows, so its handles come in row order), without rows and runs."""
+        brokers = []
+        drops = {run: set(keys) for run, keys in self.drops.items()}
+        for addr, stored in self._stored_runs.items():
+            stored.sort(key=lambda s: s[0])
+            for _, run, uniqs, _ in stored:
+                dropped = drops.get(run)
+                uniq = next((u for u in uniqs if u in dropped), None) if dropped else None
+                if uniq is not None:
+                    raise ConnectorError(f"rmq sink: two rows of this task carry the UNIQ_KEY {uniq}, and one "
                                          "of them was in flight when its master went away: the task cannot tell "
                                          "them apart and fails (Spark may run it again)")
-            handles.halves = [h[1:6] for h in handles.halves]
+            brokers.append(BrokerHandles(addr, self._broker_names[addr], [s[3] for s in stored]))
         topics = sorted(self._topics, key=self._topics.__getitem__)
         return TaskCommit(self.opts.sink_id, self.batch, {r: n for r, n in self.runs.items() if n},
                           {r: keys for r, keys in self.drops.items()}, self.rows, self.first_born_ms, self.ordered,
-                          topics, [h for h in self._handles.values() if h.halves])
+                          topics, brokers)
 
 
 def _with_run(frame: bytes, old: str, new: str) -> bytes:

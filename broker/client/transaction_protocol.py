@@ -183,11 +183,18 @@ def end_transaction_batch_request(group: str, topic: str, broker_name: str | Non
     """END_TRANSACTION_BATCH: commit or roll back every half message ``handles`` names (all sent by ``group`` to
     ``topic`` on ``broker_name``), answered (invoke it, not oneway). LocalProtocolError for UNKNOW (nothing to end)
     or a handle count outside 1..END_TRANSACTION_BATCH_MAX."""
+    return end_transaction_batch_body_request(group, topic, broker_name, state, encode_end_batch_body(handles))
+
+
+def end_transaction_batch_body_request(group: str, topic: str, broker_name: str | None,
+                                       state: LocalTransactionState, body: bytes) -> RemotingCommand:
+    """END_TRANSACTION_BATCH with its body made already (``join_end_batch_body``: a sink's driver joins the
+    handle bytes its tasks kept)."""
     if state is LocalTransactionState.UNKNOW:
         raise LocalProtocolError("END_TRANSACTION_BATCH commits or rolls back; UNKNOW is left to the check")
     header = EndTransactionBatchRequestHeader(producer_group=group, topic=topic,
                                               commit_or_rollback=state.transaction_type, bname=broker_name)
-    return create_request(RmqRequestCode.END_TRANSACTION_BATCH, header.to_ext(), encode_end_batch_body(handles))
+    return create_request(RmqRequestCode.END_TRANSACTION_BATCH, header.to_ext(), body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ Examples:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from broker.common.errors import LocalProtocolError, MalformedBody
@@ -37,6 +37,7 @@ HANDLE_HEAD = struct.Struct(
     "q"  # tranStateTableOffset
     "h"  # msgId length
 )
+_QUEUE_OFFSET_AND_LENGTH = struct.Struct(">qh")  # HANDLE_HEAD after its commitLogOffset
 MSG_ID_MAX_BYTES = 2**15 - 1  # what the signed short length can say
 
 
@@ -51,7 +52,7 @@ class TransactionHandle(NamedTuple):
 
 def encode_end_batch_body(handles: Iterable[TransactionHandle]) -> bytes:
     """The END_TRANSACTION_BATCH body; LocalProtocolError when there are none, too many, or one does not fit."""
-    parts = [b""]
+    parts = []
     count = 0
     for handle in map(TransactionHandle._make, handles):
         msg_id = handle.msg_id.encode()
@@ -62,10 +63,41 @@ def encode_end_batch_body(handles: Iterable[TransactionHandle]) -> bytes:
         except struct.error as err:
             raise LocalProtocolError(f"handle {count}: {handle} does not fit 64-bit offsets") from err
         count += 1
+    return join_end_batch_body(count, parts)
+
+
+def join_end_batch_body(count: int, entries: Iterable[bytes]) -> bytes:
+    """The body of ``count`` handles already in their per-handle layout (``entries``: runs of them, as
+    ``encode_end_batch_entries`` makes); LocalProtocolError for a count out of range."""
     if not 0 < count <= END_TRANSACTION_BATCH_MAX:
         raise LocalProtocolError(f"an END_TRANSACTION_BATCH carries 1 to {END_TRANSACTION_BATCH_MAX} handles, "
                                  f"not {count}")
-    parts[0] = COUNT.pack(count)
+    return COUNT.pack(count) + b"".join(entries)
+
+
+_OFFSET_ID_BYTES = (16, 28)  # an offsetMsgId's bytes: store host (IPv4 or IPv6 address, port), commit log offset
+
+
+def encode_end_batch_entries(offset_msg_ids: Sequence[str], first_queue_offset: int, msg_ids: Sequence[str]) -> bytes:
+    """The per-handle layout (no count) of the half messages one prepared send stored, straight from its answer:
+    their offsetMsgIds (the commit log offset is an offsetMsgId's last 8 bytes, big-endian as here), half queue
+    offsets consecutive from ``first_queue_offset``, and UNIQ_KEYs. A sender keeps these bytes per request, not an
+    object per half; ValueError when an id is no offsetMsgId or the lists differ in length."""
+    count = len(msg_ids)
+    if len(offset_msg_ids) != count:
+        raise ValueError(f"{len(offset_msg_ids)} offsetMsgIds for {count} msgIds")
+    if not count:
+        return b""
+    lengths = set(map(len, offset_msg_ids))
+    width = lengths.pop() // 2 if len(lengths) == 1 else 0
+    if width not in _OFFSET_ID_BYTES:
+        raise ValueError(f"not offset message ids of one store host: {', '.join(offset_msg_ids)[:200]!r}")
+    raw = bytes.fromhex("".join(offset_msg_ids))  # ValueError naming the first character that is no hex digit
+    parts: list[bytes] = []
+    for index, msg_id in enumerate(msg_ids):
+        encoded = msg_id.encode()
+        end = (index + 1) * width
+        parts += (raw[end - 8:end], _QUEUE_OFFSET_AND_LENGTH.pack(first_queue_offset + index, len(encoded)), encoded)
     return b"".join(parts)
 
 
@@ -77,6 +109,16 @@ def decode_end_batch_body(buf: bytes | memoryview) -> list[TransactionHandle]:
         if handles is not None:
             return list(map(TransactionHandle._make, handles))
     return _decode_end_batch_body_py(buf)  # also what names a malformed body's fault
+
+
+def decode_end_batch_columns(buf: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
+    """The handles' columns (commit log offsets, tranStateTableOffsets, msgIds), as the broker reads them: no
+    TransactionHandle per handle; MalformedBody as ``decode_end_batch_body``."""
+    handles = None if _decode_end_batch_handles_c is None else _decode_end_batch_handles_c(buf,
+                                                                                           END_TRANSACTION_BATCH_MAX)
+    offsets, queue_offsets, msg_ids = zip(*(_decode_end_batch_body_py(buf) if handles is None else handles),
+                                          strict=True)
+    return offsets, queue_offsets, msg_ids
 
 
 def _decode_end_batch_body_py(buf: bytes | memoryview) -> list[TransactionHandle]:

@@ -1,8 +1,9 @@
 """A sink task whose master goes away (connector/sink_task.py), against the in-process fake broker and NameServer:
 
-* the connection breaks with half messages in flight and the master answers again: the task sends those halves
-  again under a new run and drops the first copies, so that, whichever copies were stored, the decision commits
-  each row exactly once (checked by resolving every stored half as the driver and the resolver would);
+* the connection breaks (or a send on it times out) with half messages in flight and the master answers again:
+  the task sends those halves again under a new run and drops the first copies, so that, whichever copies were
+  stored, the decision commits each row exactly once (checked by resolving every stored half as the driver and the
+  resolver would);
 * the master does not answer again within masterWaitTimeoutMs: the task fails naming the brokerName, in time;
 * no master is routed when the task starts: it waits, and sends once one is.
 
@@ -44,6 +45,7 @@ class GoingBroker(FakeBroker):
 
     crash_at: int = 0
     stop_at_crash: bool = False
+    stall_at_crash: bool = False  # keep the connection open, answering nothing on it (a stalled master)
     sends: int = 0
     gone: set[RemotingConnection] = field(default_factory=set)
 
@@ -58,6 +60,8 @@ class GoingBroker(FakeBroker):
             return await super()._process(conn, request)
         await super()._process(conn, request)
         self.gone.add(conn)
+        if self.stall_at_crash:
+            return None
         loop = asyncio.get_running_loop()
         loop.create_task(self.server.stop() if self.stop_at_crash else conn.close())
         return None
@@ -89,10 +93,14 @@ def send_rows(namesrv: FakeNamesrv, **options: str) -> sink_task.TaskCommit:
         sender.close()
 
 
-def test_halves_in_flight_are_sent_again_under_a_new_run_and_committed_once(fakes) -> None:
+@pytest.mark.parametrize("stall", [False, True], ids=["closed", "timed-out"])
+def test_halves_in_flight_are_sent_again_under_a_new_run_and_committed_once(fakes, stall: bool) -> None:
+    """The connection closed by the master, or still open and silent until the send times out (a loaded
+    machine): the task reconnects either way and sends what was in flight again."""
     _, namesrv, broker = fakes
     broker.crash_at = 20 if not broker.transaction_batch else 4
-    commit = send_rows(namesrv)
+    broker.stall_at_crash = stall
+    commit = send_rows(namesrv, **({"sendTimeoutMs": "1000"} if stall else {}))
     stored = [r for q in range(broker.queue_nums) for r in broker.messages("T", q)]
     assert len(stored) > ROWS  # the lost connection's halves were stored, and sent again
     assert len(commit.runs) == 2 and sum(commit.runs.values()) == commit.rows == ROWS

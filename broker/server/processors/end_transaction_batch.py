@@ -34,7 +34,7 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.exchange import not_supported_response
 from broker.remoting.headers import EndTransactionBatchRequestHeader, EndTransactionBatchResponseHeader, HeaderError
-from broker.remoting.transaction_batch import TransactionHandle, decode_end_batch_body
+from broker.remoting.transaction_batch import TransactionHandle, decode_end_batch_columns
 from broker.server.processors.common import Handler, bad_header_response, is_slave, put_failure
 from broker.server.processors.request_headers import request_header
 from broker.server.transaction import bridge
@@ -63,11 +63,11 @@ def _named(index: int, handle: TransactionHandle) -> str:
     return f"handle {index} (commitLogOffset={handle.commit_log_offset}, msgId={handle.msg_id})"
 
 
-def _first_repeat(handles: list[TransactionHandle]) -> tuple[int, int] | None:
+def _first_repeat(offsets: tuple[int, ...], ids: tuple[str, ...]) -> tuple[int, int] | None:
     """(index, the earlier index) of the first handle naming a commit log offset or msgId named before."""
     seen: dict[int | str, int] = {}  # commit log offsets and msgIds named so far
-    for index, handle in enumerate(handles):
-        for key in (handle.commit_log_offset, handle.msg_id):
+    for index, keys in enumerate(zip(offsets, ids, strict=True)):
+        for key in keys:
             if key in seen:
                 return index, seen[key]
             seen[key] = index
@@ -139,26 +139,29 @@ class EndTransactionBatchProcessor:
             raise Refusal(ResponseCode.SYSTEM_ERROR, "END_TRANSACTION_BATCH is a producer's own end: "
                           "fromTransactionCheck must be false (answer checks with END_TRANSACTION)")
         try:
-            handles = decode_end_batch_body(body)
+            offsets, queue_offsets, ids = decode_end_batch_columns(body)
         except MalformedBody as err:
             raise Refusal(ResponseCode.SYSTEM_ERROR, f"malformed END_TRANSACTION_BATCH body: {err.reason}") from err
-        offsets, queue_offsets, ids = zip(*handles, strict=True)
-        repeat = _first_repeat(handles) if len(set(offsets)) + len(set(ids)) != 2 * len(handles) else None
+
+        def handle(index: int) -> TransactionHandle:  # made only for what is looked at one by one
+            return TransactionHandle(offsets[index], queue_offsets[index], ids[index])
+
+        repeat = _first_repeat(offsets, ids) if len(set(offsets)) + len(set(ids)) != 2 * len(ids) else None
         halves: list[Ready | MessageRecord | None] = self.transactional_message_service.ready_ends(
             offsets, queue_offsets, ids, header.producer_group, header.topic)
         timeout, now = self.broker_config.transaction_time_out, time.time_ns() // 1_000_000
         late = _first_late(halves, timeout, now)
         stop = min(len(halves) if repeat is None else repeat[0], len(halves) if late is None else late)
         for index in [i for i, found in enumerate(halves[:stop]) if found is None]:
-            half = halves[index] = self._half(index, handles[index], header)
+            half = halves[index] = self._half(index, handle(index), header)
             if bridge.past_end_immunity(half, timeout, now):
                 late = index
                 break
         if repeat is not None and (late is None or repeat[0] <= late):
             index, earlier = repeat
-            raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handles[index])} repeats handle {earlier}")
+            raise Refusal(ResponseCode.SYSTEM_ERROR, f"{_named(index, handle(index))} repeats handle {earlier}")
         if late is not None:
-            raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(late, handles[late])} is past its check "
+            raise Refusal(ResponseCode.ILLEGAL_OPERATION, f"{_named(late, handle(late))} is past its check "
                           "immunity time: the broker's check decides it now")
         return halves  # type: ignore[return-value]  # every None was replaced by its half record
 
