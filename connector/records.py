@@ -135,7 +135,7 @@ def decode_records(body: bytes | memoryview, topic: str, broker_name: str, end_o
     The C pass (``pull_columns``) writes the columns' buffers in one walk; what it leaves (IPv6 hosts, compressed
     bodies, anything malformed) and a build without the extension take ``_decode_records_py``, its twin."""
     columns = pull_columns(body, end_offset) if pull_columns is not None else None
-    if columns is None:  # the twin slices and searches bytes (a view is copied once; bytes are not)
+    if columns is None:  # the twin was written for bytes (a view is copied once; bytes are not)
         return _decode_records_py(bytes(body), topic, broker_name, end_offset, tags_filter)
     batch = _from_columns(columns, topic, broker_name)
     if tags_filter:
