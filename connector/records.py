@@ -126,7 +126,7 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
+def decode_records(body: bytes | memoryview, topic: str, broker_name: str, end_offset: int,
                    tags_filter: Sequence[str] = ()) -> pa.RecordBatch:
     """The records of ``body`` (one or more pull bodies, joined) whose queue offset is below ``end_offset``, as
     one RecordBatch of ARROW_SCHEMA. ``tags_filter``: keep only rows whose tag is one of these (the broker filters
@@ -135,8 +135,8 @@ def decode_records(body: bytes, topic: str, broker_name: str, end_offset: int,
     The C pass (``pull_columns``) writes the columns' buffers in one walk; what it leaves (IPv6 hosts, compressed
     bodies, anything malformed) and a build without the extension take ``_decode_records_py``, its twin."""
     columns = pull_columns(body, end_offset) if pull_columns is not None else None
-    if columns is None:
-        return _decode_records_py(body, topic, broker_name, end_offset, tags_filter)
+    if columns is None:  # the twin was written for bytes (a view is copied once; bytes are not)
+        return _decode_records_py(bytes(body), topic, broker_name, end_offset, tags_filter)
     batch = _from_columns(columns, topic, broker_name)
     if tags_filter:
         batch = _filter_tags(batch, tags_filter)

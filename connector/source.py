@@ -39,6 +39,7 @@ from broker.client.message import MessageQueue, PullResult, PullStatus
 from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
 from broker.common.validation import DEFAULT_CONSUMER_GROUP
 from broker.remoting.command import RemotingCommand
+from broker.remoting.frame import Buffer
 from broker.remoting.heartbeat import build_subscription_data
 from broker.remoting.signing import SessionCredentials
 from connector.access import access_denied, is_refusal, read_need
@@ -171,22 +172,28 @@ def _read_batches(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
     puller = _Puller(part)
     tags_filter = tuple(puller.subscription.tags_set)
-    pending: list[bytes] = []
+    pending: list[Buffer] = []
     size = 0
     try:
         for body in _pull_bodies(puller, part):
             pending.append(body)
             size += len(body)
             if size >= BATCH_BYTES:
-                yield decode_records(b"".join(pending), part.topic, part.broker_name, part.end, tags_filter)
+                yield decode_records(_joined(pending), part.topic, part.broker_name, part.end, tags_filter)
                 pending, size = [], 0
         if pending:
-            yield decode_records(b"".join(pending), part.topic, part.broker_name, part.end, tags_filter)
+            yield decode_records(_joined(pending), part.topic, part.broker_name, part.end, tags_filter)
     finally:
         puller.close()
 
 
-def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[bytes]:
+def _joined(bodies: list[Buffer]) -> Buffer:
+    """One buffer of the pull bodies: a big pull's body as it came (a view of the buffer it was read into: joining
+    a single view would copy it), small ones joined."""
+    return bodies[0] if len(bodies) == 1 else b"".join(bodies)
+
+
+def _pull_bodies(puller: _Puller, part: QueueRange) -> Iterator[Buffer]:
     """The bodies of the pulls covering ``[part.start, part.end)``. The next pull is sent before a body is handed
     out, so the broker reads while this process decodes (one connection, no thread: a prefetching thread cost more
     CPU in GIL hand-offs than it saved). ``nextBeginOffset`` drives the loop: with a filter a pull may return fewer

@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from broker.common.errors import ConnectionClosed, ProtocolError, RemotingConnectError
 from broker.remoting.command import RemotingCommand
@@ -156,7 +157,8 @@ class BlockingRemotingClient:
                 raise
 
     def receive(self, request: RemotingCommand, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
-        """The response to a request given to ``send``."""
+        """The response to a request given to ``send``. The body of a big one (a pull's records) is a memoryview of
+        the buffer its frame was read into, not a copy; ``invoke`` always gives bytes."""
         deadline = time.monotonic() + timeout_ms / 1000
         with self._lock:
             try:
@@ -279,10 +281,13 @@ class BlockingRemotingClient:
         answered REQUEST_CODE_NOT_SUPPORTED on the way. The rest of a frame bigger than READ_CHUNK (a pull
         response) is read straight into one buffer of its size, which the decoder cuts without collecting it
         first."""
+        exchange = self._exchange
+        receive = exchange.receive_data
         try:
-            missing = self._exchange.missing()
+            missing = exchange.missing()
             if missing > READ_CHUNK:
                 data = self._read_frame_rest(sock, missing, deadline, request, timeout_ms)
+                receive = exchange.receive_owned  # nothing else holds that buffer: bodies are views of it
             else:
                 sock.settimeout(self._remaining(deadline, request, timeout_ms))
                 data = sock.recv(READ_CHUNK)
@@ -294,25 +299,31 @@ class BlockingRemotingClient:
         if not data:
             self._drop()
             raise ConnectionClosed(CloseReason.PEER_CLOSED, self.address)
-        exchange = self._exchange
         try:
-            events = list(exchange.receive_data(data))
+            events = list(receive(data))
         except ProtocolError as err:  # MalformedFrame / MalformedCommand: the stream is lost
             self._drop()
             raise ConnectionClosed(CloseReason.PROTOCOL_ERROR, f"{self.address}: {err}") from err
         owned = []
         for event in events:
             if type(event) is ResponseReceived:
-                if event.context is owner:
-                    owned.append(event.response)
-                elif event.context is _SENT:
+                if event.context is _SENT:  # ``receive`` hands out a body as it is, a view or bytes
                     self._early[event.response.opaque] = event.response
+                elif event.context is owner:
+                    owned.append(_with_bytes_body(event.response))
                 else:
                     log.debug("dropping response opaque %s from %s: its call is over", event.response.opaque,
                               self.address)
             elif type(event) is RequestReceived:  # a oneway one (OnewayReceived) is not answered
                 sock.sendall(b"".join(exchange.answer(event.request, not_supported_response(event.request))))
         return owned
+
+
+def _with_bytes_body(response: RemotingCommand) -> RemotingCommand:
+    """``response`` with its body as bytes: ``invoke`` and a Pipeline keep giving bytes (JSON decoders and message
+    decoders take them), only ``receive`` hands out a view of the frame's buffer."""
+    body = response.body
+    return response if type(body) is not memoryview else replace(response, body=bytes(body))
 
 
 _INVOKED = "invoke"  # who waits for a response, as the context of its call in the exchange; a Pipeline is itself

@@ -255,7 +255,7 @@ class PullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    body: bytes = b""
+    body: bytes | memoryview = b""  # a view of the frame's buffer when pulled with BlockingRemotingClient.receive
     messages: list[MessageExt] = field(default_factory=list)
     suggest_which_broker_id: int = 0
 

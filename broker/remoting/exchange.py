@@ -40,7 +40,7 @@ Examples:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import IntEnum, auto
 from typing import Any
@@ -218,8 +218,16 @@ class RemotingExchange:
         matched as the iteration reaches it, so iterate to the end. A response that matches no waiting call is
         dropped (its call timed out). Raises MalformedFrame or MalformedCommand after the events before it: the
         stream is lost and the connection must close."""
+        return self._receive(self._decoder.feed, data)
+
+    def receive_owned(self, data: bytearray) -> Iterator[Event]:
+        """``receive_data`` for a buffer handed over for good (a blocking reader's buffer of one big frame, see
+        ``drain``): the commands' bodies are views of it, not copies (``FrameDecoder.feed_owned``)."""
+        return self._receive(self._decoder.feed_owned, data)
+
+    def _receive(self, feed: Callable[[Any], list[Frame]], data: Buffer) -> Iterator[Event]:
         try:
-            frames = self._decoder.feed(data)
+            frames = feed(data)
         except MalformedFrame as err:
             return self._events(err.frames, err)
         return self._events(frames, None)

@@ -114,7 +114,12 @@ def test_a_big_frame_that_stalls_halfway_times_out_and_the_stream_stays_in_step(
         with pytest.raises(RequestTimeout):
             client.receive(stalled, 300)
         release.set()
-        assert client.invoke(get_route_request("after"), 2000).body == big  # the stalled frame, then this one
+        after = client.invoke(get_route_request("after"), 2000)  # the stalled frame, then this one
+        assert type(after.body) is bytes and after.body == big  # invoke gives bytes
+        sent = get_route_request("sent")
+        client.send(sent, 2000)
+        received = client.receive(sent, 2000).body  # receive: a view of the buffer the frame was read into
+        assert type(received) is memoryview and received == big
         assert server.accepted == 1
     server.close()
 

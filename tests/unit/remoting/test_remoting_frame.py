@@ -134,3 +134,18 @@ def test_missing_counts_what_the_begun_frame_lacks_and_drain_hands_it_over() -> 
     with pytest.raises(MalformedFrame):
         broken.feed(struct.pack(">i", -5))
     assert broken.missing() == 0  # not a legal length: nothing to wait for
+
+
+def test_feed_owned_cuts_bodies_as_views_of_the_buffer_handed_over() -> None:
+    """A buffer handed over for good (the blocking client's buffer of one big frame): the body is a view of it, not
+    a copy; the header is still bytes, and bytes that complete what was buffered before are copied as by ``feed``."""
+    frame = encode_frame(SerializeType.JSON, b'{"code":0}', b"z" * 1000)
+    buffer = bytearray(frame + frame[:50])
+    decoder = FrameDecoder()
+    (whole,) = decoder.feed_owned(buffer)
+    assert type(whole.body) is memoryview and whole.body == b"z" * 1000 and whole.header == b'{"code":0}'
+    buffer[len(frame) - 1] = ord("y")  # the same memory: nothing was copied
+    assert whole.body[-1:] == b"y"
+    assert decoder.buffered == 50  # the next frame's head is kept (copied) for the bytes to come
+    (rest,) = decoder.feed_owned(bytearray(frame[50:]))
+    assert type(rest.body) is bytes and rest.body == b"z" * 1000  # cut from the decoder's own buffer
