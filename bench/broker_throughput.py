@@ -43,6 +43,7 @@ Examples
     python bench/broker_throughput.py --quick                # smoke run: 128 B only, 1.5 s each
     python bench/broker_throughput.py --targets ours ours-asyncio apache --repeat 2
     python bench/broker_throughput.py --clients java --sizes 128 --profile /tmp/prof --targets ours
+    python bench/broker_throughput.py --clients java --modes batch --targets ours --thread-cpu
 """
 
 from __future__ import annotations
@@ -223,6 +224,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders (Producer -w)")
     parser.add_argument("--batch", type=int, default=16, help="messages per batch send (BatchProducer -b)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 1024], help="body sizes in bytes")
+    parser.add_argument("--modes", nargs="+", choices=("sync", "batch"), default=["sync", "batch"],
+                        help="single sends, batches of --batch, or both")
     parser.add_argument("--clients", nargs="+", choices=("java", "python"), default=["java", "python"])
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=["ours", "apache"])
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best send rate per case is kept")
@@ -250,7 +253,8 @@ def main(argv: list[str] | None = None) -> None:
                         args.broker_warmup, work, args.profile, args.thread_cpu)
     settings.java = java_program(work / "client")
     settings.admin = apache_client(work / "admin")
-    cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in (1, args.batch)]
+    batches = [batch for mode, batch in (("sync", 1), ("batch", args.batch)) if mode in args.modes]
+    cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in batches]
     print(f"machine: {machine()}")
     print(f"command: python bench/broker_throughput.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"{args.threads} senders, {args.warmup:g} s warm-up + {args.seconds:g} s measured per case, "
