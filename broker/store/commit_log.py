@@ -403,6 +403,25 @@ class CommitLog:
         except ValueError:  # closed between find and here
             return None
 
+    def read_views(self, spans: Sequence[tuple[int, int, int]]) -> list[memoryview]:
+        """``read_view`` of each (_, offset, size) in order, up to the first that is not there: a pull's runs of
+        records, which mostly lie in one file, found once instead of per run."""
+        views: list[memoryview] = []
+        mf: MappedFile | None = None
+        for _, offset, size in spans:
+            if mf is None or not mf.file_from_offset <= offset < mf.file_from_offset + mf.file_size:
+                mf = self.queue.find(offset)
+                if mf is None:
+                    break
+            pos = offset - mf.file_from_offset
+            if pos + size > mf.wrote_position:
+                break
+            try:
+                views.append(mf.buffer[pos:pos + size])
+            except ValueError:  # closed by retention meanwhile
+                break
+        return views
+
     def read_record(self, offset: int, *, body: bool = True) -> MessageRecord | None:
         """The message stored at ``offset`` (lookMessageByOffset, as VIEW_MESSAGE_BY_ID and END_TRANSACTION need),
         None where no whole message is written. Decoded once; the body CRC is not checked (Java's lookup does not
