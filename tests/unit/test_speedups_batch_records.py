@@ -1,6 +1,7 @@
 """A plain batch's records encoded ahead (broker/_speedups_batch.c's batch_records) against their Python twin, and
 against the general path they stand in for: the same CommitLog bytes as a StoreMessage per item packed by a put, or
-None where C leaves the batch to that path (which names what is wrong)."""
+None where C leaves the batch to that path (which names what is wrong); and the batch's offsetMsgIds
+(offset_msg_ids_text) against theirs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import _speedups
+from broker.common import message
 from broker.common.errors import CorruptRecord
 from broker.common.message import SysFlag, encode_properties, pack_host
 from broker.common.message_batch import decode_batch_items, encode_batch_item
@@ -24,8 +26,9 @@ STORE_TS = 1_700_000_000_321
 MAX_BODY, MAX_RECORD = 600, 600 + 400
 
 
-def test_the_broker_uses_the_c_twin():
+def test_the_broker_uses_the_c_twins():
     assert commit_log._batch_records is _speedups.batch_records
+    assert message.offset_msg_ids_text is _speedups.offset_msg_ids_text
 
 
 def packed(msgs: list, store_host: bytes, base: int = 4096) -> bytes:
@@ -90,3 +93,14 @@ def test_batch_records_of_a_java_body():
     assert commit_log.encode_batch_ahead(batch, STORE_HOST, MAX_BODY, MAX_RECORD) == records
     for bad in (body.replace(b"AB", b"\xff\xfe"), b""):
         assert _speedups.batch_records(bad, b"Orders", 3, 0, 0, BORN_HOST, 0, STORE_HOST, MAX_BODY, MAX_RECORD) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(host=st.sampled_from([STORE_HOST, HOST_V6]), offsets=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20))
+def test_offset_msg_ids_text_c_and_python_write_the_same(host, offsets):
+    """A batch's offsetMsgIds as its send response carries them: each the upper-case hex of the store host and the
+    offset (negative ones as Java's long), comma-joined; each decodes back to its offset."""
+    text = _speedups.offset_msg_ids_text(host, offsets)
+    assert text == message._offset_msg_ids_text_py(host, offsets)
+    assert [message.decode_offset_msg_id(msg_id) for msg_id in message.offset_msg_ids(host, offsets)] == [
+        (host, offset) for offset in offsets]
