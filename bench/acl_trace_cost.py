@@ -14,8 +14,9 @@ passes, in four modes:
   send and Sub records per consume, batched by the client and sent to RMQ_SYS_TRACE_TOPIC).
 
 Each target starts twice (ACL off for off and trace, ACL on for the two signed modes), one broker at a time, each
-with ``--broker-warmup`` seconds of untimed load first. The tables give msg/s and the broker's CPU us/msg per mode,
-the ratio to mode off of the same target (on/off), and ours against Apache's (ours/apache).
+with ``--broker-warmup`` seconds of untimed load first (every case, an equal share each). The tables give msg/s and
+the broker's CPU us/msg per mode, the ratio to mode off of the same target (on/off), and ours against Apache's
+(ours/apache).
 
 The in-process part times what our broker adds per signed request, without sockets or the event loop: Java-shaped
 frames (``request_cost.py``'s SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and PULL_MESSAGE), signed by AclClientRPCHook's
@@ -131,7 +132,7 @@ def run_target(run: Run, target: str, round_no: int) -> None:
         with running_target(target, home, run.settings, conf, admin_credentials=SUPER if acl else None) as running:
             if acl:
                 allow_normal_user(running)
-            warm_up(run.settings, running, modes[0].client)
+            warm_up(run.settings, running, modes[0].client, run.cases)
             for mode in modes:
                 for case in run.cases:
                     topic = f"Bench_{mode.name.replace(' ', '_')}_{case.slug}_{round_no}"

@@ -12,10 +12,14 @@ Load comes from two clients:
   push consumer (20 threads) that reads the case's topic from the first offset.
 - **python**: our asyncio ``Producer`` (N concurrent sends, in this process) and ``LitePullConsumer``.
 
-Before its cases each broker gets ``--broker-warmup`` seconds of untimed Java sends and a consume pass (the JVM
-compiles its hot paths, both brokers touch their first pages). Cases are body size (128 B, 1 KB) x (single sends,
-batches of 16). For each case the client warms up for ``--warmup`` seconds, and then ``--seconds`` are measured.
-The consume pass then reads every message of the case.
+Cases are body size (128 B, 1 KB) x (single sends, batches of 16). Before any measured case each broker gets a
+warm-up pass of every case: ``--broker-warmup`` seconds of untimed Java sends in all, shared equally by the cases
+(each with its own body size and batch), then a consume pass over them. Apache's JVM has then compiled its hot paths
+for every shape, so a case's figure does not depend on which case ran before it (without that pass, Apache's 1 KB
+cases ran on a JIT its 128 B cases had warmed, ours on a store their pages had warmed). Rounds alternate the order
+of the targets and of the cases (odd rounds run both reversed), and each round prints its order. For each case the
+client, a fresh JVM on both brokers, warms up for ``--warmup`` seconds, and then ``--seconds`` are measured. The
+consume pass then reads every message of the case.
 
 Columns:
 - **send msg/s**: messages stored per second in the measured window (for a batch: messages, not requests).
@@ -39,6 +43,7 @@ Examples
     python bench/broker_throughput.py --quick                # smoke run: 128 B only, 1.5 s each
     python bench/broker_throughput.py --targets ours ours-asyncio apache --repeat 2
     python bench/broker_throughput.py --clients java --sizes 128 --profile /tmp/prof --targets ours
+    python bench/broker_throughput.py --clients java --modes batch --targets ours --thread-cpu
 """
 
 from __future__ import annotations
@@ -171,7 +176,7 @@ def python_case(settings: Settings, running: Running, case: Case, topic: str) ->
 def run_target(target: str, round_no: int, cases: list[Case], settings: Settings) -> None:
     home = settings.work / f"{target}-{round_no}"
     with running_target(target, home, settings) as running:
-        warm_up(settings, running)
+        warm_up(settings, running, cases=[case for case in cases if case.client == "java"])
         for case in cases:
             topic = f"Bench_{case.slug}_{round_no}"
             create_topic(settings, running, topic)
@@ -219,12 +224,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders (Producer -w)")
     parser.add_argument("--batch", type=int, default=16, help="messages per batch send (BatchProducer -b)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 1024], help="body sizes in bytes")
+    parser.add_argument("--modes", nargs="+", choices=("sync", "batch"), default=["sync", "batch"],
+                        help="single sends, batches of --batch, or both")
     parser.add_argument("--clients", nargs="+", choices=("java", "python"), default=["java", "python"])
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=["ours", "apache"])
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best send rate per case is kept")
     parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
     parser.add_argument("--broker-warmup", type=float, default=10.0,
-                        help="seconds of untimed Java sends to each broker before its cases (JIT, first pages)")
+                        help="seconds of untimed Java sends to each broker before its cases, shared by every case "
+                             "(JIT, first pages)")
     parser.add_argument("--commit-log-size", type=int, default=COMMIT_LOG_FILE_SIZE)
     parser.add_argument("--profile", type=Path, help="py-spy our broker during Java produce cases, into this dir")
     parser.add_argument("--thread-cpu", action="store_true",
@@ -245,15 +253,20 @@ def main(argv: list[str] | None = None) -> None:
                         args.broker_warmup, work, args.profile, args.thread_cpu)
     settings.java = java_program(work / "client")
     settings.admin = apache_client(work / "admin")
-    cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in (1, args.batch)]
+    batches = [batch for mode, batch in (("sync", 1), ("batch", args.batch)) if mode in args.modes]
+    cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in batches]
     print(f"machine: {machine()}")
     print(f"command: python bench/broker_throughput.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"{args.threads} senders, {args.warmup:g} s warm-up + {args.seconds:g} s measured per case, "
           f"{QUEUES} queues, ASYNC_FLUSH, CommitLog files of {args.commit_log_size:,} B\n", flush=True)
     for round_no in range(args.repeat):
-        targets = args.targets if round_no % 2 == 0 else list(reversed(args.targets))
+        forward = round_no % 2 == 0
+        targets = args.targets if forward else list(reversed(args.targets))
+        ordered = cases if forward else list(reversed(cases))
+        print(f"round {round_no + 1}: targets {', '.join(targets)}; cases {', '.join(c.label for c in ordered)}",
+              flush=True)
         for target in targets:
-            run_target(target, round_no, cases, settings)
+            run_target(target, round_no, ordered, settings)
     print()
     print(report(args.targets, cases, settings))
     if args.work_dir is None:

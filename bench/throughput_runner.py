@@ -16,7 +16,7 @@ import platform
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,19 +229,24 @@ def java_case(settings: Settings, running: Running, case: Case, topic: str,
     return result
 
 
-def warm_up(settings: Settings, running: Running, client: JavaClient = PLAIN_CLIENT) -> None:
-    """Untimed load before the cases (single sends, batches, a consume): the JVM compiles its hot paths with C2,
-    and both brokers touch their first pages and create their metadata."""
+def warm_up(settings: Settings, running: Running, client: JavaClient = PLAIN_CLIENT,
+            cases: Sequence[Case] = ()) -> None:
+    """Untimed load before the measured cases: the produce of every case (its body size and batch) for an equal
+    share of ``settings.broker_warmup`` seconds, then one consume pass over all of it. The JVM then compiles its hot
+    paths with C2 for every shape it will be measured on, and both brokers touch their first pages and create their
+    metadata, so that no measured case stands in as the warm-up of the next (without ``cases``: 512 B single sends
+    and batches of 16)."""
     if settings.broker_warmup <= 0:
         return
     assert settings.java is not None
+    shapes = list(dict.fromkeys((case.size, case.batch) for case in cases)) or [(512, 1), (512, 16)]
     topic = "BenchWarmup"
     create_topic(settings, running, topic)
     total = 0
-    for batch in (1, 16):
+    for size, batch in shapes:
         sent = run_java(settings.java, "produce", "--namesrv", running.namesrv_addr, "--topic", topic,
-                        "--threads", settings.threads, "--size", 512, "--batch", batch,
-                        "--seconds", settings.broker_warmup / 2, "--warmup", 0, *client.flags())
+                        "--threads", settings.threads, "--size", size, "--batch", batch,
+                        "--seconds", settings.broker_warmup / len(shapes), "--warmup", 0, *client.flags())
         total += sent["total"]
     run_java(settings.java, "consume", "--namesrv", running.namesrv_addr, "--topic", topic,
              "--group", f"{topic}_consumer", "--expect", total, "--seconds", settings.consume_seconds,

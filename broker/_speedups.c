@@ -887,6 +887,7 @@ done:
 extern PyMethodDef rmq_remoting_methods[];  /* broker/_speedups_remoting.c */
 extern PyMethodDef rmq_batch_methods[];     /* broker/_speedups_batch.c */
 extern PyMethodDef rmq_pull_methods[];      /* broker/_speedups_pull.c */
+extern PyMethodDef rmq_read_methods[];      /* broker/_speedups_read.c */
 
 static PyMethodDef methods[] = {
     {"pack_records", pack_records, METH_VARARGS, pack_records_doc},
@@ -918,7 +919,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (module != NULL && (PyModule_AddFunctions(module, rmq_remoting_methods) < 0 ||
                            PyModule_AddFunctions(module, rmq_batch_methods) < 0 ||
-                           PyModule_AddFunctions(module, rmq_pull_methods) < 0))
+                           PyModule_AddFunctions(module, rmq_pull_methods) < 0 ||
+                           PyModule_AddFunctions(module, rmq_read_methods) < 0))
         Py_CLEAR(module);
     return module;
 }

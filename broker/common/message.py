@@ -259,14 +259,21 @@ def offset_msg_ids(store_host: bytes, physical_offsets: Sequence[int]) -> list[s
     return offset_msg_ids_text(store_host, physical_offsets).split(",") if physical_offsets else []
 
 
-def offset_msg_ids_text(store_host: bytes, physical_offsets: Sequence[int]) -> str:
+def _offset_msg_ids_text_py(store_host: bytes, physical_offsets: Sequence[int]) -> str:
     """The offsetMsgIds of records of one store host, comma-joined (a batch's send response): the offsets hexed in
-    one call, three times faster than joining ``offset_msg_id`` per record (16 ids: 6 against 20 us)."""
+    one call, three times faster than joining ``offset_msg_id`` per record (16 ids: 6 against 20 us). The Python
+    twin of ``_speedups.offset_msg_ids_text`` (16 ids in under a microsecond)."""
     if not physical_offsets:
         return ""
     host = bytes(store_host).hex().upper()
     offsets = b"".join([offset.to_bytes(8, "big", signed=True) for offset in physical_offsets])
     return host + offsets.hex(",", 8).upper().replace(",", "," + host)
+
+
+try:
+    from broker._speedups import offset_msg_ids_text
+except ImportError:  # built without a C compiler
+    offset_msg_ids_text = _offset_msg_ids_text_py
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int]:

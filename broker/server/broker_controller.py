@@ -282,7 +282,7 @@ class BrokerController:
             topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service,
             transactional_message_service=self.transactional_message_service, put_messages=self._put,
-            stats_manager=self.stats_manager)
+            store_host=self.store.store_host, stats_manager=self.stats_manager)
 
     def _pull_processor(self) -> PullMessageProcessor:
         processor = PullMessageProcessor(

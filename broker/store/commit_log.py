@@ -26,6 +26,7 @@ from broker.common.message import (
     encode_properties,
     pack_host,
 )
+from broker.common.message_batch import decode_batch_items
 from broker.common.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -213,10 +214,41 @@ def encode_ahead(msg: StoreMessage, store_host: bytes, max_body: int, max_record
     return buf
 
 
+def encode_batch_ahead(batch: StoreMessage, store_host: bytes, max_body: int,
+                       max_record: int) -> list[bytearray] | None:
+    """The records of a plain batch, encoded ahead: ``batch`` carries the request's fields and, as its body, the
+    SEND_BATCH_MESSAGE body (RocketMQ's MessageExtBatch); each item becomes the record a put packs from its
+    StoreMessage (the item's body, FLAG and PROPERTIES bytes). None when the body is malformed or empty or a limit is
+    passed, and where the C extension is not built: the caller then takes the StoreMessage path, which names what is
+    wrong (in Python, encoding ahead costs more than it saves)."""
+    if _batch_records is None:
+        return None
+    return _batch_records(batch.body, batch.topic.encode(), batch.queue_id, batch.sys_flag, batch.born_timestamp,
+                          batch.born_host, batch.reconsume_times, store_host, max_body, max_record)
+
+
+def _encode_batch_ahead_py(body: bytes, topic: bytes, queue_id: int, sys_flag: int, born_timestamp: int,
+                           born_host: bytes, reconsume_times: int, store_host: bytes, max_body: int,
+                           max_record: int) -> list[bytearray] | None:
+    """The Python twin of ``_speedups.batch_records``: ``encode_ahead`` of each item's StoreMessage."""
+    try:
+        items = decode_batch_items(body)
+    except CorruptRecord:
+        return None
+    msgs = [StoreMessage(topic.decode(), queue_id, item_body, props, flag, sys_flag, born_timestamp, born_host,
+                         reconsume_times, encoded_properties=encoded) for item_body, props, flag, encoded in items]
+    try:
+        return [encode_ahead(msg, store_host, max_body, max_record) for msg in msgs] or None
+    except ValueError:
+        return None
+
+
 try:
+    from broker._speedups import batch_records as _batch_records
     from broker._speedups import pack_records
 except ImportError:  # built without a C compiler: the same records, slower
     pack_records = _pack_records_py
+    _batch_records = None
 
 
 class CommitLog:
@@ -370,6 +402,25 @@ class CommitLog:
             return mf.buffer[pos:pos + size]
         except ValueError:  # closed between find and here
             return None
+
+    def read_views(self, spans: Sequence[tuple[int, int, int]]) -> list[memoryview]:
+        """``read_view`` of each (_, offset, size) in order, up to the first that is not there: a pull's runs of
+        records, which mostly lie in one file, found once instead of per run."""
+        views: list[memoryview] = []
+        mf: MappedFile | None = None
+        for _, offset, size in spans:
+            if mf is None or not mf.file_from_offset <= offset < mf.file_from_offset + mf.file_size:
+                mf = self.queue.find(offset)
+                if mf is None:
+                    break
+            pos = offset - mf.file_from_offset
+            if pos + size > mf.wrote_position:
+                break
+            try:
+                views.append(mf.buffer[pos:pos + size])
+            except ValueError:  # closed by retention meanwhile
+                break
+        return views
 
     def read_record(self, offset: int, *, body: bool = True) -> MessageRecord | None:
         """The message stored at ``offset`` (lookMessageByOffset, as VIEW_MESSAGE_BY_ID and END_TRANSACTION need),

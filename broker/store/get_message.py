@@ -94,46 +94,63 @@ def _collect_spans(commit_log: CommitLog, config: MessageStoreConfig, cq: Consum
     """The unfiltered pull in bulk: the units read at once, and each run of records that lie back to back in one
     CommitLog file taken as one view of the mapped file, not copied (a producer's batch is such a run). Returns the
     last record's CommitLog offset; None, with ``result`` untouched, when a unit is blank or a record is gone: the
-    unit-by-unit path knows what to do then. Plain ints, not numpy: a pull takes at most 32 units by default
-    (maxTransferCountOnMessageInMemory), and for so few, numpy's per-call costs made this a third of a pull."""
+    unit-by-unit path knows what to do then. The walk over the units is ``cq_runs`` (in C): a pull takes at most 32
+    units by default (maxTransferCountOnMessageInMemory), and for so few, numpy's per-call costs made this a third of
+    a pull, and a loop of plain ints about half a microsecond a message."""
     raw = cq.read_units(offset, max(1, min(max_msg_nums, config.max_transfer_count_on_message_in_memory)))
     if not raw:
         return None
     byte_cap = min(max_size, config.max_transfer_bytes_on_message_in_memory)
-    file_size = config.mapped_file_size_commit_log
-    offsets: list[int] = []  # CommitLog offset of each record taken
-    runs: list[list[int]] = []  # [first record's index, CommitLog offset, length] of each run
-    total = 0
-    run_end = -1
-    for phys, size, _ in CQ_UNIT.iter_unpack(raw):
-        if size == BLANK_UNIT.size:
-            return None
-        total += size
-        if offsets and total > byte_cap:
-            break
-        if phys == run_end and phys % file_size:  # back to back, and not the first record of the next file
-            runs[-1][2] += size
-        else:
-            runs.append([len(offsets), phys, size])
-        offsets.append(phys)
-        run_end = phys + size
+    found = cq_runs(raw, byte_cap, config.mapped_file_size_commit_log)
+    if found is None:
+        return None
+    runs, offsets = found
     if offsets[0] < commit_log.min_offset:
         return None
-    count = len(offsets)
-    buffers = []
-    for first, phys, length in runs:
-        data = commit_log.read_view(phys, length)
-        if data is None:
-            if first == 0:
-                return None
-            count = first
-            break
-        buffers.append(data)
+    buffers = commit_log.read_views(runs)
+    if not buffers:
+        return None
+    count = runs[len(buffers)][0] if len(buffers) < len(runs) else len(offsets)  # up to the first run gone
     result.buffers = buffers
     result.queue_offsets = list(range(offset, offset + count))
     result.next_begin_offset = offset + count
     result.status = GetMessageStatus.FOUND
     return offsets[count - 1]
+
+
+Run = tuple[int, int, int]
+"""Records back to back in one CommitLog file: (index of its first record in the pull, CommitLog offset, length)."""
+
+
+def _cq_runs_py(raw: bytes, byte_cap: int, file_size: int) -> tuple[list[Run], list[int]] | None:
+    """The Python twin of ``_speedups.cq_runs``: the runs of the records the units ``raw`` name, taken while their
+    sizes add up to at most ``byte_cap`` (the first always), and each record's CommitLog offset; None when a unit is
+    blank (the unit-by-unit path skips those)."""
+    if file_size <= 0:
+        raise ValueError("file_size must be positive")
+    offsets: list[int] = []
+    runs: list[list[int]] = []
+    total = 0
+    run_end = -1
+    for phys, size, _ in CQ_UNIT.iter_unpack(raw[:len(raw) - len(raw) % CQ_UNIT_SIZE]):
+        if size == BLANK_UNIT.size:
+            return None
+        total += size
+        if offsets and total > byte_cap:
+            break
+        if offsets and phys == run_end and phys % file_size:  # back to back, and not the first of the next file
+            runs[-1][2] += size
+        else:
+            runs.append([len(offsets), phys, size])
+        offsets.append(phys)
+        run_end = phys + size
+    return [(first, phys, length) for first, phys, length in runs], offsets
+
+
+try:
+    from broker._speedups import cq_runs
+except ImportError:  # built without a C compiler: the same runs, slower
+    cq_runs = _cq_runs_py
 
 
 def _batch_full(config: MessageStoreConfig, size: int, max_msg_nums: int, max_size: int, total: int,

@@ -24,7 +24,8 @@ import functools
 import ipaddress
 import logging
 import random
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from broker.common import validation as v
 from broker.common.errors import CorruptRecord
@@ -69,7 +70,7 @@ from broker.server.transaction.batch import (  # transactional batches
     half_batch_refusal,
 )
 from broker.server.transaction.bridge import HALF_TOPIC, half_message  # transactions
-from broker.store.commit_log import EncodedRecord, StoreMessage
+from broker.store.commit_log import RECORD_HEADROOM, EncodedRecord, StoreMessage, encode_batch_ahead
 from broker.store.flush import disk_usage_percent
 from broker.store.results import PutMessageResult, PutMessageStatus
 
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Item = TypeVar("Item")
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
@@ -138,7 +140,8 @@ class SendMessageProcessor:
     Examples:
         >>> processor = SendMessageProcessor(broker_config=bc, store_config=sc, topic_config_manager=topics,
         ...     subscription_group_manager=groups, schedule_message_service=schedule,
-        ...     transactional_message_service=transactions, put_messages=put, max_puts_in_flight=1000)  # doctest: +SKIP
+        ...     transactional_message_service=transactions, put_messages=put, store_host=store.store_host,
+        ...     max_puts_in_flight=1000)  # doctest: +SKIP
         >>> server.register_processor(RequestCode.SEND_MESSAGE_V2, processor.process)  # doctest: +SKIP
     """
 
@@ -146,8 +149,8 @@ class SendMessageProcessor:
                  topic_config_manager: TopicConfigManager, subscription_group_manager: SubscriptionGroupManager,
                  schedule_message_service: ScheduleMessageService,
                  transactional_message_service: TransactionalMessageService, put_messages: PutMessages,
-                 stats_manager: BrokerStatsManager | None = None, max_puts_in_flight: int | None = None,
-                 max_bytes_in_flight: int | None = None) -> None:
+                 store_host: bytes, stats_manager: BrokerStatsManager | None = None,
+                 max_puts_in_flight: int | None = None, max_bytes_in_flight: int | None = None) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.topic_config_manager = topic_config_manager
@@ -155,6 +158,7 @@ class SendMessageProcessor:
         self.schedule_message_service = schedule_message_service
         self.transactional_message_service = transactional_message_service
         self.put_messages = put_messages
+        self.store_host = store_host  # the CommitLog's: what a batch's records are encoded ahead for
         self.stats_manager = stats_manager
         self.region_id = broker_config.region_id
         self.trace_on = "true" if broker_config.trace_on else "false"
@@ -341,23 +345,48 @@ class SendMessageProcessor:
             encoded = await self._send_encoded_half_batch(conn, request, header, config, queue_id, batch_props)
             if encoded is not None:
                 return encoded
-        try:  # a prepared batch's items are BatchMessages (transaction/batch.py); a plain one's go to the store
-            items = decode_batch_body(request.body) if prepared else decode_batch_items(request.body)
+        if prepared:  # not of the common shape, or refused: the general path, which names what is wrong
+            items = self._batch_items(request, decode_batch_body)
+            if isinstance(items, RemotingCommand):
+                return items
+            return await self._send_half_batch(conn, request, header, config, queue_id, items,
+                                               batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        batch = StoreMessage(header.topic, queue_id, request.body, {}, 0, self._sys_flag(header, config),
+                             header.born_timestamp, born_host(conn.remote_address), header.reconsume_times or 0)
+        msgs = self._batch_messages(request, batch)
+        if isinstance(msgs, RemotingCommand):
+            return msgs
+        result = await self._put(msgs, len(request.body), batch.topic)
+        if result is None:
+            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def _batch_messages(self, request: RemotingCommand,
+                        batch: StoreMessage) -> list[StoreMessage | EncodedRecord] | RemotingCommand:
+        """What a plain batch (``batch``: the request's fields, the batch body as its body) puts: its records encoded
+        ahead in one call; where that cannot be (a malformed body, no C extension), a StoreMessage per item, or the
+        answer that names what is wrong with the body."""
+        limit = self.store_config.max_message_size
+        records = encode_batch_ahead(batch, self.store_host, limit, limit + RECORD_HEADROOM)
+        if records is not None:
+            return records
+        items = self._batch_items(request, decode_batch_items)
+        if isinstance(items, RemotingCommand):
+            return items
+        return [StoreMessage(batch.topic, batch.queue_id, body, props, flag, batch.sys_flag, batch.born_timestamp,
+                             batch.born_host, batch.reconsume_times, encoded_properties=encoded)
+                for body, props, flag, encoded in items]
+
+    def _batch_items(self, request: RemotingCommand,
+                     decode: Callable[[bytes], list[Item]]) -> list[Item] | RemotingCommand:
+        """The items of a batch body, or MESSAGE_ILLEGAL naming what is wrong with it."""
+        try:
+            items = decode(request.body)
         except CorruptRecord as err:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {err}")
         if not items:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
-        if prepared:  # not of the common shape, or refused: the general path, which names what is wrong
-            return await self._send_half_batch(conn, request, header, config, queue_id, items,
-                                               batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-        topic, sys_flag, host = header.topic, self._sys_flag(header, config), born_host(conn.remote_address)
-        born, reconsume = header.born_timestamp, header.reconsume_times or 0
-        msgs = [StoreMessage(topic, queue_id, body, props, flag, sys_flag, born, host, reconsume,
-                             encoded_properties=encoded) for body, props, flag, encoded in items]
-        result = await self._put(msgs, len(request.body), topic)
-        if result is None:
-            return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
-        return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        return items
 
     def _batch_refusal(self, header: SendMessageRequestHeader, batch_props: dict[str, str],
                        prepared: bool) -> str | None:

@@ -415,3 +415,18 @@ def test_repository_conf_pull_limits_are_honoured(open_store):
     assert store.get_message("g", "Small", 0, 0, 4096).message_count == count
     large = store.get_message("g", "Large", 0, 0, 4096)
     assert large.buffer_total_size <= size < large.buffer_total_size + 8400
+
+
+def test_read_views_of_runs_across_files_stop_at_the_first_not_written(open_store):
+    """A pull's runs over three 4 KiB files come back as views of the same bytes ``read_view`` gives one by one, up to
+    the first run that is not (all) written."""
+    store = open_store()
+    appends = [store.put_message(msg(i, size=300)).append for i in range(20)]
+    runs = [(i, a.wrote_offset, a.wrote_bytes) for i, a in enumerate(appends)]
+    log = store.commit_log
+    views = log.read_views(runs)
+    assert [bytes(v) for v in views] == [log.read(offset, size) for _, offset, size in runs]
+    assert len({log.queue.find(offset) for _, offset, _ in runs}) >= 3
+    end = log.max_offset
+    assert len(log.read_views([*runs[:3], (3, end - 10, 20), *runs[3:]])) == 3
+    assert log.read_views([(0, end, 10)]) == []
