@@ -19,7 +19,6 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection, exception_simple_desc
 from broker.remoting.headers import HeaderError
 from broker.server.config import BrokerRole
-from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -135,24 +134,3 @@ async def wait_dispatched(store: MessageStore) -> None:
         if store.is_dispatched(target):
             return
         await asyncio.sleep(0.001)
-
-
-def put_failure(status: PutMessageStatus, max_message_size: int) -> tuple[int, str | None]:
-    """EndTransactionProcessor.sendFinalMessage's code and remark for a put of ends that did not store (END_TRANSACTION
-    and END_TRANSACTION_BATCH)."""
-    match status:
-        case PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-            return ResponseCode.SYSTEM_ERROR, "Create mapped file failed."
-        case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
-            return ResponseCode.MESSAGE_ILLEGAL, (
-                "The message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                f"{max_message_size}B, msg properties length limit 32KB.")
-        case PutMessageStatus.SERVICE_NOT_AVAILABLE:
-            return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
-        case PutMessageStatus.OS_PAGE_CACHE_BUSY:
-            return ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"
-        case PutMessageStatus.UNKNOWN_ERROR:
-            return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
-        case PutMessageStatus.FLUSH_SLAVE_TIMEOUT | PutMessageStatus.SLAVE_NOT_AVAILABLE:
-            return ResponseCode.SUCCESS, None
-    return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"

@@ -27,12 +27,12 @@ from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.headers import EndTransactionRequestHeader, HeaderError
-from broker.server.processors.common import Handler, bad_header_response, put_failure
+from broker.server.processors.common import Handler, bad_header_response
+from broker.server.processors.put_status import end_put_failure
 from broker.server.processors.request_headers import request_header
 from broker.server.transaction import bridge
 from broker.server.transaction.state import EndStatus
 from broker.store.config import BrokerRole
-from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -113,7 +113,7 @@ class EndTransactionProcessor:
         if outcome.status is EndStatus.ALREADY_ENDED:
             log.info("transaction %s at %d was ended before", header.msg_id, header.commit_log_offset)
         if outcome.status is EndStatus.PUT_FAILED and outcome.put is not None:
-            return create_response(request, *self._put_failure(outcome.put.status))
+            return create_response(request, *end_put_failure(outcome.put.status, self.store_config.max_message_size))
         return create_response(request, ResponseCode.SUCCESS)
 
     def _half_message(self, commit_log_offset: int) -> MessageRecord | None:
@@ -130,7 +130,4 @@ class EndTransactionProcessor:
         if header.from_transaction_check:
             return False
         return bridge.past_end_immunity(half, self.broker_config.transaction_time_out, time.time_ns() // 1_000_000)
-
-    def _put_failure(self, status: PutMessageStatus) -> tuple[int, str | None]:
-        return put_failure(status, self.store_config.max_message_size)
 

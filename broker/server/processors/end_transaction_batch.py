@@ -35,7 +35,8 @@ from broker.remoting.connection import RemotingConnection
 from broker.remoting.exchange import not_supported_response
 from broker.remoting.headers import EndTransactionBatchRequestHeader, EndTransactionBatchResponseHeader, HeaderError
 from broker.remoting.transaction_batch import TransactionHandle, decode_end_batch_columns
-from broker.server.processors.common import Handler, bad_header_response, is_slave, put_failure
+from broker.server.processors.common import Handler, bad_header_response, is_slave
+from broker.server.processors.put_status import end_put_failure
 from broker.server.processors.request_headers import request_header
 from broker.server.transaction import bridge
 from broker.server.transaction.state import EndStatus, Ready
@@ -203,7 +204,7 @@ class EndTransactionBatchProcessor:
                  END_TYPES[header.commit_or_rollback], len(halves), header.producer_group, header.topic, ended,
                  already)
         if failed is not None and failed.put is not None:
-            code, remark = put_failure(failed.put.status, self.store_config.max_message_size)
+            code, remark = end_put_failure(failed.put.status, self.store_config.max_message_size)
             if code != ResponseCode.SUCCESS:
                 remark = f"{remark} ({ended} of {len(halves)} were ended; the others stay open for the check)"
                 return create_response(request, code, remark)

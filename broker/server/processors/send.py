@@ -63,6 +63,7 @@ from broker.server.processors.common import (
     sends_rejected,
     suggest_todo,
 )
+from broker.server.processors.put_status import illegal_send_remark, send_put_status
 from broker.server.processors.request_headers import request_header
 from broker.server.transaction.batch import (  # transactional batches
     HalfBatchOrigin,
@@ -71,8 +72,7 @@ from broker.server.transaction.batch import (  # transactional batches
 )
 from broker.server.transaction.bridge import HALF_TOPIC, half_message  # transactions
 from broker.store.commit_log import RECORD_HEADROOM, EncodedRecord, StoreMessage, encode_batch_ahead
-from broker.store.flush import disk_usage_percent
-from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.results import PutMessageResult
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -398,7 +398,7 @@ class SendMessageProcessor:
         if prepared and delayed:
             return f"a prepared batch cannot be delayed (DELAY={delay}): transactional messages are never delayed"
         if (transaction_type(header.sys_flag) != TRANSACTION_NOT_TYPE and not prepared) or delayed:
-            return self._illegal_remark()
+            return illegal_send_remark(self.store_config)
         return None
 
     async def _send_encoded_half_batch(self, conn: RemotingConnection, request: RemotingCommand,
@@ -470,52 +470,10 @@ class SendMessageProcessor:
                      transaction_id: str | None) -> RemotingCommand:
         """SendMessageProcessor.handlePutMessageResult: Java's code and remark for each PutMessageStatus; a stored
         message (also on FLUSH_DISK_TIMEOUT) gets the response header with its offsetMsgId(s) and queue offset."""
-        code, remark = self._put_status(result.status)
+        code, remark = send_put_status(result.status, self.store_config)
         if not result.ok or result.append is None:
             return self._answer(request, code, remark)
         append = result.append
         header = SendMessageResponseHeader(msg_id=append.msg_id_text, queue_id=queue_id,
                                            queue_offset=append.queue_offset, transaction_id=transaction_id)
         return self._answer(request, code, None, header)
-
-    def _put_status(self, status: PutMessageStatus) -> tuple[int, str | None]:
-        match status:
-            case PutMessageStatus.PUT_OK:
-                return ResponseCode.SUCCESS, None
-            case PutMessageStatus.FLUSH_DISK_TIMEOUT:
-                return ResponseCode.FLUSH_DISK_TIMEOUT, None
-            case PutMessageStatus.FLUSH_SLAVE_TIMEOUT:
-                return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
-            case PutMessageStatus.SLAVE_NOT_AVAILABLE:
-                return ResponseCode.SLAVE_NOT_AVAILABLE, None
-            case PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-                return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
-            case PutMessageStatus.MESSAGE_ILLEGAL | PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
-                return ResponseCode.MESSAGE_ILLEGAL, self._illegal_remark()
-            case PutMessageStatus.SERVICE_NOT_AVAILABLE:
-                return ResponseCode.SERVICE_NOT_AVAILABLE, (
-                    "service not available now. It may be caused by one of the following reasons: the broker's disk "
-                    f"is full [{self._disk_util()}], messages are put to the slave, message store has been shut "
-                    "down, etc.")
-            case PutMessageStatus.OS_PAGE_CACHE_BUSY:
-                return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
-            case PutMessageStatus.UNKNOWN_ERROR:
-                return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
-        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
-
-    def _illegal_remark(self) -> str:
-        return ("the message is illegal, maybe msg body or properties length not matched. msg body length limit "
-                f"{self.store_config.max_message_size}B, msg properties length limit 32KB.")
-
-    def _disk_util(self) -> str:
-        """SendMessageProcessor.diskUtil: the used fraction of the disks of CommitLog, ConsumeQueue and index."""
-        config = self.store_config
-
-        def ratio(path: str) -> float:
-            try:
-                return disk_usage_percent(path) / 100
-            except OSError:
-                return -1.0
-
-        return (f"CL: {ratio(config.commit_log_dir):5.2f} CQ: {ratio(config.consume_queue_dir):5.2f} "
-                f"INDEX: {ratio(config.index_dir):5.2f}")
