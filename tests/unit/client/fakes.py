@@ -125,7 +125,7 @@ class FakeBroker:
     def _append(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
                 born: int) -> tuple[int, str]:
         queue = self.queues.setdefault((topic, queue_id), [])
-        store_host = pack_host("127.0.0.1", self.server.port)
+        store_host = pack_host("127.0.0.1", int(self.addr.rsplit(":", 1)[1]))  # the port stays known after stop()
         record = encode_record(topic=topic.encode(), queue_id=queue_id, body=body, properties=properties.encode(),
                                flag=flag, sys_flag=sys_flag, born_timestamp=born,
                                born_host=pack_host("127.0.0.1", 1), store_host=store_host,
