@@ -31,6 +31,39 @@ static inline int32_t get_s32(const uint8_t *p) {
     return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} Span;
+
+typedef struct {
+    Span body, props;
+    int32_t flag;
+} BatchItem;
+
+/* The item of a batch body at *pos (message_batch.py's layout), *pos moved past it: 0 when what is there is not a
+ * whole item (sizes out of the body, a negative length, TOTALSIZE not the item's). Every walk of a batch body in
+ * this file goes through here, so they agree on what is malformed. */
+static inline int next_batch_item(const uint8_t *base, Py_ssize_t end, Py_ssize_t *pos, BatchItem *item) {
+    const uint8_t *b = base + *pos;
+    if (end - *pos < ITEM_HEAD_SIZE)
+        return 0;
+    int32_t size = get_s32(b), body_len = get_s32(b + BODY_LENGTH_POS);
+    Py_ssize_t cur = *pos + ITEM_HEAD_SIZE;
+    if (body_len < 0 || body_len > end - cur || end - cur - body_len < PROPERTIES_LENGTH_SIZE)
+        return 0;
+    item->body = (Span){base + cur, body_len};
+    cur += body_len;
+    int16_t props_len = (int16_t)(base[cur] << 8 | base[cur + 1]);
+    cur += PROPERTIES_LENGTH_SIZE;
+    if (props_len < 0 || props_len > end - cur || cur + props_len - *pos != size)
+        return 0;
+    item->props = (Span){base + cur, props_len};
+    item->flag = get_s32(b + FLAG_POS);
+    *pos = cur + props_len;
+    return 1;
+}
+
 PyDoc_STRVAR(decode_batch_items_doc,
 "decode_batch_items(body) -> [(body, properties, flag, encoded_properties), ...] | None\n\n"
 "The messages of a SEND_BATCH_MESSAGE body, each as its body bytes, its properties as a dict (entries with an\n"
@@ -44,34 +77,20 @@ static PyObject *decode_batch_items(PyObject *Py_UNUSED(module), PyObject *arg) 
     Py_ssize_t pos = 0, end = buf.len;
     NameCache names = {.count = 0};
     PyObject *items = PyList_New(0), *result = NULL;
+    BatchItem it;
     while (items != NULL && pos < end) {
-        const uint8_t *b = base + pos;
-        if (end - pos < ITEM_HEAD_SIZE)
+        if (!next_batch_item(base, end, &pos, &it) || !rmq_is_utf8(it.props.p, it.props.n))
             goto malformed;
-        int32_t size = get_s32(b), flag = get_s32(b + FLAG_POS), body_len = get_s32(b + BODY_LENGTH_POS);
-        Py_ssize_t cur = pos + ITEM_HEAD_SIZE;
-        if (body_len < 0 || body_len > end - cur || end - cur - body_len < PROPERTIES_LENGTH_SIZE)
-            goto malformed;
-        const uint8_t *body = base + cur;
-        cur += body_len;
-        int16_t props_len = (int16_t)(base[cur] << 8 | base[cur + 1]);
-        cur += PROPERTIES_LENGTH_SIZE;
-        if (props_len < 0 || props_len > end - cur || cur + props_len - pos != size)
-            goto malformed;
-        const uint8_t *props = base + cur;
-        if (!rmq_is_utf8(props, props_len))
-            goto malformed;
-        PyObject *properties = rmq_decode_properties(props, props_len, &names);
+        PyObject *properties = rmq_decode_properties(it.props.p, it.props.n, &names);
         if (properties == NULL)
             goto done;
-        PyObject *item = Py_BuildValue("(y#Niy#)", (const char *)body, (Py_ssize_t)body_len, properties, (int)flag,
-                                       (const char *)props, (Py_ssize_t)props_len);
+        PyObject *item = Py_BuildValue("(y#Niy#)", (const char *)it.body.p, it.body.n, properties, (int)it.flag,
+                                       (const char *)it.props.p, it.props.n);
         if (item == NULL || PyList_Append(items, item) < 0) {
             Py_XDECREF(item);
             goto done;
         }
         Py_DECREF(item);
-        pos = cur + props_len;
     }
     result = items;
     items = NULL;
@@ -149,11 +168,6 @@ done:
  * put knows (queue offset, physical offset, store timestamp; the committed record's prepared transaction offset once
  * the half is stored). Only the common shape is done here; anything else (see half_batch_fast) answers None and the
  * batch takes the general path, which also names what is wrong. In Python a row cost about 8 us this way. */
-
-typedef struct {
-    const uint8_t *p;
-    Py_ssize_t n;
-} Span;
 
 /* The property names this path reads, and those that send an item to the general path: the broker sets them
  * (transaction/batch.py's ``reserved``), or they change what the half message is (DELAY, TRANSACTION_CHECK_TIMES). */
@@ -296,23 +310,12 @@ static PyObject *half_batch_records(PyObject *Py_UNUSED(module), PyObject *args)
     int32_t half_flag = stored_sys_flag((sys_flag & ~TX_MASK), born_host, store_host);
     int32_t commit_flag = stored_sys_flag((sys_flag & ~TX_MASK) | TX_COMMIT, born_host, store_host);
     static const uint8_t SEPARATOR = 0x02;
+    BatchItem it;
     while (pos < end) {
-        const uint8_t *b = base + pos;
-        if (end - pos < ITEM_HEAD_SIZE)
+        if (!next_batch_item(base, end, &pos, &it) || it.body.n > max_body)
             goto general;
-        int32_t size = get_s32(b), flag = get_s32(b + FLAG_POS), body_len = get_s32(b + BODY_LENGTH_POS);
-        Py_ssize_t cur = pos + ITEM_HEAD_SIZE;
-        if (body_len < 0 || body_len > end - cur || end - cur - body_len < PROPERTIES_LENGTH_SIZE ||
-            body_len > max_body)
-            goto general;
-        Span body = {base + cur, body_len};
-        cur += body_len;
-        int16_t props_len = (int16_t)(base[cur] << 8 | base[cur + 1]);
-        cur += PROPERTIES_LENGTH_SIZE;
-        if (props_len < 0 || props_len > end - cur || cur + props_len - pos != size)
-            goto general;
-        Span props = {base + cur, props_len}, found[P_COUNT] = {{0}};
-        pos = cur + props_len;
+        Span body = it.body, props = it.props, found[P_COUNT] = {{0}};
+        int32_t flag = it.flag;
         if (!rmq_is_utf8(props.p, props.n) || !half_batch_fast(props, found) ||
             found[P_UNIQ_KEY].p == NULL || found[P_TRAN_MSG].p == NULL || !is_true(found[P_TRAN_MSG]) ||
             found[P_PGROUP].p == NULL || found[P_PGROUP].n != group.n ||
@@ -411,23 +414,12 @@ static PyObject *batch_records(PyObject *Py_UNUSED(module), PyObject *args) {
         (store_host.n != HOST_V4_LENGTH && store_host.n != HOST_V6_LENGTH) || topic.n > TOPIC_V2_MAX || end == 0)
         goto general;
     int32_t stored_flag = stored_sys_flag(sys_flag, born_host, store_host);
+    BatchItem it;
     while (pos < end) {
-        const uint8_t *b = base + pos;
-        if (end - pos < ITEM_HEAD_SIZE)
+        if (!next_batch_item(base, end, &pos, &it) || it.body.n > max_body)
             goto general;
-        int32_t size = get_s32(b), flag = get_s32(b + FLAG_POS), body_len = get_s32(b + BODY_LENGTH_POS);
-        Py_ssize_t cur = pos + ITEM_HEAD_SIZE;
-        if (body_len < 0 || body_len > end - cur || end - cur - body_len < PROPERTIES_LENGTH_SIZE ||
-            body_len > max_body)
-            goto general;
-        Span body = {base + cur, body_len};
-        cur += body_len;
-        int16_t props_len = (int16_t)(base[cur] << 8 | base[cur + 1]);
-        cur += PROPERTIES_LENGTH_SIZE;
-        if (props_len < 0 || props_len > end - cur || cur + props_len - pos != size)
-            goto general;
-        Span props = {base + cur, props_len};
-        pos = cur + props_len;
+        Span body = it.body, props = it.props;
+        int32_t flag = it.flag;
         Py_ssize_t record_size = encoded_size(topic, born_host, store_host, body, props.n);
         if (!rmq_is_utf8(props.p, props.n) || record_size > max_record)
             goto general;

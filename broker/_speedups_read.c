@@ -22,6 +22,14 @@ PyDoc_STRVAR(cq_runs_doc,
 "The runs of records named by the ConsumeQueue units ``raw`` (whole units), taken while their sizes add up to at\n"
 "most ``byte_cap`` (the first always), and each record's CommitLog offset; None when a unit is blank.");
 
+/* One (first_index, commit_log_offset, length) run appended to ``runs``; -1 with an exception set on failure. */
+static int append_run(PyObject *runs, Py_ssize_t first, long long phys, long long length) {
+    PyObject *run = Py_BuildValue("(nLL)", first, phys, length);
+    int rc = run == NULL ? -1 : PyList_Append(runs, run);
+    Py_XDECREF(run);
+    return rc;
+}
+
 static PyObject *cq_runs(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer raw;
     long long byte_cap, file_size;
@@ -36,8 +44,8 @@ static PyObject *cq_runs(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     const uint8_t *p = raw.buf;
     Py_ssize_t count = raw.len / CQ_UNIT_SIZE;
-    long long total = 0, run_end = -1, run_first = 0, run_phys = 0, run_length = 0;
-    Py_ssize_t taken = 0;
+    long long total = 0, run_end = -1, run_phys = 0, run_length = 0;
+    Py_ssize_t taken = 0, run_first = 0;
     for (Py_ssize_t i = 0; i < count; i++, p += CQ_UNIT_SIZE) {
         long long phys = (long long)get64(p);
         int32_t size = (int32_t)get32(p + 8);
@@ -49,14 +57,8 @@ static PyObject *cq_runs(PyObject *Py_UNUSED(module), PyObject *args) {
         if (taken && total > byte_cap)
             break;
         if (!(taken && phys == run_end && phys % file_size)) {  /* a new run: not back to back, or a new file */
-            if (taken) {
-                PyObject *run = Py_BuildValue("(nLL)", (Py_ssize_t)run_first, run_phys, run_length);
-                if (run == NULL || PyList_Append(runs, run) < 0) {
-                    Py_XDECREF(run);
-                    goto done;
-                }
-                Py_DECREF(run);
-            }
+            if (taken && append_run(runs, run_first, run_phys, run_length) < 0)
+                goto done;
             run_first = taken;
             run_phys = phys;
             run_length = 0;
@@ -71,14 +73,8 @@ static PyObject *cq_runs(PyObject *Py_UNUSED(module), PyObject *args) {
         taken++;
         run_end = phys + size;
     }
-    if (taken) {
-        PyObject *run = Py_BuildValue("(nLL)", (Py_ssize_t)run_first, run_phys, run_length);
-        if (run == NULL || PyList_Append(runs, run) < 0) {
-            Py_XDECREF(run);
-            goto done;
-        }
-        Py_DECREF(run);
-    }
+    if (taken && append_run(runs, run_first, run_phys, run_length) < 0)
+        goto done;
     result = PyTuple_Pack(2, runs, offsets);
 done:
     Py_XDECREF(runs);
