@@ -139,8 +139,17 @@ class BrokerController:
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Open the store, then serve. A start that fails (a port already taken) closes what it opened and
+        raises, so the store is left as a clean shutdown leaves it."""
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, self.store.start)
+        try:
+            await self._start_serving()
+        except BaseException:
+            await self._close_failed_start()
+            raise
+
+    async def _start_serving(self) -> None:
         self.ha_service.start(self._loop)
         self.stats = BrokerStats(self.store)
         self.topic_config_manager.load()
@@ -182,6 +191,18 @@ class BrokerController:
         self.subscription_group_manager.persist()
         if self._put_executor is not None:
             self._put_executor.shutdown()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.ha_service.shutdown)
+        await loop.run_in_executor(None, self.store.shutdown)
+
+    async def _close_failed_start(self) -> None:
+        """Close what a failed start opened, persisting nothing: its metadata may not have been loaded."""
+        self.started = False
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.server.stop()
+        await self.outer_client.close()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.ha_service.shutdown)
         await loop.run_in_executor(None, self.store.shutdown)

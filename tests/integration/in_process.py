@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import errno
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from unittest import mock
 
@@ -37,6 +38,7 @@ TINY_STORE: dict[str, object] = {
     "max_index_num": 256,
 }
 DISPATCH_POLLS = 500  # of 10 ms
+START_TRIES = 3
 
 
 def broker_configs(store_dir: Path, port: int | None = None, *, namesrv_addr: str = "",
@@ -51,16 +53,32 @@ def broker_configs(store_dir: Path, port: int | None = None, *, namesrv_addr: st
     return broker_config, store_config
 
 
+async def start_on_free_port(build: Callable[[int], BrokerController], tries: int = START_TRIES) -> BrokerController:
+    """``build(port)`` on a free port, started. Another test process may bind the port between its choice and the
+    bind (the suite runs in parallel), so a start that finds it taken tries a new port."""
+    for attempt in range(tries):
+        controller = build(free_broker_port())
+        try:
+            await controller.start()
+            return controller
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or attempt == tries - 1:
+                raise
+    raise ValueError("tries must be at least 1")
+
+
 @contextlib.asynccontextmanager
 async def running_controller(store_dir: Path, port: int | None = None, *, namesrv_addr: str = "",
                          store: Mapping[str, object] | None = None, processors: tuple[str, ...] | None = None,
                          **broker_fields: object) -> AsyncIterator[BrokerController]:
     """A started broker (see ``broker_configs``), shut down on exit. ``processors`` limits the processor modules
     registered at start (the registry's MODULES) to those named."""
-    controller = BrokerController(*broker_configs(store_dir, port, namesrv_addr=namesrv_addr, store=store,
-                                                  **broker_fields), bind_host=HOST)
+    def build(free: int) -> BrokerController:
+        return BrokerController(*broker_configs(store_dir, port or free, namesrv_addr=namesrv_addr, store=store,
+                                                **broker_fields), bind_host=HOST)
+
     with mock.patch.object(registry, "MODULES", processors) if processors else contextlib.nullcontext():
-        await controller.start()
+        controller = await start_on_free_port(build, tries=1 if port else START_TRIES)
     try:
         yield controller
     finally:

@@ -36,7 +36,7 @@ from broker.remoting.command import RemotingCommand, create_request
 from broker.remoting.transaction_batch import TransactionHandle
 from broker.server.broker_controller import BrokerController
 from tests.helpers import LoopThread, client_config
-from tests.integration.in_process import BROKER_NAME, broker_configs, dispatched
+from tests.integration.in_process import BROKER_NAME, broker_configs, dispatched, start_on_free_port
 from tests.integration.transactions import Listener
 
 GROUP = "txb_group"
@@ -134,10 +134,9 @@ def start_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         namesrv = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
                                                   kv_config_path=str(tmp / "kvConfig.json")))
         await namesrv.start()
-        broker = BrokerController(*broker_configs(
-            tmp / "store", namesrv_addr=namesrv.address, store=STORE, default_topic_queue_nums=4,
-            transaction_time_out=TIMEOUT_MS, transaction_check_interval=600_000), bind_host="127.0.0.1")
-        await broker.start()
+        broker = await start_on_free_port(lambda port: BrokerController(*broker_configs(
+            tmp / "store", port, namesrv_addr=namesrv.address, store=STORE, default_topic_queue_nums=4,
+            transaction_time_out=TIMEOUT_MS, transaction_check_interval=600_000), bind_host="127.0.0.1"))
         return namesrv, broker
 
     namesrv, broker = loop.run(start())

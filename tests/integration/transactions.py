@@ -26,8 +26,8 @@ from broker.remoting.command import create_request
 from broker.remoting.headers import EndTransactionRequestHeader
 from broker.server.broker_controller import BrokerController
 from broker.store.layout import CQ_UNIT_SIZE
-from tests.helpers import client_config, free_port, now_ms
-from tests.integration.in_process import broker_configs, dispatched
+from tests.helpers import client_config, now_ms
+from tests.integration.in_process import broker_configs, dispatched, start_on_free_port
 
 TOPIC = "TxTopic"
 GROUP = "tx_producer_group"
@@ -111,10 +111,8 @@ async def cluster(tmp: Path, **broker_fields: object) -> AsyncIterator[Cluster]:
     namesrv = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
                                               kv_config_path=str(tmp / "kvConfig.json")))
     await namesrv.start()
-    port = free_port()
-    broker = broker_controller(tmp, port, namesrv.address, **broker_fields)
-    await broker.start()
-    c = Cluster(namesrv, broker, tmp, port)
+    broker = await start_on_free_port(lambda port: broker_controller(tmp, port, namesrv.address, **broker_fields))
+    c = Cluster(namesrv, broker, tmp, broker.broker_config.listen_port)
     try:
         yield c
     finally:
