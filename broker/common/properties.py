@@ -164,7 +164,8 @@ def to_snake(name: str) -> str:
 
 
 # RocketMQ spells these with upper-case runs that the plain rule would split differently.
-_SPECIAL_KEYS = {"checkCRCOnRecover": "check_crc_on_recover"}
+_SPECIAL_KEYS = {"checkCRCOnRecover": "check_crc_on_recover", "enableDLegerCommitLog": "enable_d_leger_commit_log",
+                 "storePathDLedgerCommitLog": "store_path_d_ledger_commit_log"}
 _SPECIAL_NAMES = {v: k for k, v in _SPECIAL_KEYS.items()}
 
 

@@ -332,6 +332,12 @@ def set_prepared_offset(record: bytearray, offset: int) -> None:
     _LONG.pack_into(record, record_field_offsets(sys_flag)["PREPARED TRANSACTION OFFSET"], offset)
 
 
+def set_physical_offset(buf, offset: int, pos: int = 0) -> None:
+    """Write PHYSICALOFFSET into the record at ``buf[pos:]`` (DLedger's append hook: the record's offset is known
+    only once its entry has a place)."""
+    _LONG.pack_into(buf, pos + PHYSICALOFFSET_POS, offset)
+
+
 def record_size(buf, pos: int = 0) -> int:
     return _INT.unpack_from(buf, pos + TOTALSIZE_POS)[0]
 

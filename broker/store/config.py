@@ -11,8 +11,23 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from broker.common.errors import ConfigError
 from broker.common.properties import format_value, parse_fields, to_camel
 from broker.store.layout import CQ_UNIT_SIZE, CQ_UNITS_PER_FILE, MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
+
+
+def parse_peers(peers: str) -> dict[str, str]:
+    """DLedger's peers key: ``n0-127.0.0.1:40911;n1-127.0.0.1:40912`` as {id: address}, in order."""
+    result: dict[str, str] = {}
+    for peer in filter(None, (p.strip() for p in peers.split(";"))):
+        peer_id, sep, address = peer.partition("-")
+        host, colon, port = address.rpartition(":")
+        if not sep or not peer_id or not colon or not host or not port.isdigit():
+            raise ConfigError(f"dLegerPeers: {peer!r} is not id-host:port")
+        if peer_id in result:
+            raise ConfigError(f"dLegerPeers: {peer_id} is named twice")
+        result[peer_id] = address
+    return result
 
 
 class FlushDiskType(StrEnum):
@@ -80,6 +95,12 @@ class MessageStoreConfig:
     min_in_sync_replicas: int = 1
     enable_auto_in_sync_replicas: bool = False
     dispatch_mode: DispatchMode = DispatchMode.PROCESS  # not a RocketMQ key: Java needs no second process
+    # -- DLedger (a Raft group per broker name): the CommitLog is the group's log, under dledger-<selfId>/
+    enable_d_leger_commit_log: bool = False
+    d_leger_group: str = ""  # the group, RocketMQ's brokerName by convention
+    d_leger_peers: str = ""  # "n0-host:port;n1-host:port;..."
+    d_leger_self_id: str = ""  # this member's id among the peers
+    store_path_d_ledger_commit_log: str = ""  # "" means {store_path_root_dir}/dledger-<selfId>/data
 
     @property
     def commit_log_dir(self) -> str:
@@ -100,6 +121,11 @@ class MessageStoreConfig:
     @property
     def abort_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "abort")
+
+    @property
+    def d_ledger_peers(self) -> dict[str, str]:
+        """dLegerPeers as {id: "host:port"}; ConfigError when a peer is not ``id-host:port``."""
+        return parse_peers(self.d_leger_peers)
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> MessageStoreConfig:

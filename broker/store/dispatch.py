@@ -135,6 +135,20 @@ except ImportError:  # built without a C compiler
     scan_records = _scan_records_py
 
 
+def dispatch_requests(records: list[ScannedRecord], tags_code_of: TagsCodeHook) -> list[DispatchRequest]:
+    """The dispatch requests of scanned records (``scan_records``), their tagsCodes from ``tags_code_of``."""
+    requests: list[DispatchRequest] = []
+    for size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props in records:
+        keys = props.get(PROPERTY_KEYS)
+        request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
+                                  split_keys(keys) if keys else [],
+                                  props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, props)
+        if PROPERTY_TAGS in props or PROPERTY_DELAY_TIME_LEVEL in props:  # else 0, whatever the hook
+            request.tags_code = tags_code_of(request)
+        requests.append(request)
+    return requests
+
+
 QueueKey = tuple[str, int]  # (topic, queueId)
 # What a dispatch step added, per queue: the queue's new max offset and the tagsCodes of the new units, in order.
 Arrivals = dict[QueueKey, tuple[int, list[int]]]
@@ -291,16 +305,7 @@ class ReputMessageService(ServiceThread):
             raise CorruptRecord(mf.file_from_offset + at, reason) from None
         if blank:  # the rest of the file is filler
             pos = mf.file_size
-        tags_code_of = self.tags_code_of
-        requests: list[DispatchRequest] = []
-        for size, queue_id, queue_offset, phys, sys_flag, store_ts, topic, props in records:
-            keys = props.get(PROPERTY_KEYS)
-            request = DispatchRequest(topic, queue_id, phys, size, 0, store_ts, queue_offset,
-                                      split_keys(keys) if keys else [],
-                                      props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, props)
-            if PROPERTY_TAGS in props or PROPERTY_DELAY_TIME_LEVEL in props:  # else 0, whatever the hook
-                request.tags_code = tags_code_of(request)
-            requests.append(request)
+        requests = dispatch_requests(records, self.tags_code_of)
         if requests:
             for dispatcher in self.dispatchers:
                 dispatcher.dispatch(requests)
