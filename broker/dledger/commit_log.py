@@ -21,7 +21,9 @@ from broker.dledger.member_state import MemberState
 from broker.dledger.store import DEFAULT_INDEX_FILE_SIZE, DLedgerEntry, DLedgerMmapFileStore
 from broker.store.config import MessageStoreConfig
 from broker.store.dispatch import (
+    DISPATCH_BATCH,
     DISPATCH_PROPERTIES,
+    CommitLogDispatcher,
     DispatchRequest,
     TagsCodeHook,
     default_tags_code,
@@ -165,6 +167,18 @@ class DLedgerCommitLog:
             records.extend(scanned)
             offset += header.size
         return dispatch_requests(records, tags_code_of), offset
+
+    def dispatch_to(self, dispatchers: list[CommitLogDispatcher], offset: int,
+                    tags_code_of: TagsCodeHook = default_tags_code) -> int:
+        """Hand every committed entry from data offset ``offset`` on to ``dispatchers`` (the ConsumeQueue and
+        IndexFile builders), a step at a time; returns where the committed entries end. Apache's broker dispatches
+        nothing at a clean start (its reput begins at the log's end), so entries are dispatched before a shutdown."""
+        while offset < self.max_offset:
+            requests, offset = self.dispatch_from(offset, DISPATCH_BATCH, tags_code_of)
+            if requests:
+                for dispatcher in dispatchers:
+                    dispatcher.dispatch(requests)
+        return offset
 
     # -- close ------------------------------------------------------------------------------------------------------
 

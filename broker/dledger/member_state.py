@@ -57,10 +57,12 @@ class MemberState:
 
     def lead_alone(self) -> None:
         """Become leader of a group of one, as DLedger's election does it: vote for itself in the current term
-        (unless that vote went to another member, then in the next one) and take the lead."""
-        if self.vote_for not in (None, self.self_id):
-            self.current_term += 1
-        self.vote_for = self.self_id
-        self.persist()
+        (unless that vote went to another member, then in the next one) and take the lead. ``currterm`` is written
+        only when the vote is new, so that reopening a store changes none of its files."""
+        if self.vote_for != self.self_id:
+            if self.vote_for is not None:
+                self.current_term += 1
+            self.vote_for = self.self_id
+            self.persist()
         self.role = Role.LEADER
         self.leader_id = self.self_id
