@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import BlockingClient, Message, MessageQueue, PullStatus, SendStatus
+from broker.client import BlockingClient, Message, MessageExt, MessageQueue, PullStatus, SendStatus
 from broker.common.errors import MQClientError
 from broker.common.message import decode_message_id, pack_host
 from broker.common.record import decode_record, encode_record
@@ -22,11 +22,13 @@ from broker.dledger.commit_log import DLedgerCommitLog, DLedgerSetup
 from broker.dledger.layout import BODY_OFFSET
 from broker.store.config import MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueueStore
-from broker.store.dispatch import BuildConsumeQueue
+from broker.store.dispatch import BuildConsumeQueue, BuildIndex
+from broker.store.index_service import IndexService
 from broker.store.layout import iter_cq_units
+from broker.tools.admin import MQAdminExt
 from broker.tools.local_cluster import free_port
 from tests.apache.servers import start_apache_broker, start_apache_namesrv
-from tests.helpers import wait_until
+from tests.helpers import run, wait_until
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
@@ -65,6 +67,11 @@ def wait_led(client: BlockingClient) -> None:
     wait_until("the DLedger broker registered as master",
                lambda: any(0 in b.broker_addrs for b in client.get_route("TBW102", refresh=True).broker_datas),
                ignoring=(MQClientError,))
+
+
+async def query_key(namesrv_addr: str, key: str) -> list[MessageExt]:
+    async with MQAdminExt(namesrv_addr) as admin:
+        return (await admin.query_message(TOPIC, key, 32, 0, 2_000_000_000_000)).messages
 
 
 def pull_all(client: BlockingClient, queue_id: int) -> list[bytes]:
@@ -123,6 +130,9 @@ def test_takeover_both_ways(tmp_path: Path) -> None:
         consume_queues = ConsumeQueueStore(str(store / "consumequeue"), CQ_FILE_SIZE)
         consume_queues.load()
         consume_queues.recover()
+        defaults = MessageStoreConfig()
+        index = IndexService(str(store / "index"), defaults.max_hash_slot_num, defaults.max_index_num)
+        index.load(True, 0)
         host = pack_host("127.0.0.1", 10911)
         next_offset = {q: consume_queues.get(TOPIC, q).max_offset for q in range(QUEUES)}
         for i in range(OURS):
@@ -131,9 +141,12 @@ def test_takeover_both_ways(tmp_path: Path) -> None:
                                          properties=f"KEYS\x01o{i}\x02".encode(), born_host=host, store_host=host,
                                          queue_offset=next_offset[queue_id], store_timestamp=1_800_000_000_000 + i))
             next_offset[queue_id] += 1
-        assert log.dispatch_to([BuildConsumeQueue(consume_queues)], consume_queues.max_physic_offset) == log.max_offset
+        dispatchers = [BuildConsumeQueue(consume_queues), BuildIndex(index)]
+        assert log.dispatch_to(dispatchers, consume_queues.max_physic_offset) == log.max_offset
         consume_queues.flush_all()
         consume_queues.close()
+        index.flush()
+        index.close()
         log.shutdown()
 
         # 4. Apache's broker opens the result and serves every message, ours included, to our client
@@ -143,5 +156,7 @@ def test_takeover_both_ways(tmp_path: Path) -> None:
             served = [body for q in range(QUEUES) for body in pull_all(client, q)]
             expected = stored + [f"ours {i}|".encode() * 30 for i in range(OURS)]
             assert sorted(served) == sorted(expected)
+            found = run(query_key(namesrv.addr, "o7"))
+            assert [m.body for m in found] == [b"ours 7|" * 30]  # through the IndexFile entries ours added
             after = client.send(Message(TOPIC, b"after the takeover"))
             assert decode_message_id(after.offset_msg_id)[1] > offsets[-1]
