@@ -47,7 +47,7 @@ class DLedgerSetup:
 
     @classmethod
     def from_store_config(cls, config: MessageStoreConfig) -> DLedgerSetup:
-        peers = config.d_ledger_peers
+        peers = config.d_leger_peer_map
         if config.d_leger_self_id not in peers:
             raise StoreError(f"dLegerSelfId {config.d_leger_self_id!r} is not one of dLegerPeers {list(peers)}")
         root = config.store_path_root_dir
@@ -78,18 +78,15 @@ class DLedgerCommitLog:
         recovered, is where a first start after it makes the DLedger data begin."""
         self.member_state.load()
         self.store.load()
+        if not self.store.data.files and old_commit_log is not None and old_commit_log.files:
+            self._divide(old_commit_log)
+        self.store.recover()
         if self.store.data.files:
-            self.store.recover()
             self.divided_commit_log_offset = self.store.data.min_offset
-        elif old_commit_log is not None and old_commit_log.files:
-            self.divided_commit_log_offset = self._divide(old_commit_log)
-            self.store.recover()
-        else:
-            self.store.recover()
         if list(self.setup.peers) == [self.setup.self_id]:
             self.member_state.lead_alone()
 
-    def _divide(self, old: MappedFileQueue) -> int:
+    def _divide(self, old: MappedFileQueue) -> None:
         """Close the old CommitLog's last file with a BLANK record where its data ends, and start DLedger's data
         at the end of that file (DLedgerCommitLog.setRecoverPosition)."""
         last = old.files[-1]
@@ -97,9 +94,7 @@ class DLedgerCommitLog:
             last.write_at(last.wrote_position, encode_blank(last.free_space))
             last.wrote_position = last.file_size
             last.flush()
-        divided = last.file_from_offset + last.file_size
-        self.store.data.start_at(divided)
-        return divided
+        self.store.data.start_at(last.file_from_offset + last.file_size)
 
     # -- put ------------------------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ Index unit (DLedgerEntryCoder.encodeIndex), at ``index * 32`` in the index files
     magic 4 | pos 8 | size 4 | index 8 | term 8     = 32 bytes
 
 A data file ends with a pad when the next entry (plus 8 bytes) does not fit: magic -1 and the bytes left in the
-file, the rest of the file left as it was. Index files are a multiple of 32 bytes and take no pad.
+file, then zeros to the file's end. Index files are a multiple of 32 bytes and take no pad.
 
 Beside them, two Java properties files in the member's folder: ``checkpoint`` (endIndex, committedIndex) and
 ``currterm`` (currTerm, voteLeader).
@@ -115,7 +115,7 @@ def decode_index_unit(buf, pos: int = 0) -> IndexUnit:
 
 
 def encode_blank(remaining: int) -> bytes:
-    """The pad that ends a data file: its first 8 bytes (DLedger writes the rest of the file as zeros)."""
+    """The first 8 bytes of the pad that ends a data file (zeros follow to the file's end)."""
     return BLANK.pack(BLANK_MAGIC_CODE, remaining)
 
 

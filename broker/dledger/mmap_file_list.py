@@ -72,7 +72,7 @@ class MmapFileList:
             if not use_blank:
                 raise StoreError(f"{length} bytes do not fit in the {mf.free_space} left in {mf.path}")
             remaining = mf.free_space
-            mf.write_at(mf.wrote_position, encode_blank(remaining))
+            mf.write_at(mf.wrote_position, encode_blank(remaining).ljust(remaining, b"\0"))
             mf.wrote_position = self.file_size
             mf = self.queue.last_file_for_write()
         return mf.file_from_offset + mf.wrote_position

@@ -109,11 +109,7 @@ class DLedgerMmapFileStore:
                 if header.size == 0:
                     break
                 at = mf.file_from_offset + pos
-                problem = entry_problem(header, at) or (pos + header.size > mf.file_size and "runs past its file")
-                if not problem and last_index != -1 and header.index != last_index + 1:
-                    problem = f"index {header.index} after {last_index}"
-                if not problem and header.term < last_term:
-                    problem = f"term {header.term} after {last_term}"
+                problem = _walk_problem(header, at, mf.file_size - pos, last_index, last_term)
                 if problem:
                     log.info("DLedger data ends at %d: %s", at, problem)
                     break
@@ -269,3 +265,18 @@ class DLedgerMmapFileStore:
         self.persist_checkpoint()
         self.data.close()
         self.index.close()
+
+
+def _walk_problem(header: EntryHeader, at: int, room: int, last_index: int, last_term: int) -> str | None:
+    """Why recovery's walk stops at the entry at ``at`` (``room`` bytes left in its file), after the entry
+    ``last_index`` of term ``last_term``; None when it goes on."""
+    problem = entry_problem(header, at)
+    if problem:
+        return problem
+    if header.size > room:
+        return "runs past its file"
+    if last_index != -1 and header.index != last_index + 1:
+        return f"index {header.index} after {last_index}"
+    if header.term < last_term:
+        return f"term {header.term} after {last_term}"
+    return None

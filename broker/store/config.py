@@ -123,7 +123,7 @@ class MessageStoreConfig:
         return os.path.join(self.store_path_root_dir, "abort")
 
     @property
-    def d_ledger_peers(self) -> dict[str, str]:
+    def d_leger_peer_map(self) -> dict[str, str]:
         """dLegerPeers as {id: "host:port"}; ConfigError when a peer is not ``id-host:port``."""
         return parse_peers(self.d_leger_peers)
 
