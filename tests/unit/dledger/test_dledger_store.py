@@ -174,6 +174,7 @@ def test_records_get_their_entry_offset_and_dispatch_from_entries(tmp_path: Path
     log = DLedgerCommitLog(setup_for(tmp_path))
     log.open()
     assert log.store.data.queue.directory == str(tmp_path / "dledger-n0" / "data")
+    assert (tmp_path / "dledger-n0" / "currterm").read_text() == "voteLeader=n0\ncurrTerm=0\n"  # as Apache's
     results = [log.put_record(record(i)) for i in range(30)]
     assert len(log.store.data.files) > 1  # rolled
     for i, put in enumerate(results):
@@ -187,6 +188,8 @@ def test_records_get_their_entry_offset_and_dispatch_from_entries(tmp_path: Path
     first, middle = log.dispatch_from(log.min_offset, 7)
     assert len(first) == 7 and log.dispatch_from(middle, 1000)[0] == requests[7:]
     log.shutdown()
+    index_files = list((tmp_path / "dledger-n0" / "index").iterdir())
+    assert [(f.name, f.stat().st_size) for f in index_files] == [("00000000000000000000", 32 * 5 * 1024 * 1024)]
 
 
 def test_dledger_data_begins_after_the_old_commit_log(tmp_path: Path) -> None:
