@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.common.errors import StoreError
-from broker.common.record import encode_blank, record_size, set_physical_offset
+from broker.common.record import END_FILE_MIN_BLANK_LENGTH, encode_blank, record_size, set_physical_offset
 from broker.dledger.layout import BLANK_MAGIC_CODE, BODY_OFFSET, data_dir, decode_entry_header, index_dir, member_dir
 from broker.dledger.member_state import MemberState
 from broker.dledger.store import DEFAULT_INDEX_FILE_SIZE, DLedgerEntry, DLedgerMmapFileStore
@@ -90,7 +90,7 @@ class DLedgerCommitLog:
         """Close the old CommitLog's last file with a BLANK record where its data ends, and start DLedger's data
         at the end of that file (DLedgerCommitLog.setRecoverPosition)."""
         last = old.files[-1]
-        if last.free_space >= 8:
+        if last.free_space >= END_FILE_MIN_BLANK_LENGTH:
             last.write_at(last.wrote_position, encode_blank(last.free_space))
             last.wrote_position = last.file_size
             last.flush()

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from broker.common.errors import StoreError
 from broker.common.persist import write_atomic
-from broker.common.properties import parse_properties
+from broker.common.properties import read_properties
 from broker.dledger.layout import TERM_KEY, TERM_PERSIST_FILE, VOTE_FOR_KEY
 
 
@@ -44,8 +44,7 @@ class MemberState:
         """Read ``currterm`` if there is one (a missing file is a member that never voted)."""
         if not os.path.exists(self.path):
             return
-        with open(self.path, encoding="iso-8859-1") as f:
-            props = parse_properties(f.read())
+        props = read_properties(self.path)
         try:
             self.current_term = int(props.get(TERM_KEY, self.current_term))
         except ValueError:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from broker.common.errors import StoreError
 from broker.common.persist import write_atomic
-from broker.common.properties import parse_properties
+from broker.common.properties import read_properties
 from broker.dledger.layout import (
     BLANK_MAGIC_CODE,
     BODY_OFFSET,
@@ -159,9 +159,10 @@ class DLedgerMmapFileStore:
     def _load_checkpoint(self) -> None:
         if not os.path.exists(self.checkpoint_path):
             return
-        with open(self.checkpoint_path, encoding="iso-8859-1") as f:
-            value = parse_properties(f.read()).get(COMMITTED_INDEX_KEY, "").strip()
+        value = read_properties(self.checkpoint_path).get(COMMITTED_INDEX_KEY, "").strip()
         if value:
+            if not value.lstrip("-").isdigit():
+                raise StoreError(f"{self.checkpoint_path}: {COMMITTED_INDEX_KEY} is {value!r}, not a number")
             self.update_committed_index(self.member_state.current_term, int(value))
 
     # -- write ----------------------------------------------------------------------------------------------------
