@@ -123,6 +123,23 @@ def _run_tool(cmd: list[str], what: str, timeout: float, cwd: Path | None = None
         raise JavaToolError(f"{what} failed (exit {done.returncode}): {' '.join(cmd)}\n{output}")
 
 
+def sources_jar(group: str, artifact: str, version: str) -> Path:
+    """The sources jar of ``group:artifact:version`` in the local Maven repository, fetched (once across test
+    workers) when it is not there yet."""
+    jar = (Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact / version
+           / f"{artifact}-{version}-sources.jar")
+    with _exclusive(cache_dir() / "sources" / _key(group, artifact, version)):
+        if not jar.exists():
+            require_tools("mvn")
+            _run_tool(["mvn", "-q", "-B", "-Dstyle.color=never",
+                       f"org.apache.maven.plugins:maven-dependency-plugin:{DEPENDENCY_PLUGIN_VERSION}:get",
+                       f"-Dartifact={group}:{artifact}:{version}:jar:sources", "-Dtransitive=false"],
+                      f"Maven fetching the sources of {group}:{artifact}:{version}", MAVEN_TIMEOUT_S, cwd=cache_dir())
+        if not jar.exists():
+            raise JavaToolError(f"Maven fetched the sources of {group}:{artifact}:{version} but {jar} is missing")
+    return jar
+
+
 def resolve_classpath(artifacts: Sequence[str]) -> str:
     """The runtime classpath (``os.pathsep`` separated jars) of ``groupId:artifactId:version`` artifacts.
 

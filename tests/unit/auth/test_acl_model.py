@@ -25,10 +25,10 @@ from broker.common.fastjson import encode_json
 from broker.remoting.codes import RequestCode
 from broker.remoting.command import create_request
 from broker.remoting.signing import SessionCredentials, sign_request
+from tests.javatools import ROCKETMQ_GROUP, sources_jar
 from tests.unit.auth.annotations import extract
 
-SOURCES_JAR = (Path.home() / ".m2/repository/org/apache/rocketmq/rocketmq-remoting/5.5.0"
-               / "rocketmq-remoting-5.5.0-sources.jar")
+SOURCES = (ROCKETMQ_GROUP, "rocketmq-remoting", "5.5.0")  # the release whose annotations actions.py follows
 ALICE_ACL = {"subject": "User:alice", "policies": [{"entries": [
     {"resource": "Topic:TopicA", "actions": ["Pub", "Sub"], "decision": "Allow"},
     {"resource": "Topic:Top*", "actions": ["Pub", "Sub"], "decision": "Allow"},
@@ -155,9 +155,8 @@ def test_acl_changes_merge_and_delete_as_apaches(tmp_path: Path) -> None:
 def test_the_annotation_table_is_apaches() -> None:
     """Re-read @RocketMQAction/@RocketMQResource from rocketmq-remoting 5.5.0's sources jar (Maven fetched it for
     the Java oracle) and compare with ``actions.ANNOTATED`` code by code."""
-    assert SOURCES_JAR.exists(), f"{SOURCES_JAR} is missing: mvn dependency:get it (-Dclassifier=sources)"
     extracted: dict[int, set[tuple[object, ...]]] = {}
-    for header, (code, resource, names, fields) in extract(SOURCES_JAR).items():
+    for header, (code, resource, names, fields) in extract(sources_jar(*SOURCES)).items():
         row = (header, resource, names, tuple((f, t, s, None if d is None else json.loads(d)) for f, t, s, d in fields))
         extracted.setdefault(RequestCode[code], set()).add(row)
     ours = {code: (rule.header, rule.class_resource.name if rule.class_resource else None,
