@@ -12,16 +12,23 @@ console never saw online shows as what it is then: committed offsets, no members
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from typing import Any
 
+from broker.client.route import MASTER_ID
 from broker.common.errors import RmqError
 from broker.common.validation import dlq_topic, retry_topic, validate_group
 from broker.console.api import ApiError, ApiRequest, Console, Route
 from broker.console.message_api import messages_between
 from broker.console.views import is_spark_client, message_summary, queue_view, send_result_view
+from broker.remoting.admin_bodies import ConsumeStats
+from broker.tools.admin import MQAdminExt
 from broker.tools.commands import GroupConsumeInfo, consumer_groups, group_consume_info, reset_offsets_by_time
 from broker.tools.messages import resend_message
 from broker.tools.results import version_desc
+
+log = logging.getLogger(__name__)
 
 PARALLEL_GROUPS = 8  # groups asked at once for the list: each is a route lookup and a request per broker
 DLQ_PAGE = 200
@@ -63,11 +70,37 @@ def _group_name(request: ApiRequest) -> str:
     return group
 
 
+async def _stats_of_every_master(admin: MQAdminExt, group: str) -> ConsumeStats | None:
+    """The group's offsets from every master: for a group without a retry topic (one that never sent a heartbeat,
+    such as a group created by updateSubGroup and committed to by offset only), whose brokers no route names."""
+    stats = ConsumeStats()
+    info = await admin.examine_broker_cluster_info()
+    for broker in info.broker_addr_table.values():
+        addr = broker.broker_addrs.get(MASTER_ID)
+        if addr is not None:
+            try:
+                stats.offset_table.update((await admin.consume_stats_of_broker(addr, group)).offset_table)
+            except RmqError as err:
+                log.debug("consume stats of %s on %s: %s", group, addr, err)
+    return stats if stats.offset_table else None
+
+
+async def _has_route(admin: MQAdminExt, topic: str) -> bool:
+    try:
+        await admin.examine_topic_route_info(topic)
+    except RmqError:
+        return False
+    return True
+
+
 async def get_group(console: Console, request: ApiRequest) -> dict[str, Any]:
     group = _group_name(request)
     info = await group_consume_info(console.admin, group)
-    if info.connection is None and info.stats is None:
-        raise ApiError(404, f"consumer group {group!r} has no committed offsets and no online client")
+    if info.stats is None:
+        info = dataclasses.replace(info, stats=await _stats_of_every_master(console.admin, group))
+    has_dlq = await _has_route(console.admin, dlq_topic(group))
+    if info.connection is None and info.stats is None and not has_dlq:
+        raise ApiError(404, f"consumer group {group!r} has no committed offsets, no online client and no dead letter")
     connection, stats = info.connection, info.stats
     queues = []
     for mq in sorted(stats.offset_table) if stats else ():
@@ -76,11 +109,6 @@ async def get_group(console: Console, request: ApiRequest) -> dict[str, Any]:
                        "lag": w.diff, "inflight": w.inflight, "lastTimestamp": w.last_timestamp})
     subscriptions = sorted(connection.subscription_table.values(), key=lambda s: s.topic) if connection else []
     topics = sorted({q["topic"] for q in queues} | {s.topic for s in subscriptions})
-    try:
-        await console.admin.examine_topic_route_info(dlq_topic(group))
-        has_dlq = True
-    except RmqError:  # no route: the group never had a dead letter
-        has_dlq = False
     return {
         **group_row(console, info),
         "clients": [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,

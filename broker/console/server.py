@@ -62,6 +62,7 @@ class ConsoleServer:
         self._threads: list[threading.Thread] = []
         self._http: ThreadingHTTPServer | None = None
         self._sampler_task: asyncio.Task[None] | None = None
+        self._closing = False
         self.console: Console | None = None
         self.static = _static_files()
 
@@ -101,6 +102,7 @@ class ConsoleServer:
             await self.console.admin.close()
 
     def close(self) -> None:
+        self._closing = True  # a kept-alive connection's thread may still bring a call
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
@@ -125,8 +127,15 @@ class ConsoleServer:
             segments = [unquote(s) for s in path.strip("/").split("/")]
             handler, params = find_route(ROUTES, method, segments)
             request = ApiRequest(params, dict(parse_qsl(query)), _json_object(body))
-            assert self.console is not None and self._loop is not None
-            future = asyncio.run_coroutine_threadsafe(handler(self.console, request), self._loop)
+            loop = self._loop
+            if self._closing or loop is None or self.console is None:
+                raise ApiError(503, "the console is stopping")
+            coro = handler(self.console, request)
+            try:
+                future = asyncio.run_coroutine_threadsafe(coro, loop)
+            except RuntimeError:  # the loop closed meanwhile
+                coro.close()
+                raise ApiError(503, "the console is stopping") from None
             try:
                 return 200, future.result(CALL_TIMEOUT_S)
             except FutureTimeout:

@@ -156,6 +156,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     options.binary_location = CHROMIUM
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the pages' console, which the tests read
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(30)
     try:

@@ -43,7 +43,7 @@ export async function render({ args }) {
   const resetResult = h("div", { id: "reset-result" });
   const reset = form({ id: "reset-offsets" }, [
     field("Topic", h("select", { name: "topic" }, g.topics.map((t) => h("option", { value: t }, t)))),
-    field("Time", h("input", { name: "time", type: "datetime-local", step: 1, required: true,
+    field("Time", h("input", { name: "time", type: "datetime-local", step: 0.001, required: true,
       value: toLocalInput(Date.now() - 3600 * 1000) })),
     h("label", { class: "field check" }, h("input", { type: "checkbox", name: "force", checked: true }),
       h("span", {}, "also move offsets forward")),

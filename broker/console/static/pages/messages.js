@@ -28,7 +28,7 @@ export async function render({ query }) {
   const inputs = [
     field("Topic", h("input", { name: "topic", list: "topic-names", required: true, value: query.get("topic") || "" })),
     ...MODES[mode].fields.map(([name, label, type = "text"]) => field(label, h("input", { name, type, required: true,
-      step: type === "datetime-local" ? 1 : null, value: query.get(name) || defaults[name] || "" }))),
+      step: type === "datetime-local" ? 0.001 : null, value: query.get(name) || defaults[name] || "" }))),
   ];
   const run = async (values) => {
     const params = new URLSearchParams({ topic: values.topic });

@@ -20,7 +20,7 @@ export async function render({ query }) {
   draw();
 
   const create = form({ id: "create-topic" }, [
-    field("Topic", h("input", { name: "topic", required: true, pattern: "[%|a-zA-Z0-9_-]+" })),
+    field("Topic", h("input", { name: "topic", required: true })),
     field("Cluster", h("select", { name: "cluster" }, cluster.clusters.map((c) => h("option", { value: c }, c)))),
     field("Read queues", h("input", { name: "readQueueNums", type: "number", min: 1, value: 4 })),
     field("Write queues", h("input", { name: "writeQueueNums", type: "number", min: 1, value: 4 })),
