@@ -6,8 +6,8 @@ Modules: ``server`` (the HTTP server, the static page, the event loop the API ru
 in this process), ``api`` (requests, errors, routes, the handlers' shared state), ``cluster_api``, ``topic_api``,
 ``group_api``, ``message_api`` (the JSON API by page), ``views`` (the JSON forms of messages and results),
 ``sampler`` (the charts' figures), ``startup`` (the ``mqconsole`` command), ``process`` (the console as a child
-process, as ``broker.tools.local_cluster`` starts servers), ``screenshots`` (the README's pictures); ``static/`` is
-the page: HTML, CSS and JavaScript modules served as they are, no build step.
+process, as ``broker.tools.local_cluster`` starts servers); ``static/`` is the page: HTML, CSS and JavaScript
+modules served as they are, no build step; ``screenshots/`` the README's pictures (tests/console/screenshots.py).
 
 May import: ``broker.common``, ``broker.remoting``, ``broker.client`` and ``broker.tools``; it starts servers only
 when asked (``start_console``, ``start_console_process``).

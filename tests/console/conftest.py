@@ -101,10 +101,10 @@ async def _send_traced(namesrv: str, topic: str) -> SendResult:
         return await producer.send(Message(topic, b"traced", keys="traced-1"))
 
 
-@pytest.fixture(scope="session")
-def data(cluster: Cluster) -> Iterator[ConsoleData]:
-    ns, topic = cluster.namesrv_addr, "ConsoleOrders"
-    spark_group, dlq_group = "ConsoleSparkQuery", "ConsoleDeadGroup"
+def make_scenario(ns: str, topic: str = "ConsoleOrders") -> tuple[ConsoleData, Any]:
+    """Put the scenario in the cluster of ``ns``: the topic, its messages, the Spark query's commit, a dead letter,
+    a traced message. Returns the data and the Spark query's oracle (close it when done: the query stops)."""
+    spark_group, dlq_group = f"{topic}SparkQuery", f"{topic}DeadGroup"
     mqadmin_ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", topic, "-r", "4", "-w", "4")
     begin = now_ms()
     with BlockingClient(ns) as client:
@@ -128,6 +128,12 @@ def data(cluster: Cluster) -> Iterator[ConsoleData]:
                ignoring=(Exception,))
     wait_until("the keys indexed", lambda: mqadmin_ok("queryMsgByKey", "-n", ns, "-t", topic, "-k", "binary-1"), 10,
                ignoring=(AssertionError,))
+    return found, query
+
+
+@pytest.fixture(scope="session")
+def data(cluster: Cluster) -> Iterator[ConsoleData]:
+    found, query = make_scenario(cluster.namesrv_addr)
     try:
         yield found
     finally:
@@ -143,22 +149,28 @@ def _dead_letter_id(ns: str, group: str, found: ConsoleData) -> bool:
     return bool(messages)
 
 
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Headless Chromium; a missing browser fails the tests that need it (``.ci/run`` installs it)."""
+def start_browser(profile: Path) -> Any:
+    """Headless Chromium with a fresh profile in ``profile``, its pages' console kept for the tests to read."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Headless Chromium; a missing browser fails the tests that need it (``.ci/run`` installs it)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not Path(path).exists():
             pytest.fail(f"{path} is missing: apt-get install chromium chromium-driver", pytrace=False)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the pages' console, which the tests read
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
+    driver = start_browser(tmp_path_factory.mktemp("chromium"))
     try:
         yield driver
     finally:

@@ -11,6 +11,12 @@ function svg(tag, attrs = {}, text) {
   return el;
 }
 
+// The smallest 1, 2 or 5 times a power of ten at or above `value`: the top of the y axis.
+function niceCeil(value) {
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= value);
+}
+
 function clock(ms) {
   return new Date(ms).toTimeString().slice(0, 8);
 }
@@ -41,7 +47,7 @@ export function lineChart(title, series, format = shortNumber) {
   let [t0, t1] = [Math.min(...times), Math.max(...times)];
   if (t1 === t0) { t0 -= 1000; t1 += 1000; }
   const top = Math.max(...values, 0);
-  const y1 = top > 0 ? top * 1.1 : 1;
+  const y1 = top > 0 ? niceCeil(top * 1.05) : 1;
   const x = (t) => LEFT + ((t - t0) / (t1 - t0)) * (WIDTH - LEFT - RIGHT);
   const y = (v) => HEIGHT - BOTTOM - (v / y1) * (HEIGHT - TOP - BOTTOM);
 
