@@ -36,7 +36,7 @@ def test_the_cluster_answers_with_the_broker_and_its_figures(console: ConsoleSer
 
 
 def test_topics_filter_and_detail(console: ConsoleServer, data: ConsoleData) -> None:
-    listed = api_ok(console, "GET", "/api/topics?q=consoleorders")["topics"]
+    listed = api_ok(console, "GET", "/api/topics?q=consoleorders&type=NORMAL")["topics"]
     assert listed == [{"topic": data.topic, "type": "NORMAL"}]
     types = {t["topic"]: t["type"] for t in api_ok(console, "GET", "/api/topics")["topics"]}
     assert (types["TBW102"], types[DEFAULT_CLUSTER], types[f"%DLQ%{data.dlq_group}"]) == ("SYSTEM", "SYSTEM", "DLQ")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from broker.client import protocol
 from broker.client.blocking import BlockingClient
@@ -88,6 +88,10 @@ def test_each_page_renders(page: Page, data: ConsoleData, cluster: Any) -> None:
 
     page.open("topics")
     page.browser.find_element(By.ID, "topic-filter").send_keys("ConsoleOrd")
+    assert {tuple(r) for r in page.rows("topics")} >= {(data.topic, "NORMAL"), (dlq_topic(data.dlq_group), "DLQ"),
+                                                       (retry_topic(data.spark_group), "RETRY")}
+    assert all("ConsoleOrd" in r[0] for r in page.rows("topics"))
+    Select(page.browser.find_element(By.ID, "topic-type")).select_by_value("NORMAL")
     assert page.rows("topics") == [[data.topic, "NORMAL"]]
 
     page.open(f"topic/{data.topic}")
