@@ -10,7 +10,6 @@ Examples:
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ def _answers(proc: ServerProcess) -> bool:
     try:
         with urllib.request.urlopen(console_url(proc) + "api/health", timeout=1) as answer:
             return json.loads(answer.read()).get("status") == "UP"
-    except (OSError, ValueError, urllib.error.URLError):
+    except (OSError, ValueError):  # not listening yet (URLError is an OSError), or not our answer
         return False
 
 

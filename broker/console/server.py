@@ -170,6 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
     console_server: ConsoleServer
     server_version = "mqconsole"
     protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.0"  # a malformed request line still gets a status line and headers
 
     def do_GET(self) -> None:  # noqa: N802 - BaseHTTPRequestHandler's names
         self._dispatch("GET")

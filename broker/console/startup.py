@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 
 from broker.common.errors import RmqError
-from broker.console.sampler import DEFAULT_HISTORY_S, DEFAULT_INTERVAL_S
+from broker.console.sampler import DEFAULT_HISTORY_S, DEFAULT_INTERVAL_S, Sampler
 from broker.console.server import start_console
 from broker.remoting.signing import SessionCredentials
 from broker.tools.admin_client import NAMESRV_ADDR_ENV
@@ -68,9 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not namesrv:
         p.error(f"no NameServer: give -n or set {NAMESRV_ADDR_ENV}")
     try:
+        Sampler.check(args.sampleInterval, args.history)
+    except ValueError as err:
+        p.error(str(err))
+    try:
         console = start_console(namesrv, host=args.host, port=args.port, credentials=credentials,
                                 sample_interval_s=args.sampleInterval, history_s=args.history)
-    except (OSError, RmqError, ValueError) as err:
+    except (OSError, RmqError) as err:
         print(f"mqconsole: cannot start on {args.host}:{args.port}: {err}", file=sys.stderr)
         return 1
     stop = threading.Event()

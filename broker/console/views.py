@@ -8,6 +8,7 @@ pretty-printed JSON or hex.
 from __future__ import annotations
 
 import base64
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from broker.client.message import MessageExt, MessageQueue, SendResult
@@ -20,7 +21,7 @@ from broker.common.validation import (
 from broker.tools.results import MessageTrack
 
 
-def topic_type(topic: str, cluster_topics: set[str] | frozenset[str] = frozenset()) -> str:
+def topic_type(topic: str, cluster_topics: AbstractSet[str] = frozenset()) -> str:
     """RETRY, DLQ, SYSTEM (reserved topics, and those named after a cluster or a broker, given in
     ``cluster_topics``) or NORMAL."""
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):

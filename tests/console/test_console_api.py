@@ -167,6 +167,13 @@ def test_every_bad_input_gets_a_json_error(console: ConsoleServer, data: Console
     for method, path, body, status, words in cases:
         got, answer = api(console, method, path, raw=body)
         assert (got, words in answer.get("error", "")) == (status, True), (method, path, got, answer)
+    host, port = console.url.split("/")[2].split(":")
+    for raw, status in ((b"GARBAGE\r\n\r\n", b"400"), (b"GET /../../etc/passwd HTTP/1.0\r\n\r\n", b"404"),
+                        (b"HEAD /api/cluster HTTP/1.0\r\n\r\n", b"501")):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(raw)
+            answer = sock.makefile("rb").read()
+        assert answer.split(b" ")[1] == status and b"Traceback" not in answer, (raw, answer)
 
 
 def test_mqconsole_runs_as_a_process(tmp_path: Path, cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
