@@ -27,6 +27,7 @@ def apache_console(apache: Any) -> Iterator[ConsoleServer]:
 
 
 @pytest.mark.java
+@pytest.mark.slow
 def test_cluster_and_topic_pages_render_from_apache(apache: Any, apache_console: ConsoleServer, browser: Any) -> None:
     page = Page(browser, apache_console)
     page.console_errors()
