@@ -80,7 +80,11 @@ class ConsoleServer:
         loop_thread = threading.Thread(target=loop.run_forever, name="mqconsole-loop", daemon=True)
         loop_thread.start()
         self._threads.append(loop_thread)
-        asyncio.run_coroutine_threadsafe(self._open(), loop).result(CALL_TIMEOUT_S)
+        try:
+            asyncio.run_coroutine_threadsafe(self._open(), loop).result(CALL_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
         http_thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.2}, name="mqconsole-http",
                                        daemon=True)
         http_thread.start()
@@ -104,7 +108,8 @@ class ConsoleServer:
     def close(self) -> None:
         self._closing = True  # a kept-alive connection's thread may still bring a call
         if self._http is not None:
-            self._http.shutdown()
+            if any(t.name == "mqconsole-http" for t in self._threads):
+                self._http.shutdown()  # waits for serve_forever, so only once it runs
             self._http.server_close()
         loop = self._loop
         if loop is not None and loop.is_running():
