@@ -14,6 +14,7 @@ Apache RocketMQ's modules. Each room's docstring says what lives there and what 
     client     the client SDK: producers, consumers, and the blocking client Spark executors use
                                                                                          (imports common, remoting)
     tools      ``mqadmin`` and the local cluster the jobs and tests start          (imports common, remoting, client)
+    console    ``mqconsole``, the web console                              (imports common, remoting, client, tools)
 
 Package ``__init__`` files only re-export: importing ``broker.client`` loads no server, store or NameServer code.
 ``python -m broker`` starts a broker (``mqbroker``).

@@ -24,7 +24,13 @@ from broker.client.message import MessageQueue
 from broker.common.errors import ConnectorError, DataLossError, MQBrokerError, MQClientError, RemotingError
 from broker.common.fastjson import decode_json
 from broker.common.message import local_address
-from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
+from broker.common.validation import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    LMQ_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SPARK_SOURCE_INSTANCE_PREFIX,
+    is_system_topic,
+)
 from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand
 from broker.remoting.heartbeat import build_subscription_data
@@ -108,7 +114,7 @@ class OffsetOracle:
         self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.pull_timeout_ms, credentials=opts.credentials)
         self._pattern = re.compile(opts.topic_pattern) if opts.topic_pattern else None
         self._announced: set[str] = set()
-        self.client_id = f"{local_address()}@rmq-spark-source-{os.getpid()}"
+        self.client_id = f"{local_address()}@{SPARK_SOURCE_INSTANCE_PREFIX}{os.getpid()}"
         self.timeout_ms = opts.pull_timeout_ms
         self.on_slave: set[str] = set()  # brokerNames whose last answer came from a slave (the master is away)
         self._down = DownList()

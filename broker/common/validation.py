@@ -80,6 +80,9 @@ CID_ONSAPI_OWNER_GROUP = "CID_ONSAPI_OWNER"
 CID_ONSAPI_PULL_GROUP = "CID_ONSAPI_PULL"
 CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
 CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"
+# The instance name (a client id's part after "@", then the process id) of the Spark source's driver when it commits a
+# query's offsets to its consumerGroup: how the console tells a Spark query's group from other pull consumers.
+SPARK_SOURCE_INSTANCE_PREFIX = "rmq-spark-source-"
 
 PREDEFINED_GROUPS = frozenset(
     {

@@ -83,6 +83,16 @@ class OffsetWrapper:
     pull_offset: int
     last_timestamp: int
 
+    @property
+    def diff(self) -> int:
+        """The group's lag on this queue: messages stored past its committed offset (consumerProgress's #Diff)."""
+        return self.broker_offset - self.consumer_offset
+
+    @property
+    def inflight(self) -> int:
+        """Pulled but not yet committed (consumerProgress's #Inflight)."""
+        return self.pull_offset - self.consumer_offset
+
     def to_json(self) -> dict[str, int]:
         return {"brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset,
                 "lastTimestamp": self.last_timestamp, "pullOffset": self.pull_offset}
@@ -110,7 +120,7 @@ class ConsumeStats:
         return cls(table, float(data.get("consumeTps", 0.0)))
 
     def compute_total_diff(self) -> int:
-        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+        return sum(w.diff for w in self.offset_table.values())
 
 
 # -- GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST --------------------------------------------------------

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -22,12 +23,12 @@ from broker.common.errors import MQClientError, RmqError
 from broker.common.hash_order import table_size_for
 from broker.common.message import java_hash
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, parse_group
-from broker.remoting.admin_bodies import mq_key
+from broker.remoting.admin_bodies import ConsumerConnection, ConsumeStats, mq_key
 from broker.remoting.codes import ResponseCode
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.tools.admin import MQAdminExt
 from broker.tools.cli import CommandLine, ShowHelp, UsageError, format_date, front, java_map, js
-from broker.tools.results import version_desc
+from broker.tools.results import RollbackStats, version_desc
 
 log = logging.getLogger(__name__)
 
@@ -168,45 +169,84 @@ async def consumer_progress(admin: MQAdminExt, line: CommandLine, out: TextIO) -
     diff_total = inflight_total = 0
     for mq in sorted(stats.offset_table):
         w = stats.offset_table[mq]
-        diff, inflight = w.broker_offset - w.consumer_offset, w.pull_offset - w.consumer_offset
-        diff_total, inflight_total = diff_total + diff, inflight_total + inflight
+        diff_total, inflight_total = diff_total + w.diff, inflight_total + w.inflight
         last = format_date(w.last_timestamp) if w.last_timestamp else "N/A"
         ip = f"{owners.get(mq, 'N/A'):<20} " if show_ip else ""
         print(f"{front(mq.topic, 64):<64}  {front(mq.broker_name, 32):<32}  {mq.queue_id:<4d}  {w.broker_offset:<20d}  "
-              f"{w.consumer_offset:<20d}  {ip}{diff:<20d} {inflight:<20d} {last}", file=out)
+              f"{w.consumer_offset:<20d}  {ip}{w.diff:<20d} {w.inflight:<20d} {last}", file=out)
     print(file=out)
     print(f"Consume TPS: {stats.consume_tps:.2f}", file=out)
     print(f"Consume Diff Total: {diff_total}", file=out)
     print(f"Consume Inflight Total: {inflight_total}", file=out)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupConsumeInfo:
+    """One row of consumerProgress without -g (Java's GroupConsumeInfo): the group's clients as a broker sees them
+    (None when none is online) and its offsets (None when the broker has none to show)."""
+
+    group: str
+    connection: ConsumerConnection | None
+    stats: ConsumeStats | None
+
+    @property
+    def count(self) -> int:
+        return len(self.connection.connection_set) if self.connection else 0
+
+    @property
+    def version(self) -> str:
+        return version_desc(self.connection.compute_min_version()) if self.count else "OFFLINE"
+
+    @property
+    def consume_type(self) -> str:
+        """PULL or PUSH, blank when offline."""
+        if not self.count:
+            return ""
+        return "PULL" if self.connection.consume_type == "CONSUME_ACTIVELY" else "PUSH"
+
+    @property
+    def message_model(self) -> str:
+        """CLUSTERING or BROADCASTING of a push group; blank for a pull group (the tool shows none)."""
+        passive = self.count and self.connection.consume_type == "CONSUME_PASSIVELY"
+        return js(self.connection.message_model) if passive else ""
+
+    @property
+    def tps(self) -> int:
+        return int(self.stats.consume_tps) if self.stats else 0
+
+    @property
+    def diff(self) -> int:
+        return self.stats.compute_total_diff() if self.stats else 0
+
+
+async def consumer_groups(admin: MQAdminExt) -> list[str]:
+    """The groups consumerProgress lists: one per retry topic on the NameServer, in its order."""
+    return [parse_group(topic) for topic in await admin.fetch_all_topic_list()
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX)]
+
+
+async def group_consume_info(admin: MQAdminExt, group: str) -> GroupConsumeInfo:
+    """The group's offsets and clients; what cannot be read (offline, no offsets yet) is left out, as the tool does."""
+    stats = connection = None
+    try:
+        stats = await admin.examine_consume_stats(group)
+    except RmqError as err:
+        log.debug("consume stats of %s: %s", group, err)
+    try:
+        connection = await admin.examine_consumer_connection_info(group)
+    except RmqError as err:
+        log.debug("connections of %s: %s", group, err)
+    return GroupConsumeInfo(group, connection, stats)
+
+
 async def _all_groups_progress(admin: MQAdminExt, out: TextIO) -> None:
     """Every group with a retry topic: clients, version, type, model, TPS and total lag (GroupConsumeInfo)."""
     print(f"{'#Group':<64}  {'#Count':<6}  {'#Version':<24} {'#Type':<5}  {'#Model':<14}  {'#TPS':<7}  #Diff Total",
           file=out)
-    for topic in await admin.fetch_all_topic_list():
-        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            continue
-        group = parse_group(topic)
-        tps = diff = count = 0
-        version, consume_type, model = "OFFLINE", "", ""
-        try:
-            stats = await admin.examine_consume_stats(group)
-            tps, diff = int(stats.consume_tps), stats.compute_total_diff()
-        except RmqError as err:
-            log.debug("consume stats of %s: %s", group, err)
-        try:
-            cc = await admin.examine_consumer_connection_info(group)
-        except RmqError as err:
-            log.debug("connections of %s: %s", group, err)
-        else:
-            count = len(cc.connection_set)
-            if count:
-                version = version_desc(cc.compute_min_version())
-                consume_type = "PULL" if cc.consume_type == "CONSUME_ACTIVELY" else "PUSH"
-                model = js(cc.message_model) if cc.consume_type == "CONSUME_PASSIVELY" else ""
-        print(f"{front(group, 64):<64}  {count:<6d}  {version:<24} {consume_type:<5}  {model:<14}  {tps:<7d}  {diff}",
-              file=out)
+    for group in await consumer_groups(admin):
+        info = await group_consume_info(admin, group)
+        print(f"{front(group, 64):<64}  {info.count:<6d}  {info.version:<24} {info.consume_type:<5}  "
+              f"{info.message_model:<14}  {info.tps:<7d}  {info.diff}", file=out)
 
 
 def mq_hash(mq: MessageQueue) -> int:
@@ -244,6 +284,29 @@ def parse_timestamp(text: str, *, allow_now: bool = True) -> int:
     return int(time.mktime(parsed.timetuple())) * 1000 + parsed.microsecond // 1000
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetReset:
+    """What resetOffsetByTime did: the brokers' new offsets (``offsets``: the brokers worked them out, committed them
+    or had the group's online clients apply them), or, for a group no broker could reset, the tool's own commits
+    queue by queue (``rollbacks``: ResetOffsetByTimeOldCommand)."""
+
+    offsets: dict[MessageQueue, int] | None = None
+    rollbacks: list[RollbackStats] | None = None
+
+
+async def reset_offsets_by_time(admin: MQAdminExt, group: str, topic: str, timestamp: int, force: bool,
+                                cluster: str | None = None) -> OffsetReset:
+    """The group's offsets of ``topic`` moved to the first message stored at ``timestamp`` (epoch ms)."""
+    try:
+        return OffsetReset(offsets=await admin.reset_offset_by_timestamp(topic, group, timestamp, force,
+                                                                         cluster=cluster))
+    except MQClientError as err:
+        if err.code != ResponseCode.CONSUMER_NOT_ONLINE:
+            raise
+    return OffsetReset(rollbacks=await admin.reset_offset_by_timestamp_old(group, topic, timestamp, force,
+                                                                           cluster=cluster))
+
+
 async def reset_offset_by_time(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
     group, topic, stamp = line.required("g"), line.required("t"), line.required("s")
     timestamp, force = parse_timestamp(stamp), line.bool_value("f", True)
@@ -257,13 +320,11 @@ async def reset_offset_by_time(admin: MQAdminExt, line: CommandLine, out: TextIO
         if offset > 0:
             await admin.reset_offset_by_queue_id(broker_addr, group, topic, queue_id, offset)
         return
-    try:
-        table = await admin.reset_offset_by_timestamp(topic, group, timestamp, force, cluster=line.value("c"))
-    except MQClientError as err:
-        if err.code != ResponseCode.CONSUMER_NOT_ONLINE:
-            raise
-        await _reset_offset_old(admin, group, topic, timestamp, force, stamp, line.value("c"), out)
+    reset = await reset_offsets_by_time(admin, group, topic, timestamp, force, line.value("c"))
+    if reset.rollbacks is not None:
+        _print_rollbacks(reset.rollbacks, group, topic, timestamp, force, stamp, out)
         return
+    table = reset.offsets or {}
     print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], force[{js(force)}], "
           f"timestamp(string)[{stamp}], timestamp(long)[{timestamp}]", file=out)
     print(f"{'#brokerName':<40}  {'#queueId':<40}  {'#offset':<40}", file=out)
@@ -271,10 +332,9 @@ async def reset_offset_by_time(admin: MQAdminExt, line: CommandLine, out: TextIO
         print(f"{front(mq.broker_name, 32):<40}  {mq.queue_id:<40d}  {table[mq]:<40d}", file=out)
 
 
-async def _reset_offset_old(admin: MQAdminExt, group: str, topic: str, timestamp: int, force: bool, stamp: str,
-                            cluster: str | None, out: TextIO) -> None:
-    """ResetOffsetByTimeOldCommand: the group is offline, so the tool commits the offsets itself."""
-    stats = await admin.reset_offset_by_timestamp_old(group, topic, timestamp, force, cluster=cluster)
+def _print_rollbacks(stats: list[RollbackStats], group: str, topic: str, timestamp: int, force: bool, stamp: str,
+                     out: TextIO) -> None:
+    """ResetOffsetByTimeOldCommand's table: the group was offline, so the tool committed the offsets itself."""
     print(f"reset consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{js(force)}], "
           f"timestamp(string)[{stamp}], timestamp(long)[{timestamp}]", file=out)
     print(f"{'#brokerName':<20}  {'#queueId':<20}  {'#brokerOffset':<20}  {'#consumerOffset':<20}  "

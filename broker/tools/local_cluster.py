@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,16 +155,20 @@ class ServerProcess:
         self.close()
 
 
-def _spawn(role: str, module: str, home: Path, port: int, conf: dict[str, object],
-           env: Mapping[str, str] | None = None) -> ServerProcess:
+def spawn_server(role: str, module: str, home: Path, port: int, conf: dict[str, object],
+                 env: Mapping[str, str] | None = None, args: Sequence[str] | None = None) -> ServerProcess:
+    """``python -m module`` in ``home``, its output in ``<role>.console.log`` there; its arguments are ``args``, by
+    default ``-c <role>.conf`` (``conf`` written as properties)."""
     home.mkdir(parents=True, exist_ok=True)
-    conf_path = home / f"{role}.conf"
-    conf_path.write_text(_properties(conf))
+    if args is None:
+        conf_path = home / f"{role}.conf"
+        conf_path.write_text(_properties(conf))
+        args = ["-c", str(conf_path)]
     console_path = home / f"{role}.console.log"
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     full_env = {**os.environ, **(env or {}), "PYTHONPATH": path}
     with console_path.open("wb") as console:
-        popen = subprocess.Popen([sys.executable, "-m", module, "-c", str(conf_path)], cwd=home, env=full_env,
+        popen = subprocess.Popen([sys.executable, "-m", module, *args], cwd=home, env=full_env,
                                  stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return ServerProcess(role, popen, port, home, conf, console_path)
 
@@ -191,7 +195,7 @@ def _registered(namesrv_addr: str, broker_addr: str) -> bool:
     return response.code == ResponseCode.SUCCESS and f'"{broker_addr}"'.encode() in (response.body or b"")
 
 
-def _await_ready(proc: ServerProcess, ready: Callable[[], bool], timeout: float) -> None:
+def await_ready(proc: ServerProcess, ready: Callable[[], bool], timeout: float) -> None:
     start = time.monotonic()
     while True:
         if not proc.alive():
@@ -209,7 +213,7 @@ def _await_ready(proc: ServerProcess, ready: Callable[[], bool], timeout: float)
         time.sleep(0.05)
 
 
-def _start_with_retries(start_once: Callable[[], ServerProcess]) -> ServerProcess:
+def start_with_retries(start_once: Callable[[], ServerProcess]) -> ServerProcess:
     """A free port can be taken between picking it and binding it: try again on a new one."""
     for attempt in range(BIND_RETRIES):
         try:
@@ -235,15 +239,15 @@ def start_namesrv(home: Path, *, timeout: float = BOOT_TIMEOUT_S, **conf: object
 
     def start_once() -> ServerProcess:
         port = free_port()
-        proc = _spawn("namesrv", "broker.namesrv", Path(home), port, namesrv_conf(port, Path(home), **conf))
+        proc = spawn_server("namesrv", "broker.namesrv", Path(home), port, namesrv_conf(port, Path(home), **conf))
         try:
-            _await_ready(proc, lambda: _answers(proc.addr), timeout)
+            await_ready(proc, lambda: _answers(proc.addr), timeout)
         except BaseException:
             proc.kill()
             raise
         return proc
 
-    return _start_with_retries(start_once)
+    return start_with_retries(start_once)
 
 
 def broker_conf(port: int, namesrv_addr: str, store_dir: Path, **conf: object) -> dict[str, object]:
@@ -277,15 +281,15 @@ def start_broker(home: Path, namesrv_addr: str, *, store_dir: Path | None = None
         port = fixed_port or free_broker_port()
         store = Path(store_dir) if store_dir is not None else Path(home) / "store"
         full_conf = broker_conf(port, namesrv_addr, store, **{**_log_conf(Path(home)), **conf})
-        proc = _spawn("broker", "broker", Path(home), port, full_conf, env)
+        proc = spawn_server("broker", "broker", Path(home), port, full_conf, env)
         try:
-            _await_ready(proc, lambda: all(_registered(ns, proc.addr) for ns in namesrvs), timeout)
+            await_ready(proc, lambda: all(_registered(ns, proc.addr) for ns in namesrvs), timeout)
         except BaseException:
             proc.kill()
             raise
         return proc
 
-    return _start_with_retries(start_once)
+    return start_with_retries(start_once)
 
 
 @dataclass

@@ -10,9 +10,10 @@ is printed as Java's MessageExt.toString.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
-from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.message import Message, MessageExt, MessageQueue, PullResult, PullStatus, SendResult
 from broker.client.producer import Producer, ProducerConfig
 from broker.common.errors import RmqError
 from broker.common.hash_order import hash_map_order
@@ -29,8 +30,16 @@ DEFAULT_RT_AMOUNT, DEFAULT_RT_SIZE = 100, 128  # CheckMsgSendRTCommand
 
 
 def _producer(admin: MQAdminExt, *, trace: bool = False) -> Producer:
+    """The tool's producer, signed with the admin's keys (Java's ``new DefaultMQProducer(rpcHook)``)."""
     return Producer(str(time.time_ns() // 1_000_000), admin.namesrv_addr,
-                    config=ProducerConfig(enable_msg_trace=trace))
+                    config=ProducerConfig(enable_msg_trace=trace), credentials=admin.remoting.credentials)
+
+
+async def send_one(admin: MQAdminExt, msg: Message, mq: MessageQueue | None = None, *,
+                   trace: bool = False) -> SendResult:
+    """sendMessage's send: ``msg`` to ``mq``, or to a queue the producer picks, by a producer of its own."""
+    async with _producer(admin, trace=trace) as producer:
+        return await producer.send(msg, mq)
 
 
 # -- sendMessage -------------------------------------------------------------------------------------------------------
@@ -45,9 +54,8 @@ async def send_message(admin: MQAdminExt, line: CommandLine, out: TextIO) -> Non
     queue_id = line.int_value("i", -1)
     msg = Message(topic, body.encode("utf-8"), tags=line.value("c"), keys=line.value("k"))
     broker_name = line.value("b")
-    async with _producer(admin, trace=line.bool_value("m", False)) as producer:
-        mq = MessageQueue(topic, broker_name, queue_id) if broker_name is not None and queue_id > -1 else None
-        result = await producer.send(msg, mq)
+    mq = MessageQueue(topic, broker_name, queue_id) if broker_name is not None and queue_id > -1 else None
+    result = await send_one(admin, msg, mq, trace=line.bool_value("m", False))
     out.write(RESULT_ROW.format("#Broker Name", "#QID", "#Send Result", "#MsgId"))
     out.write(RESULT_ROW.format(result.message_queue.broker_name, result.message_queue.queue_id,
                                 result.send_status.value, js(result.msg_id)))
@@ -150,7 +158,9 @@ async def consume_message(admin: MQAdminExt, line: CommandLine, out: TextIO) -> 
         await _consume_topic(admin, out, group, topic, count, begin, end)
 
 
-async def _offsets(admin: MQAdminExt, mq: MessageQueue, begin: int, end: int) -> tuple[int, int]:
+async def queue_offset_range(admin: MQAdminExt, mq: MessageQueue, begin: int, end: int) -> tuple[int, int]:
+    """The offsets of ``mq`` that store times ``begin`` and ``end`` (epoch ms) fall on; 0 is the queue's first or
+    last offset."""
     low = await admin.search_queue_offset(mq, begin) if begin > 0 else await admin.min_offset(mq)
     high = await admin.search_queue_offset(mq, end) if end > 0 else await admin.max_offset(mq)
     return low, high
@@ -164,7 +174,7 @@ async def _consume_topic(admin: MQAdminExt, out: TextIO, group: str, topic: str,
     for mq in hash_map_order(await admin.subscribe_queues(topic), hash_of=mq_hash):
         if left == 0:
             return
-        low, high = await _offsets(admin, mq, begin, end)
+        low, high = await queue_offset_range(admin, mq, begin, end)
         if high - low > left:
             out.write(f"The older {left} message of the {mq.queue_id} queue will be provided\n")
             high, left = low + left - 1, 0
@@ -176,7 +186,7 @@ async def _consume_topic(admin: MQAdminExt, out: TextIO, group: str, topic: str,
 async def _consume_queue(admin: MQAdminExt, out: TextIO, group: str, mq: MessageQueue, offset: int, count: int,
                          begin: int, end: int) -> None:
     """executeByCondition: one queue from ``offset`` (or its first offset in the time range)."""
-    low, high = await _offsets(admin, mq, begin, end)
+    low, high = await queue_offset_range(admin, mq, begin, end)
     if offset > high:
         out.write(f"{mq} no matched msg, offset={offset}\n")
         return
@@ -187,12 +197,22 @@ async def _consume_queue(admin: MQAdminExt, out: TextIO, group: str, mq: Message
     await _pull_range(admin, out, group, mq, low, high)
 
 
-async def _pull_range(admin: MQAdminExt, out: TextIO, group: str, mq: MessageQueue, low: int, high: int) -> None:
-    """pullMessageByQueue: pull from ``low`` through ``high`` (inclusive), printing each message with its body."""
+async def pull_range(admin: MQAdminExt, mq: MessageQueue, low: int, high: int, *,
+                     group: str = TOOLS_CONSUMER_GROUP) -> AsyncIterator[tuple[PullResult, int]]:
+    """pullMessageByQueue: each pull's result from ``low`` through ``high`` (inclusive), with the offset it leaves
+    off at; it ends after the last, or after an answer that is neither FOUND nor NO_MATCHED_MSG."""
     offset = low
     while offset <= high:
         result = await admin.pull(mq, offset, high - offset + 1, group=group)
         offset = result.next_begin_offset
+        yield result, offset
+        if result.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+            return
+
+
+async def _pull_range(admin: MQAdminExt, out: TextIO, group: str, mq: MessageQueue, low: int, high: int) -> None:
+    """Print each message pulled from ``low`` through ``high`` with its body."""
+    async for result, offset in pull_range(admin, mq, low, high, group=group):
         if result.status is PullStatus.FOUND:
             out.write("Consume ok\n")
             for msg in result.messages:
@@ -202,7 +222,6 @@ async def _pull_range(admin: MQAdminExt, out: TextIO, group: str, mq: MessageQue
             out.write(f"{mq} no matched msg. status={result.status.value}, offset={offset}\n")
         else:
             out.write(f"{mq} print msg finished. status={result.status.value}, offset={offset}\n")
-            return
 
 
 SUB_COMMANDS: tuple[SubCommand, ...] = (

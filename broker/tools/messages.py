@@ -10,7 +10,7 @@ import os
 import time
 from typing import TextIO
 
-from broker.client.message import Message, MessageExt, MessageQueue, PullStatus
+from broker.client.message import Message, MessageExt, MessageQueue, PullStatus, SendResult
 from broker.client.trace import TraceType, TraceView, trace_views
 from broker.common.errors import MQClientError, RmqError
 from broker.common.hash_order import hash_map_order
@@ -87,18 +87,25 @@ async def query_msg_by_id(admin: MQAdminExt, line: CommandLine, out: TextIO) -> 
         await print_msg(admin, await admin.query_message_by_id(topic, msg_id, cluster), out, line.value("f"))
 
 
+async def resend_message(admin: MQAdminExt, msg: MessageExt, topic: str | None = None) -> SendResult:
+    """``msg`` sent again, body, flag and properties as they are, as the ReSendMsgById producer does; to ``topic``
+    when given (a dead letter back to its group's retry topic), else to its own."""
+    from broker.client.producer import Producer  # only a resend sends: the tool needs no producer otherwise
+
+    async with Producer("ReSendMsgById", admin.namesrv_addr, credentials=admin.remoting.credentials) as producer:
+        return await producer.send(Message(topic or msg.topic, msg.body, flag=msg.flag,
+                                           properties=dict(msg.properties)))
+
+
 async def _resend(admin: MQAdminExt, topic: str, msg_id: str, cluster: str | None, unit: str | None,
                   out: TextIO) -> None:
-    """queryMsgById -s true: send the message again, properties and all, as the ReSendMsgById producer."""
+    """queryMsgById -s true: send the message again, properties and all."""
     msg = await admin.query_message_by_id(topic, msg_id, cluster)
     if msg is None:
         print(f"no message. msgId={msg_id}", file=out)
         return
     print(f"prepare resend msg. originalMsgId={msg_id}", file=out)
-    from broker.client.producer import Producer  # only this option sends: the tool needs no producer otherwise
-
-    async with Producer("ReSendMsgById", admin.namesrv_addr) as producer:
-        result = await producer.send(Message(msg.topic, msg.body, flag=msg.flag, properties=msg.properties))
+    result = await resend_message(admin, msg)
     print(f"SendResult [sendStatus={result.send_status.value}, msgId={js(result.msg_id)}, "
           f"offsetMsgId={result.offset_msg_id}, messageQueue={result.message_queue}, "
           f"queueOffset={result.queue_offset}, recallHandle=null]", file=out)
@@ -153,15 +160,21 @@ async def query_msg_by_offset(admin: MQAdminExt, line: CommandLine, out: TextIO)
 TRACE_ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}\n"  # "%-10s %-20s %-20s %-20s %-10s %-10s%n"
 
 
+async def message_trace(admin: MQAdminExt, msg_id: str, trace_topic: str = RMQ_SYS_TRACE_TOPIC, max_num: int = 64,
+                        begin_ms: int = 0, end_ms: int = JAVA_LONG_MAX) -> list[TraceView]:
+    """The trace records about ``msg_id``: a key query for it on the trace topic, each trace message decoded; the
+    client host is the trace message's born host (getBornHostString). MQClientError(NO_MESSAGE) when there is none."""
+    result = await admin.query_message(trace_topic, msg_id, max_num, begin_ms, end_ms)
+    return [view for msg in result.messages for view in trace_views(msg_id, msg.body, parse_host(msg.born_host)[0])]
+
+
 async def query_msg_trace_by_id(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
-    """QueryMsgTraceByIdSubCommand: a key query for the message id on the trace topic, then each Pub, and each
-    consumer group's SubAfter records (groups in Java HashMap order). The client host is the trace message's born
-    host (getBornHostString), times are local."""
+    """QueryMsgTraceByIdSubCommand: each Pub, then each consumer group's SubAfter records (groups in Java HashMap
+    order); times are local."""
     msg_id = line.required("i").strip()
     trace_topic = (line.value("t") or RMQ_SYS_TRACE_TOPIC).strip()
-    result = await admin.query_message(trace_topic, msg_id, line.int_value("c", 64), line.int_value("b", 0),
-                                       line.int_value("e", JAVA_LONG_MAX))
-    views = [view for msg in result.messages for view in trace_views(msg_id, msg.body, parse_host(msg.born_host)[0])]
+    views = await message_trace(admin, msg_id, trace_topic, line.int_value("c", 64), line.int_value("b", 0),
+                                line.int_value("e", JAVA_LONG_MAX))
     consumers: dict[str, list[TraceView]] = {}
     for view in views:
         if view.trace_type is TraceType.Pub:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from broker.common.attributes import parse_attributes
@@ -49,26 +50,44 @@ async def update_topic(admin: MQAdminExt, line: CommandLine, out: TextIO) -> Non
     config = TopicConfig(topic_name=line.required("t"), read_queue_nums=line.int_value("r", 8),
                          write_queue_nums=line.int_value("w", 8), perm=line.int_value("p", PERM_READ | PERM_WRITE),
                          topic_sys_flag=sys_flag, order=order, attributes=parse_attributes(line.value("a")))
-    if line.has("b"):
-        addr = line.required("b")
-        await admin.create_and_update_topic_config(addr, config)
-        if order:
-            order_conf = f"{await admin.broker_name_by_addr(addr)}:{config.write_queue_nums}"
-            await admin.create_or_update_order_conf(config.topic_name, order_conf, False)
+    broker_addr = line.value("b")
+    addrs, order_conf = await create_or_update_topic(admin, config, broker_addr=broker_addr,
+                                                     cluster=None if broker_addr else line.required("c"))
+    if broker_addr is not None:
+        if order_conf is not None:
             print(f"set broker orderConf. isOrder={js(order)}, orderConf=[{order_conf}]", file=out)
-        print(f"create topic to {addr} success.", file=out)
-        print(topic_config_text(config), file=out)
-        return
-    cluster = line.required("c")
-    for addr in await admin.master_addrs_by_cluster(cluster):
-        await admin.create_and_update_topic_config(addr, config)
-        print(f"create topic to {addr} success.", file=out)
-    if order:
-        names = await admin.broker_names_by_cluster(cluster)
-        order_conf = ";".join(f"{name}:{config.write_queue_nums}" for name in names)
-        await admin.create_or_update_order_conf(config.topic_name, order_conf, True)
-        print(f"set cluster orderConf. isOrder={js(order)}, orderConf=[{order_conf}]", file=out)
+        print(f"create topic to {broker_addr} success.", file=out)
+    else:
+        for addr in addrs:
+            print(f"create topic to {addr} success.", file=out)
+        if order_conf is not None:
+            print(f"set cluster orderConf. isOrder={js(order)}, orderConf=[{order_conf}]", file=out)
     print(topic_config_text(config), file=out)
+
+
+async def create_or_update_topic(admin: MQAdminExt, config: TopicConfig, *, broker_addr: str | None = None,
+                                 cluster: str | None = None) -> tuple[list[str], str | None]:
+    """updateTopic's changes: ``config`` to one broker, else to every master of ``cluster``, and an ordered
+    topic's orderConf ("brokerName:writeQueueNums", merged into the NameServers' for one broker, replacing it for a
+    cluster). Returns the brokers' addresses and the orderConf written (None for a topic that is not ordered)."""
+    if broker_addr is not None:
+        addrs = [broker_addr]
+        await admin.create_and_update_topic_config(broker_addr, config)
+    elif cluster is not None:
+        addrs = await admin.master_addrs_by_cluster(cluster)
+        for addr in addrs:
+            await admin.create_and_update_topic_config(addr, config)
+    else:
+        raise ValueError("a topic is created on a broker or on a cluster: give one")
+    if not config.order:
+        return addrs, None
+    if broker_addr is not None:
+        order_conf = f"{await admin.broker_name_by_addr(broker_addr)}:{config.write_queue_nums}"
+    else:
+        names = await admin.broker_names_by_cluster(cluster or "")
+        order_conf = ";".join(f"{name}:{config.write_queue_nums}" for name in names)
+    await admin.create_or_update_order_conf(config.topic_name, order_conf, broker_addr is None)
+    return addrs, order_conf
 
 
 async def delete_topic(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
@@ -188,17 +207,76 @@ async def delete_expired_commit_log(admin: MQAdminExt, line: CommandLine, out: T
 async def cluster_list(admin: MQAdminExt, line: CommandLine, out: TextIO) -> None:
     interval_s = line.int_value("i", 0) if line.has("i") else None
     while True:
-        info = await admin.examine_broker_cluster_info()
-        cluster = line.value("c")
-        clusters = [cluster] if cluster else list(hash_map_order(list(info.cluster_addr_table)))
+        brokers = await cluster_brokers(admin, line.value("c"))
         if line.has("m"):
-            await _cluster_more_stats(admin, info, clusters, out)
+            _print_more_stats(brokers, out)
         else:
-            await _cluster_base_info(admin, info, clusters, out)
+            _print_base_info(brokers, out)
         if interval_s is None:
             return
         out.flush()
         await asyncio.sleep(interval_s)
+
+
+def _first_double(text: str | None) -> float:
+    return float(text.split(" ")[0]) if text and text.strip() else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRuntime:
+    """One broker of clusterList: where it is, and its runtime table (GET_BROKER_RUNTIME_INFO; empty when the
+    broker did not answer). The figures are read from the table as the tool reads them."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    table: dict[str, str]
+
+    @property
+    def in_tps(self) -> float:
+        """Messages put per second (the first, shortest window of ``putTps``)."""
+        return _first_double(self.table.get("putTps"))
+
+    @property
+    def out_tps(self) -> float:
+        """Messages delivered to consumers per second (``getTransferredTps``)."""
+        return _first_double(self.table.get("getTransferredTps"))
+
+    @property
+    def disk_ratio(self) -> float:
+        """The used fraction of the CommitLog's disk."""
+        ratio = self.table.get("commitLogDiskRatio")
+        return float(ratio) if ratio else 0.0
+
+    @property
+    def active(self) -> bool:
+        return (self.table.get("brokerActive") or "").lower() == "true"
+
+    def hours_kept(self, now_ms: int) -> float:
+        """How many hours of messages the store holds (since ``earliestMessageTimeStamp``)."""
+        earliest = self.table.get("earliestMessageTimeStamp")
+        return (now_ms - int(earliest)) / 3_600_000 if earliest else 0.0
+
+    def day_totals(self) -> tuple[int, int, int, int]:
+        """Messages in and out yesterday, then today so far (0s when the table lacks the counters)."""
+        try:
+            put = [int(self.table[f"msgPutTotal{k}"]) for k in ("YesterdayMorning", "TodayMorning", "TodayNow")]
+            get = [int(self.table[f"msgGetTotal{k}"]) for k in ("YesterdayMorning", "TodayMorning", "TodayNow")]
+        except (KeyError, ValueError):
+            return 0, 0, 0, 0
+        return put[1] - put[0], get[1] - get[0], put[2] - put[1], get[2] - get[1]
+
+
+async def cluster_brokers(admin: MQAdminExt, cluster: str | None = None) -> list[BrokerRuntime]:
+    """Every broker of ``cluster`` (of every cluster when None, in Java's HashMap order), broker names sorted,
+    with its runtime table; a broker that does not answer is logged and listed with an empty table."""
+    info = await admin.examine_broker_cluster_info()
+    clusters = [cluster] if cluster else list(hash_map_order(list(info.cluster_addr_table)))
+    where = list(_cluster_brokers(info, clusters))
+    tables = await asyncio.gather(*(_runtime(admin, addr) for *_, addr in where))
+    return [BrokerRuntime(c, name, broker_id, addr, table or {})
+            for (c, name, broker_id, addr), table in zip(where, tables, strict=True)]
 
 
 def _cluster_brokers(info: Any, clusters: list[str]) -> Iterable[tuple[str, str, int, str]]:
@@ -219,34 +297,22 @@ async def _runtime(admin: MQAdminExt, addr: str) -> dict[str, str] | None:
         return None
 
 
-async def _cluster_more_stats(admin: MQAdminExt, info: Any, clusters: list[str], out: TextIO) -> None:
+def _print_more_stats(brokers: list[BrokerRuntime], out: TextIO) -> None:
     print(f"{'#Cluster Name':<16}  {'#Broker Name':<32} {'#InTotalYest':>14} {'#OutTotalYest':>14} "
           f"{'#InTotalToday':>14} {'#OutTotalToday':>14}", file=out)
-    for cluster, name, _, addr in _cluster_brokers(info, clusters):
-        totals = [0, 0, 0, 0]
-        table = await _runtime(admin, addr)
-        try:
-            if table is not None:
-                put = [int(table[f"msgPutTotal{k}"]) for k in ("YesterdayMorning", "TodayMorning", "TodayNow")]
-                get = [int(table[f"msgGetTotal{k}"]) for k in ("YesterdayMorning", "TodayMorning", "TodayNow")]
-                totals = [put[1] - put[0], get[1] - get[0], put[2] - put[1], get[2] - get[1]]
-        except (KeyError, ValueError):
-            pass
-        print(f"{cluster:<16}  {name:<32} {totals[0]:>14d} {totals[1]:>14d} {totals[2]:>14d} {totals[3]:>14d}",
-              file=out)
+    for b in brokers:
+        totals = b.day_totals()
+        print(f"{b.cluster:<16}  {b.broker_name:<32} {totals[0]:>14d} {totals[1]:>14d} {totals[2]:>14d} "
+              f"{totals[3]:>14d}", file=out)
 
 
-def _first_double(text: str | None) -> float:
-    return float(text.split(" ")[0]) if text and text.strip() else 0.0
-
-
-async def _cluster_base_info(admin: MQAdminExt, info: Any, clusters: list[str], out: TextIO) -> None:
+def _print_base_info(brokers: list[BrokerRuntime], out: TextIO) -> None:
     row = "{:<22}  {:<22}  {:<4}  {:<22} {:<16}  {:>16}  {:>30}  {:<22}  {:>11}  {:<12}  {:<8}  {:>10}"
     header = row.replace("{:>11}", "{:<11}").replace("{:>10}", "{:<10}")
     print(header.format("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
                         "#OutTPS(LOAD)", "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"), file=out)
-    for cluster, name, broker_id, addr in _cluster_brokers(info, clusters):
-        t: dict[str, str | None] = dict(await _runtime(admin, addr) or {})
+    for b in brokers:
+        t: dict[str, str | None] = dict(b.table)
         got = bool(t)
         timer = [0, 0, 0, 0.0, 0.0]
         try:
@@ -254,15 +320,14 @@ async def _cluster_base_info(admin: MQAdminExt, info: Any, clusters: list[str], 
                      int(t["timerCongestNum"] or 0), float(t["timerEnqueueTps"] or 0), float(t["timerDequeueTps"] or 0)]
         except (KeyError, ValueError):
             pass
-        earliest, ratio = t.get("earliestMessageTimeStamp"), t.get("commitLogDiskRatio")
-        hour = (time.time_ns() // 1_000_000 - int(earliest)) / 3_600_000 if earliest else 0.0
-        in_tps = (f"{_first_double(t.get('putTps')):9.2f}({js(t.get('sendThreadPoolQueueSize'))},"
+        in_tps = (f"{b.in_tps:9.2f}({js(t.get('sendThreadPoolQueueSize'))},"
                   f"{js(t.get('sendThreadPoolQueueHeadWaitTimeMills'))}ms)")
-        out_tps = (f"{_first_double(t.get('getTransferredTps')):9.2f}({js(t.get('pullThreadPoolQueueSize'))},"
+        out_tps = (f"{b.out_tps:9.2f}({js(t.get('pullThreadPoolQueueSize'))},"
                    f"{js(t.get('pullThreadPoolQueueHeadWaitTimeMills'))}ms|{t.get('ackThreadPoolQueueSize', 'N')},"
                    f"{t.get('ackThreadPoolQueueHeadWaitTimeMills', 'N')}ms)")
         timer_text = f"{timer[0]}-{timer[1]}({timer[2] / 10000:.1f}w, {timer[3]:.1f}, {timer[4]:.1f})"
-        print(row.format(cluster, name, broker_id, addr, js(t.get("brokerVersionDesc", "") if got else ""), in_tps,
-                         out_tps, timer_text, js(t.get("pageCacheLockTimeMills", "") if got else ""),
-                         f"{hour:2.2f}", f"{float(ratio) if ratio else 0.0:.4f}",
-                         js((t.get("brokerActive") or "").lower() == "true")), file=out)
+        print(row.format(b.cluster, b.broker_name, b.broker_id, b.addr,
+                         js(t.get("brokerVersionDesc", "") if got else ""), in_tps, out_tps, timer_text,
+                         js(t.get("pageCacheLockTimeMills", "") if got else ""),
+                         f"{b.hours_kept(time.time_ns() // 1_000_000):2.2f}", f"{b.disk_ratio:.4f}", js(b.active)),
+              file=out)

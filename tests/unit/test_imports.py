@@ -125,6 +125,7 @@ ROOM_RULES = {
     "broker.namesrv": ("broker.common", "broker.remoting"),
     "broker.client": ("broker.common", "broker.remoting"),
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
+    "broker.console": ("broker.common", "broker.remoting", "broker.client", "broker.tools"),
     "broker.replication": ("broker.common", "broker.store"),
     "broker.dledger": ("broker.common", "broker.store"),
     "broker.auth": ("broker.common", "broker.remoting"),
