@@ -326,7 +326,8 @@ class BrokerController:
         return ConsumerManageProcessor(
             broker_config=self.broker_config, broker_addr=self.broker_addr, store=self.store,
             topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
-            consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager)
+            consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager,
+            stats_manager=self.stats_manager)
 
     def _admin_processor(self) -> ProcessorFamily:
         """Java's AdminBrokerProcessor and QueryMessageProcessor, as four processors by concept."""

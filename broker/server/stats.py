@@ -167,6 +167,12 @@ class BrokerStatsManager:
         item = self._sets.get(stats_name, {}).get(stats_key)
         return None if item is None else item.data()
 
+    def group_get_tps(self, group: str, topic: str) -> float:
+        """tpsGroupGetNums: messages per second that pulls handed ``group`` of ``topic`` over the last minute
+        (GET_CONSUME_STATS's consumeTps sums it over the group's topics)."""
+        item = self._sets[GROUP_GET_NUMS].get(f"{topic}@{group}")
+        return 0.0 if item is None else item.snapshot("minute").tps
+
     def _sample(self, window: str, period_s: float) -> None:
         for items in self._sets.values():
             for item in items.values():

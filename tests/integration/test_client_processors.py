@@ -395,6 +395,11 @@ def test_consume_stats_show_each_queue_of_the_subscribed_topics(tmp_path: Path) 
             listed = await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GID_other",
                                                                    "topicList": f"{TOPIC};NoSuchTopic"})
             assert len(body_of(listed)["offsetTable"]) == 2
+            stats = broker.stats_manager  # consumeTps: pulls' messages per second over the last minute (sampled)
+            stats.record_get(GROUP, TOPIC, 30, 3000)
+            stats.sample_seconds()
+            tps = body_of(await c.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP}))["consumeTps"]
+            assert tps > 0 and tps == stats.stats_data("GROUP_GET_NUMS", f"{TOPIC}@{GROUP}").stats_minute.tps
             span = body_of(await c.call(RequestCode.QUERY_CONSUME_TIME_SPAN, {"topic": TOPIC, "group": GROUP}))
             first = span["consumeTimeSpanSet"][0]
             assert first["messageQueue"] == {"brokerName": "broker-a", "queueId": 0, "topic": TOPIC}

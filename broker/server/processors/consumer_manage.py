@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from broker.server.metadata.groups import SubscriptionGroupManager
     from broker.server.metadata.offsets import ConsumerOffsetManager
     from broker.server.metadata.topics import TopicConfigManager
+    from broker.server.stats import BrokerStatsManager
     from broker.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -112,8 +113,10 @@ class ConsumerManageProcessor:
 
     def __init__(self, *, broker_config: BrokerConfig, broker_addr: str, store: MessageStore,
                  topic_config_manager: TopicConfigManager, subscription_group_manager: SubscriptionGroupManager,
-                 consumer_offset_manager: ConsumerOffsetManager, consumer_manager: ConsumerManager) -> None:
+                 consumer_offset_manager: ConsumerOffsetManager, consumer_manager: ConsumerManager,
+                 stats_manager: BrokerStatsManager) -> None:
         self.broker_config = broker_config
+        self.stats_manager = stats_manager
         self.broker_addr = broker_addr
         self.store = store
         self.topic_config_manager = topic_config_manager
@@ -195,6 +198,7 @@ class ConsumerManageProcessor:
         topic_list = request_header(request, ConsumeStatsTopicListHeader).topic_list
         group = header.consumer_group
         table: dict[MessageQueue, OffsetWrapper] = {}
+        consume_tps = 0.0
         for topic in sorted(self._topics_for_consume_stats(group, header.topic, topic_list)):
             config = self.topic_config_manager.select_topic_config(topic)
             if config is None:
@@ -202,8 +206,8 @@ class ConsumerManageProcessor:
                 continue
             for queue_id in range(config.read_queue_nums):
                 table[MessageQueue(topic, self.broker_name, queue_id)] = self._offset_wrapper(group, topic, queue_id)
-        # consumeTps: rmq keeps no per-group get statistics (Java's BrokerStatsManager), so it reports none
-        return success(request, json_body(ConsumeStats(table, 0.0).to_json()))
+            consume_tps += self.stats_manager.group_get_tps(group, topic)
+        return success(request, json_body(ConsumeStats(table, consume_tps).to_json()))
 
     def _topics_for_consume_stats(self, group: str, topic: str | None, topic_list: str | None) -> set[str]:
         listed = [t for t in (topic_list or "").split(";") if t]
