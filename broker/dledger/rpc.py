@@ -1,9 +1,10 @@
 """DLedgerRpcService: DLedger's calls between members, over RocketMQ remoting, as DLedgerRpcNettyService makes them.
 
 A member listens on its own peer address (``dLegerPeers``) and calls the others there. Each call is a request
-command with a DLedgerRequestCode and the request object as JSON body; the answer is a SUCCESS command carrying the
-response object (``protocol.py``). A peer that cannot be reached answers for itself, as Java's client does: a vote
-with result UNKNOWN, any other call with code NETWORK_ERROR. Calls time out after 3 s (Java's invokeAsync timeout).
+command with a DLedgerRequestCode and the request object as JSON body; the answer is a command with code 200
+(DLedger's SUCCESS, not remoting's 0) carrying the response object (``protocol.py``). A peer that cannot be reached
+answers for itself, as Java's client does: a vote with result UNKNOWN, any other call with code NETWORK_ERROR.
+Calls time out after 3 s (Java's invokeAsync timeout).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from broker.dledger.protocol import (
     VoteResponse,
 )
 from broker.remoting.client import RemotingClient
-from broker.remoting.codes import ResponseCode
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.exchange import parse_address
@@ -46,34 +46,17 @@ class DLedgerProtocolHandler(Protocol):
     def handle_metadata(self, request: MetadataRequest) -> MetadataResponse: ...
 
 
-class DLedgerRpcService:
-    """The member's server on its peer address and its client to the other members."""
+class DLedgerRpcClient:
+    """Calls to the members of a group (and METADATA to any address); usable again after ``close``."""
 
-    def __init__(self, address: str, handler: DLedgerProtocolHandler, peers: Mapping[str, str],
-                 timeout_ms: float = RPC_TIMEOUT_MS) -> None:
-        host, port = parse_address(address)
+    def __init__(self, peers: Mapping[str, str], timeout_ms: float = RPC_TIMEOUT_MS) -> None:
         self.peers = dict(peers)
         self.timeout_ms = timeout_ms
         self._client = RemotingClient(default_timeout_ms=timeout_ms)
-        routes: dict[DLedgerRequestCode, tuple[type[RequestOrResponse], Callable[..., RequestOrResponse]]] = {
-            DLedgerRequestCode.VOTE: (VoteRequest, handler.handle_vote),
-            DLedgerRequestCode.HEART_BEAT: (HeartBeatRequest, handler.handle_heart_beat),
-            DLedgerRequestCode.METADATA: (MetadataRequest, handler.handle_metadata),
-        }
-        self._server = RemotingServer(host, port, processors={
-            code: _processor(body_type, handle) for code, (body_type, handle) in routes.items()})
 
-    @property
-    def port(self) -> int:
-        return self._server.port
-
-    async def start(self) -> None:
-        await self._server.start()
-
-    async def stop(self) -> None:
-        await self._server.stop()
-        await self._client.close()
-        self._client = RemotingClient(default_timeout_ms=self.timeout_ms)  # a restarted member dials afresh
+    async def close(self) -> None:
+        client, self._client = self._client, RemotingClient(default_timeout_ms=self.timeout_ms)
+        await client.close()
 
     async def vote(self, request: VoteRequest) -> VoteResponse:
         answer = await self._call(DLedgerRequestCode.VOTE, request)
@@ -84,8 +67,8 @@ class DLedgerRpcService:
         return (HeartBeatResponse(code=DLedgerResponseCode.NETWORK_ERROR) if answer is None
                 else HeartBeatResponse.decode(answer))
 
-    async def metadata(self, address: str, request: MetadataRequest) -> MetadataResponse:
-        """Ask the member at ``address`` (any member, or a DLedger client) for the group's members and leader."""
+    async def metadata(self, request: MetadataRequest, address: str | None = None) -> MetadataResponse:
+        """The group's members and leader as the member ``request.remote_id`` (or the one at ``address``) knows."""
         answer = await self._call(DLedgerRequestCode.METADATA, request, address)
         return (MetadataResponse(code=DLedgerResponseCode.NETWORK_ERROR) if answer is None
                 else MetadataResponse.decode(answer))
@@ -101,15 +84,38 @@ class DLedgerRpcService:
         except RemotingError as err:
             log.debug("DLedger %s to %s failed: %s", code.name, address, err)
             return None
-        if response.code != ResponseCode.SUCCESS:
+        if response.code != DLedgerResponseCode.SUCCESS:
             log.warning("DLedger %s to %s answered %s %s", code.name, address, response.code, response.remark)
             return None
         return bytes(response.body)
 
 
+class DLedgerRpcService:
+    """The member's server on its peer address and its client to the other members."""
+
+    def __init__(self, address: str, handler: DLedgerProtocolHandler, peers: Mapping[str, str],
+                 timeout_ms: float = RPC_TIMEOUT_MS) -> None:
+        host, port = parse_address(address)
+        self.client = DLedgerRpcClient(peers, timeout_ms)
+        routes: dict[DLedgerRequestCode, tuple[type[RequestOrResponse], Callable[..., RequestOrResponse]]] = {
+            DLedgerRequestCode.VOTE: (VoteRequest, handler.handle_vote),
+            DLedgerRequestCode.HEART_BEAT: (HeartBeatRequest, handler.handle_heart_beat),
+            DLedgerRequestCode.METADATA: (MetadataRequest, handler.handle_metadata),
+        }
+        self._server = RemotingServer(host, port, processors={
+            code: _processor(body_type, handle) for code, (body_type, handle) in routes.items()})
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self) -> None:
+        await self._server.stop()
+        await self.client.close()
+
+
 def _processor(body_type: type[RequestOrResponse], handle: Callable[..., RequestOrResponse]):
     async def process(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         answer = handle(body_type.decode(bytes(request.body)))
-        return create_response(request, ResponseCode.SUCCESS, body=answer.encode())
+        return create_response(request, DLedgerResponseCode.SUCCESS, body=answer.encode())
 
     return process

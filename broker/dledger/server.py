@@ -42,7 +42,7 @@ class DLedgerServer:
         member_state.group, member_state.peers = config.group, dict(config.peers)
         self.member_state = member_state
         self.rpc = DLedgerRpcService(config.self_address, self, config.peers)
-        self.elector = LeaderElector(config, member_state, self.rpc)
+        self.elector = LeaderElector(config, member_state, self.rpc.client)
 
     def add_role_change_handler(self, handler: RoleChangeHandler) -> None:
         self.elector.add_role_change_handler(handler)
