@@ -154,15 +154,16 @@ class RequestOrResponse:
 
 
 def _typed(owner: str, key: str, value: Any, default: Any) -> Any:
-    """A JSON value as the type of the field's default (int, str, an enum, a map of strings)."""
+    """A JSON value as the type of the field's default (an int, ``code`` too, whatever its value; a str; an enum by
+    name; a map of strings)."""
     ok = True
-    if isinstance(default, Enum):
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, Enum):
         try:
             return type(default)(value)
         except ValueError:
             ok = False
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
     elif key == "peers":
         ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     else:

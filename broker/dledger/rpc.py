@@ -102,8 +102,10 @@ class DLedgerRpcService:
             DLedgerRequestCode.HEART_BEAT: (HeartBeatRequest, handler.handle_heart_beat),
             DLedgerRequestCode.METADATA: (MetadataRequest, handler.handle_metadata),
         }
-        self._server = RemotingServer(host, port, processors={
-            code: _processor(body_type, handle) for code, (body_type, handle) in routes.items()})
+        processors = {code: _processor(body_type, handle) for code, (body_type, handle) in routes.items()}
+        for code in set(DLedgerRequestCode) - set(routes):  # log replication and transfer: not yet
+            processors[code] = _processor(RequestOrResponse, _unsupported)
+        self._server = RemotingServer(host, port, processors=processors)
 
     async def start(self) -> None:
         await self._server.start()
@@ -111,6 +113,14 @@ class DLedgerRpcService:
     async def stop(self) -> None:
         await self._server.stop()
         await self.client.close()
+
+
+def _unsupported(request: RequestOrResponse) -> RequestOrResponse:
+    """A DLedger body with code UNSUPPORTED, so that a Java member reads an answer rather than an empty body."""
+    answer = RequestOrResponse()
+    answer.copy_base_info(request)
+    answer.code = DLedgerResponseCode.UNSUPPORTED
+    return answer
 
 
 def _processor(body_type: type[RequestOrResponse], handle: Callable[..., RequestOrResponse]):

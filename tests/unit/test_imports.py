@@ -126,7 +126,7 @@ ROOM_RULES = {
     "broker.client": ("broker.common", "broker.remoting"),
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
     "broker.replication": ("broker.common", "broker.store"),
-    "broker.dledger": ("broker.common", "broker.store"),
+    "broker.dledger": ("broker.common", "broker.store", "broker.remoting"),
     "broker.auth": ("broker.common", "broker.remoting"),
     "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.auth",
                       "broker._speedups"),

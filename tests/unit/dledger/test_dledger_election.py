@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.common.errors import ConfigError
+from broker.common.errors import ConfigError, MalformedBody
 from broker.common.properties import read_properties
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.elector import LeaderElector, VoteTally
@@ -35,10 +35,13 @@ from broker.remoting.command import create_request
 from broker.store.config import MessageStoreConfig
 from tests.helpers import eventually, free_port, run
 
-HB_MS = 100  # heartbeats every 100 ms: a silent leader is replaced after 300 ms
-TIMINGS = {"heart_beat_time_interval_ms": HB_MS, "max_heart_beat_leak": 3, "min_vote_interval_ms": 50,
-           "max_vote_interval_ms": 150}
-ELECTION_S = 3.0  # a few rounds of 50-150 ms; generous for a loaded machine
+# Heartbeats every 200 ms: a silent leader is replaced after 600 ms. Three members share one event loop and each
+# vote is an fsync'ed currterm file, so on a loaded machine much shorter periods make followers time out.
+HB_MS = 200
+MIN_VOTE_MS, MAX_VOTE_MS = 100, 300
+TIMINGS = {"heart_beat_time_interval_ms": HB_MS, "max_heart_beat_leak": 3, "min_vote_interval_ms": MIN_VOTE_MS,
+           "max_vote_interval_ms": MAX_VOTE_MS}
+ELECTION_S = 5.0  # a few rounds of 100-300 ms; generous for a loaded machine
 
 
 class Group:
@@ -242,6 +245,8 @@ def test_vote_and_heartbeat_rules_on_the_wire(tmp_path: Path) -> None:
                 metadata = MetadataRequest(group="broker-a", remote_id="n0").encode()
                 answer = await call(client, address, DLedgerRequestCode.METADATA, metadata)
                 assert answer == {"code": 200, "group": "broker-a", "peers": members.peers, "term": -1}
+                push = await call(client, address, DLedgerRequestCode.PUSH, metadata)  # no log replication yet
+                assert push["code"] == DLedgerResponseCode.UNSUPPORTED and push["remoteId"] == "n0"
                 # garbage is refused by the remoting layer, not taken for a request
                 bad = await client.invoke(address, create_request(DLedgerRequestCode.VOTE, body=b"{not json"))
                 assert bad.code == ResponseCode.SYSTEM_ERROR
@@ -258,6 +263,11 @@ def test_bodies_as_fastjson_writes_them() -> None:
     assert HeartBeatResponse().encode() == b'{"code":200,"term":-1}'
     response = VoteResponse.decode(b'{"code":200,"term":5,"voteResult":"REJECT_ALREADY_HAS_LEADER","extra":1}')
     assert response.vote_result is VoteResult.REJECT_ALREADY_HAS_LEADER and response.term == 5
+    assert HeartBeatResponse.decode(b'{"code":999}').code == 999  # a code from a later DLedger is still a code
+    with pytest.raises(MalformedBody, match="voteResult"):
+        VoteResponse.decode(b'{"voteResult":"REJECT_SOMETHING_NEW"}')
+    with pytest.raises(MalformedBody, match="term"):
+        VoteRequest.decode(b'{"term":"3"}')
     assert [int(c) for c in DLedgerRequestCode] == [50000, 50001, 50002, 51001, 51002, 51003, 51004, 51005]
 
 
@@ -267,11 +277,12 @@ def test_bodies_as_fastjson_writes_them() -> None:
 @pytest.mark.parametrize(("answers", "expected", "next_vote_after_ms"), [
     ({"accepted_num": 2}, ParseResult.PASSED, None),
     ({"accepted_num": 1, "not_ready_term_num": 1}, ParseResult.REVOTE_IMMEDIATELY, None),
-    ({"accepted_num": 1}, ParseResult.WAIT_TO_REVOTE, 50),  # no quorum answered at all: same term, later
-    ({"accepted_num": 1, "rejected": 1}, ParseResult.WAIT_TO_VOTE_NEXT, 50),  # voted for another: next term
-    ({"accepted_num": 1, "bigger_ledger_num": 2}, ParseResult.WAIT_TO_REVOTE, 50 + 150),  # others have more log
-    ({"accepted_num": 1, "already_has_leader": True}, ParseResult.WAIT_TO_REVOTE, 50 + 3 * HB_MS),
-    ({"known_max_term": 9}, ParseResult.WAIT_TO_VOTE_NEXT, 50),  # a larger term exists: adopt it next round
+    ({"accepted_num": 1}, ParseResult.WAIT_TO_REVOTE, MIN_VOTE_MS),  # no quorum answered at all: same term, later
+    ({"accepted_num": 1, "rejected": 1}, ParseResult.WAIT_TO_VOTE_NEXT, MIN_VOTE_MS),  # voted for another: next term
+    # two others have more log: same term, after a longer wait
+    ({"accepted_num": 1, "bigger_ledger_num": 2}, ParseResult.WAIT_TO_REVOTE, MIN_VOTE_MS + MAX_VOTE_MS),
+    ({"accepted_num": 1, "already_has_leader": True}, ParseResult.WAIT_TO_REVOTE, MIN_VOTE_MS + 3 * HB_MS),
+    ({"known_max_term": 9}, ParseResult.WAIT_TO_VOTE_NEXT, MIN_VOTE_MS),  # a larger term exists: adopt it next round
 ])
 def test_candidate_reads_a_round_as_dledger(tmp_path: Path, answers: dict, expected: ParseResult,
                                             next_vote_after_ms: int | None) -> None:
