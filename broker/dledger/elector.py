@@ -237,8 +237,6 @@ class LeaderElector:
         if _elapsed(self.last_send_heart_beat_time) <= self.config.heart_beat_time_interval_ms:
             return
         state = self.member_state
-        if not state.is_leader:
-            return
         self.last_send_heart_beat_time = _now_ms()
         await self._send_heartbeats(state.current_term, state.self_id)
 

@@ -29,7 +29,7 @@ from broker.remoting.client import RemotingClient
 from broker.remoting.command import RemotingCommand, create_request, create_response
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.exchange import parse_address
-from broker.remoting.server import RemotingServer
+from broker.remoting.server import Processor, RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def _unsupported(request: RequestOrResponse) -> RequestOrResponse:
     return answer
 
 
-def _processor(body_type: type[RequestOrResponse], handle: Callable[..., RequestOrResponse]):
+def _processor(body_type: type[RequestOrResponse], handle: Callable[..., RequestOrResponse]) -> Processor:
     async def process(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         answer = handle(body_type.decode(bytes(request.body)))
         return create_response(request, DLedgerResponseCode.SUCCESS, body=answer.encode())

@@ -12,6 +12,7 @@ from broker.dledger.elector import LeaderElector, RoleChangeHandler
 from broker.dledger.layout import member_dir
 from broker.dledger.member_state import MemberState
 from broker.dledger.protocol import (
+    Body,
     DLedgerResponseCode,
     HeartBeatRequest,
     HeartBeatResponse,
@@ -25,7 +26,9 @@ from broker.dledger.rpc import DLedgerRpcService
 
 
 class DLedgerServer:
-    """Examples:
+    """A member: ``start`` listens and elects, ``stop`` ends both; role changes go to the handlers added.
+
+    Examples:
         >>> config = DLedgerConfig("broker-a", "n0", {"n0": "127.0.0.1:40911", "n1": "127.0.0.1:40912",
         ...                        "n2": "127.0.0.1:40913"}, store_base_dir="/tmp/store")
         >>> server = DLedgerServer(config)
@@ -56,34 +59,24 @@ class DLedgerServer:
         await self.elector.stop()
         await self.rpc.stop()
 
-    def _refusal(self, request: RequestOrResponse) -> DLedgerResponseCode | None:
+    def _refused(self, request: RequestOrResponse, response: Body) -> Body | None:
+        """``response`` with the refusal's code if ``request`` is for another member or group, else None."""
         if request.remote_id != self.member_state.self_id:
-            return DLedgerResponseCode.UNKNOWN_MEMBER
-        if request.group != self.member_state.group:
-            return DLedgerResponseCode.UNKNOWN_GROUP
-        return None
-
-    def _refuse(self, response: RequestOrResponse, request: RequestOrResponse,
-                code: DLedgerResponseCode) -> RequestOrResponse:
+            code = DLedgerResponseCode.UNKNOWN_MEMBER
+        elif request.group != self.member_state.group:
+            code = DLedgerResponseCode.UNKNOWN_GROUP
+        else:
+            return None
         response.copy_base_info(request)
         response.code, response.leader_id = code, self.member_state.leader_id
         return response
 
     def handle_vote(self, request: VoteRequest) -> VoteResponse:
-        refused = self._refusal(request)
-        if refused is not None:
-            return self._refuse(VoteResponse(), request, refused)  # type: ignore[return-value]
-        return self.elector.handle_vote(request)
+        return self._refused(request, VoteResponse()) or self.elector.handle_vote(request)
 
     def handle_heart_beat(self, request: HeartBeatRequest) -> HeartBeatResponse:
-        refused = self._refusal(request)
-        if refused is not None:
-            return self._refuse(HeartBeatResponse(), request, refused)  # type: ignore[return-value]
-        return self.elector.handle_heart_beat(request)
+        return self._refused(request, HeartBeatResponse()) or self.elector.handle_heart_beat(request)
 
     def handle_metadata(self, request: MetadataRequest) -> MetadataResponse:
-        refused = self._refusal(request)
-        if refused is not None:
-            return self._refuse(MetadataResponse(), request, refused)  # type: ignore[return-value]
-        return MetadataResponse(group=self.member_state.group, peers=dict(self.member_state.peers),
-                                leader_id=self.member_state.leader_id)
+        return self._refused(request, MetadataResponse()) or MetadataResponse(
+            group=self.member_state.group, peers=dict(self.member_state.peers), leader_id=self.member_state.leader_id)

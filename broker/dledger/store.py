@@ -198,6 +198,11 @@ class DLedgerMmapFileStore:
             self.ledger_begin_index = index
         return DLedgerEntry(index, term, pos, len(entry), bytes(entry[BODY_OFFSET:]))
 
+    def _set_ledger_end(self, index: int, term: int) -> None:
+        """The log's end, here and in the member state, whose votes show it (DLedger's updateLedgerIndexAndTerm)."""
+        self.ledger_end_index, self.ledger_end_term = index, term
+        self.member_state.update_ledger_index_and_term(index, term)
+
     def truncate_after(self, index: int) -> None:
         """Drop every entry after ``index`` (a follower giving up what the leader does not have; -1 drops all)."""
         if index > self.ledger_end_index:
@@ -227,11 +232,6 @@ class DLedgerMmapFileStore:
         self.committed_index, self.committed_pos = index, pos + size
 
     # -- read -----------------------------------------------------------------------------------------------------
-
-    def _set_ledger_end(self, index: int, term: int) -> None:
-        """The log's end, here and in the member state, whose votes show it (DLedger's updateLedgerIndexAndTerm)."""
-        self.ledger_end_index, self.ledger_end_term = index, term
-        self.member_state.update_ledger_index_and_term(index, term)
 
     def _check_index(self, index: int) -> None:
         if not 0 <= self.ledger_begin_index <= index <= self.ledger_end_index:
