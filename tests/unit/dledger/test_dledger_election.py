@@ -221,6 +221,8 @@ def test_vote_and_heartbeat_rules_on_the_wire(tmp_path: Path) -> None:
                 assert await result(vote(term=4)) == ("ACCEPT", 4)  # asking again is no second vote
                 assert await result(vote(candidate="n2", term=4)) == ("REJECT_ALREADY_VOTED", 4)
                 assert read_properties(me.path) == {"currTerm": "4", "voteLeader": "n1"}
+                me.update_ledger_index_and_term(10, 5)  # a log written in a later term than the vote's
+                assert await result(vote(term=4, end_term=5)) == ("REJECT_TERM_SMALL_THAN_LEDGER", 5)
                 # a request for another member or group never reaches the election
                 wrong = await call(client, address, DLedgerRequestCode.VOTE, vote(remote_id="n2"))
                 assert wrong["code"] == DLedgerResponseCode.UNKNOWN_MEMBER and wrong["voteResult"] == "UNKNOWN"
