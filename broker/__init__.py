@@ -6,8 +6,8 @@ Apache RocketMQ's modules. Each room's docstring says what lives there and what 
     remoting   the wire: codes, frames, commands, headers, JSON bodies, the sans-IO exchange; asyncio connection,
                client and server                                                               (imports common)
     store      CommitLog, ConsumeQueue, IndexFile, dispatch, flush, recovery                   (imports common)
-    dledger    the CommitLog as a DLedger (Raft) log: entries, index, recovery, the record adapter
-                                                                                       (imports common, store)
+    dledger    the CommitLog as a DLedger (Raft) log: entries, index, recovery, the record adapter; the members'
+               RPC and leader election                                       (imports common, store, remoting)
     server     the broker daemon (``mqbroker``): controller, processors, metadata, schedule, transactions, filters
                                                                                 (imports common, remoting, store)
     namesrv    the NameServer (``mqnamesrv``)                                            (imports common, remoting)

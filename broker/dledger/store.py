@@ -128,7 +128,7 @@ class DLedgerMmapFileStore:
         if files[-1].file_from_offset - process_offset > self.data.file_size:
             raise StoreError(f"DLedger data ends at {process_offset}, files before the last one "
                              f"({files[-1].path}) would be cut: check the folder by hand")
-        self.ledger_end_index, self.ledger_end_term = last_index, last_term
+        self._set_ledger_end(last_index, last_term)
         self.data.truncate(process_offset)
         self.index.truncate((last_index + 1) * INDEX_UNIT_SIZE)
         if last_index != -1:
@@ -193,10 +193,15 @@ class DLedgerMmapFileStore:
         if at != pos:
             raise StoreError(f"entry {index} went to {at}, not {pos}")
         self._append_index(index, pos, len(entry), term)
-        self.ledger_end_index, self.ledger_end_term = index, term
+        self._set_ledger_end(index, term)
         if self.ledger_begin_index == -1:
             self.ledger_begin_index = index
         return DLedgerEntry(index, term, pos, len(entry), bytes(entry[BODY_OFFSET:]))
+
+    def _set_ledger_end(self, index: int, term: int) -> None:
+        """The log's end, here and in the member state, whose votes show it (DLedger's updateLedgerIndexAndTerm)."""
+        self.ledger_end_index, self.ledger_end_term = index, term
+        self.member_state.update_ledger_index_and_term(index, term)
 
     def truncate_after(self, index: int) -> None:
         """Drop every entry after ``index`` (a follower giving up what the leader does not have; -1 drops all)."""
@@ -207,8 +212,7 @@ class DLedgerMmapFileStore:
         data_end = self.data.min_offset if index < self.ledger_begin_index else sum(self.entry_pos_and_size(index))
         self.data.truncate(data_end)
         self.index.truncate((index + 1) * INDEX_UNIT_SIZE)
-        self.ledger_end_index = index
-        self.ledger_end_term = self.get(index).term if index >= self.ledger_begin_index else -1
+        self._set_ledger_end(index, self.get(index).term if index >= self.ledger_begin_index else -1)
         if index < self.ledger_begin_index:
             self.ledger_begin_index = -1
         if self.committed_index > index:

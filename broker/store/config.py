@@ -100,6 +100,7 @@ class MessageStoreConfig:
     d_leger_group: str = ""  # the group, RocketMQ's brokerName by convention
     d_leger_peers: str = ""  # "n0-host:port;n1-host:port;..."
     d_leger_self_id: str = ""  # this member's id among the peers
+    preferred_leader_id: str = ""  # ids (";"-separated) DLedger hands leadership to when they can take it
     store_path_d_ledger_commit_log: str = ""  # "" means {store_path_root_dir}/dledger-<selfId>/data
 
     @property

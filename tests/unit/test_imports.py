@@ -127,7 +127,7 @@ ROOM_RULES = {
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
     "broker.console": ("broker.common", "broker.remoting", "broker.client", "broker.tools"),
     "broker.replication": ("broker.common", "broker.store"),
-    "broker.dledger": ("broker.common", "broker.store"),
+    "broker.dledger": ("broker.common", "broker.store", "broker.remoting"),
     "broker.auth": ("broker.common", "broker.remoting"),
     "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.auth",
                       "broker._speedups"),

@@ -1,0 +1,50 @@
+"""DLedgerConfig: what a member of a DLedger group needs to elect, under DLedger's names and defaults.
+
+The group, peers and self id come from the broker's keys (``dLegerGroup``, ``dLegerPeers``, ``dLegerSelfId``,
+``preferredLeaderId``), as Apache's DLedgerCommitLog hands them over. Apache's broker passes no timings, so its
+members run on DLedger's defaults; ours take them as arguments (tests use short ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from broker.common.errors import ConfigError
+from broker.store.config import MessageStoreConfig
+
+
+@dataclass(frozen=True, slots=True)
+class DLedgerConfig:
+    group: str
+    self_id: str
+    peers: dict[str, str] = field(default_factory=dict)  # {id: "host:port"}, self included
+    store_base_dir: str = ""
+    enable_leader_elector: bool = True
+    heart_beat_time_interval_ms: int = 2000  # a leader's heartbeat period
+    max_heart_beat_leak: int = 3  # periods without a heartbeat (or its quorum of answers) before a new election
+    min_vote_interval_ms: int = 300  # a candidate's next round comes min + random(max - min) ms later
+    max_vote_interval_ms: int = 1000
+    preferred_leader_ids: str = ""  # only leadership transfer uses it, which rmq does not do yet
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            raise ConfigError("dLegerGroup is empty")
+        if self.self_id not in self.peers:
+            raise ConfigError(f"dLegerSelfId {self.self_id!r} is not among dLegerPeers {sorted(self.peers)}")
+        if not 0 <= self.min_vote_interval_ms < self.max_vote_interval_ms:
+            raise ConfigError(f"minVoteIntervalMs {self.min_vote_interval_ms} must be below maxVoteIntervalMs "
+                              f"{self.max_vote_interval_ms}")
+        if self.heart_beat_time_interval_ms <= 0 or self.max_heart_beat_leak <= 0:
+            raise ConfigError("heartBeatTimeIntervalMs and maxHeartBeatLeak must be positive")
+
+    @property
+    def self_address(self) -> str:
+        return self.peers[self.self_id]
+
+    @classmethod
+    def from_store_config(cls, store: MessageStoreConfig, **timings: int) -> DLedgerConfig:
+        """The broker's DLedger keys, plus any of the timing fields by name (``heart_beat_time_interval_ms=200``)."""
+        config = cls(group=store.d_leger_group, self_id=store.d_leger_self_id, peers=store.d_leger_peer_map,
+                     store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id)
+        return dataclasses.replace(config, **timings)
