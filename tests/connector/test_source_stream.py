@@ -206,8 +206,12 @@ def test_consumer_group_shows_the_query_lag_after_each_trigger(spark, source_clu
              .trigger(processingTime="200 milliseconds").option("checkpointLocation", checkpoint).start())
     try:
         assert second_batch.wait(120), query.exception()
-        # batch 0 read 2 of each queue's 6 (maxOffsetsPerTrigger 4 over 2 queues); batch 1 is running
-        assert from_json(json.loads(query.recentProgress[0]["sources"][0]["endOffset"])) == dict.fromkeys(queues, 2)
+        # batch 0 read 2 of each queue's 6 (maxOffsetsPerTrigger 4 over 2 queues); batch 1 is running. The group's
+        # diff is the lag the query's own progress reported for batch 0
+        first = query.recentProgress[0]["sources"][0]
+        assert from_json(json.loads(first["endOffset"])) == dict.fromkeys(queues, 2)
+        assert source_metrics(first) == {"minOffsetsBehindLatest": "4", "maxOffsetsBehindLatest": "4",
+                                         "avgOffsetsBehindLatest": "4.0"}
         want = {(mq.broker_name, mq.queue_id): (6, 2, 4) for mq in queues}
         assert consumer_progress(namesrv, group, topic_name) == want
         release.set()
