@@ -48,7 +48,7 @@ from jobs.common import (
     subscription_options,
     topics_of,
 )
-from jobs.progress import StageProgress
+from jobs.progress import StageProgress, duration, eta_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -174,16 +174,17 @@ def run_ingest(spark: SparkSession, job: IngestJob, *, out: Any = None) -> Inges
     started = time.monotonic()
     query = start_ingest(spark, job)
     seen: dict[int, dict[str, Any]] = {}
+    eta_from = started if job.trigger == "available-now" else None  # a run with an end: its ETA in messages
     with StageProgress(spark.sparkContext.statusTracker(), "ingest", interval_s=job.progress_interval_s) as progress:
         try:
             while query.isActive:
                 query.awaitTermination(job.progress_interval_s)
-                _report(query, seen, progress, out)
+                _report(query, seen, progress, out, eta_from)
                 if job.timeout_s is not None and time.monotonic() - started > job.timeout_s and query.isActive:
                     query.stop()
         except KeyboardInterrupt:
             query.stop()
-        _report(query, seen, progress, out)
+        _report(query, seen, progress, out, eta_from)
     query.awaitTermination()  # raises the query's failure, if any
     last = seen[max(seen)] if seen else None
     end_offsets = _source_offsets(last, "endOffset") if last else {}
@@ -191,7 +192,10 @@ def run_ingest(spark: SparkSession, job: IngestJob, *, out: Any = None) -> Inges
                          lake.latest_version(spark, job.table), time.monotonic() - started)
 
 
-def _report(query: StreamingQuery, seen: dict[int, dict[str, Any]], progress: StageProgress, out: Any) -> None:
+def _report(query: StreamingQuery, seen: dict[int, dict[str, Any]], progress: StageProgress, out: Any,
+            eta_from: float | None) -> None:
+    """A line per new micro-batch: rows, rows/s, messages behind the latest offsets (under available-now, the run's
+    target: what is left to read) and, from that and the rows read since ``eta_from``, an ETA."""
     for batch in query.recentProgress:
         batch_id = batch["batchId"]
         if batch_id in seen or not batch.get("sources"):
@@ -199,6 +203,10 @@ def _report(query: StreamingQuery, seen: dict[int, dict[str, Any]], progress: St
         seen[batch_id] = batch
         behind = _behind(batch)
         lag = f", {behind} behind" if behind is not None else ""
+        if behind and eta_from is not None:
+            done = sum(p["numInputRows"] for p in seen.values())
+            eta = eta_seconds(done, done + behind, time.monotonic() - eta_from)
+            lag += f", ETA {duration(eta)}" if eta is not None else ""
         progress.note(f"ingest: batch {batch_id}: {batch['numInputRows']} rows "
                       f"({batch.get('processedRowsPerSecond') or 0:.0f} rows/s){lag}", out)
 

@@ -12,8 +12,10 @@
 7. Says how to look further and where the logs are, then stops what it started. The Delta table, the checkpoint and
    the logs stay under --workdir.
 
-What the terminal shows is the demo's own: a few lines per step. Spark's and Ivy's console output (and the Python
-workers') go to demo.log under --workdir, the NameServer's and broker's to their files under cluster/.
+What the terminal shows is the demo's own: a few lines per step and the jobs' progress line (jobs/progress.py).
+Spark's, Ivy's and log4j's console output (the first run's jar downloads too, and the Python workers') go to demo.log
+under --workdir, the NameServer's and broker's to their files under cluster/. The last line is where to look next:
+the web console's address, once the demo starts one (``print_next_steps``).
 
 Usage: ``python -m jobs.main [--namesrv HOST:PORT] [--orders N] [--workdir DIR]``
 """

@@ -24,7 +24,7 @@ DEMO_LINES = [re.compile(p) for p in (
     r"NameServer 127\.0\.0\.1:\d+, broker 127\.0\.0\.1:\d+, ready in [\d.]+ s",
     r"\d+ orders sent to DemoOrders \(4 queues\), [\d.]+ s, (\d+ rows/s|-)",
     r"Spark 4\.\d+\.\d+ local\[2\], ready in [\d.]+ s \(its console output goes to \S+/demo\.log\)",
-    r"ingest: batch \d+: \d+ rows \(\d+ rows/s\)(, \d+ behind)?",
+    r"ingest: batch \d+: \d+ rows \(\d+ rows/s\)(, \d+ behind)?(, ETA [\w ]+)?",
     r"\d+ rows in \d+ micro-batch\(es\), table version \d+, [\d.]+ s",
     r"read \d+ rows, inserted \d+ new \(\d+ already there\), table version \d+, [\d.]+ s",
     r"\d+ rows, \d+ distinct messages \(topic, brokerName, queueId, queueOffset\); created \d+, paid \d+, shipped \d+",

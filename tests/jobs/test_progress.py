@@ -1,10 +1,12 @@
 """The jobs' progress line (jobs/progress.py) against a fake status tracker and clock: the bar, the ETA's arithmetic,
-the rendering, and how it is written to a terminal (one line rewritten, cleared at the end) and to a log (plain
-lines). No Spark: a few milliseconds."""
+the rendering, how it is written to a terminal (one line rewritten, cleared at the end) and to a log (plain lines),
+and the ingest's per-batch line with its ETA in messages. No Spark: a few milliseconds."""
 
 from __future__ import annotations
 
 import io
+import json
+import re
 import time
 from types import SimpleNamespace
 
@@ -99,7 +101,7 @@ def test_eta_counts_from_when_the_running_stages_showed() -> None:
     assert progress.line().endswith("1/2 tasks (1 running), 16 s, ETA 5 s")
 
 
-def wait_for(predicate, seconds: float = 5.0) -> None:
+def wait_for(predicate, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert time.monotonic() < deadline, "the progress thread did not write in time"
@@ -116,13 +118,12 @@ def test_on_a_terminal_one_line_is_rewritten_then_cleared() -> None:
         tracker.stages = {4: (8, 3, 2, 0)}
         wait_for(lambda: "3/8 tasks" in out.getvalue())
     text = out.getvalue()
-    assert "\n" not in text and text.startswith("\rreplay: stage 4 [#")
-    shown = "replay: stage 4 [##......"
-    assert cleared.endswith("\r" + " " * len(cleared.split("\r")[1]) + "\r") and shown in cleared
-    assert text.endswith("\r") and text.rstrip("\r ").endswith(("s", "ETA"))
+    assert "\n" not in text and text.startswith("\rreplay: stage 4 [##......")
+    *_, drawn, blank, end = cleared.split("\r")
+    assert "1/8 tasks" in drawn and blank == " " * len(drawn) and end == ""  # cleared for the job's line
     assert job_out.getvalue() == "replay: 100 rows\n"
     last = text.rstrip("\r ").rsplit("\r", 1)[1]
-    assert text.endswith("\r" + " " * len(last) + "\r")  # cleared at the end: the terminal is left as it was
+    assert "3/8 tasks" in last and text.endswith("\r" + " " * len(last) + "\r")  # cleared: the terminal as it was
 
 
 def test_in_a_log_plain_lines_when_something_changed() -> None:
@@ -137,3 +138,22 @@ def test_in_a_log_plain_lines_when_something_changed() -> None:
     assert out.getvalue().splitlines() == [
         "ingest: stage 2 [....................] 0/4 tasks (2 running), 0 s",
         "ingest: stage 2 [####################] 4/4 tasks (0 running), 0 s, ETA 0 s"]
+
+
+def test_ingest_lines_carry_what_is_left_and_an_eta_in_messages() -> None:
+    from jobs.ingest import _report
+
+    def batch(batch_id: int, rows: int, end: int) -> dict:
+        latest = {"T": {"a": {"0": 200}}, "$metrics": {}}  # the run's target, as the source reports it
+        return {"batchId": batch_id, "numInputRows": rows, "processedRowsPerSecond": 25.0,
+                "sources": [{"endOffset": json.dumps({"T": {"a": {"0": end}}}), "latestOffset": json.dumps(latest)}]}
+
+    query, out, seen = SimpleNamespace(recentProgress=[batch(0, 50, 50)]), io.StringIO(), {}
+    progress = StageProgress(FakeTracker(), "ingest", out=io.StringIO())
+    _report(query, seen, progress, out, time.monotonic() - 10)  # 50 rows in 10 s, 150 left
+    query.recentProgress.append(batch(1, 150, 200))
+    _report(query, seen, progress, out, time.monotonic() - 40)
+    _report(query, seen, progress, out, None)  # nothing new: nothing printed
+    first, second = out.getvalue().splitlines()
+    assert re.fullmatch(r"ingest: batch 0: 50 rows \(25 rows/s\), 150 behind, ETA 3\d s", first)  # 30 s and a stall
+    assert second == "ingest: batch 1: 150 rows (25 rows/s), 0 behind"
