@@ -36,8 +36,7 @@ def offsets_behind_latest(end: Mapping[MessageQueue, int], latest: Mapping[Messa
     behind = [offset - end.get(mq, offset) for mq, offset in latest.items()]
     if not behind:
         return {}
-    return {"minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
-            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
+    return dict(zip(NAMES, (str(min(behind)), str(max(behind)), str(sum(behind) / len(behind))), strict=True))
 
 
 def _latest_offset(source_progress: Any) -> dict[str, Any]:

@@ -95,6 +95,7 @@ class StageProgress:
         self._stages: tuple[int, ...] = ()
         self._stages_since = self._started
         self._shown = ""  # what the terminal's line holds now
+        self._last = ""  # the last line written
 
     def __enter__(self) -> StageProgress:
         self._started = self._stages_since = self._clock()
@@ -128,22 +129,21 @@ class StageProgress:
         if self._tty and self._shown:
             self._out.write("\r" + " " * len(self._shown) + "\r")
             self._out.flush()
-        self._shown = ""
+            self._shown = self._last = ""  # the next poll draws it again
 
     def _run(self) -> None:
-        last = ""
         while not self._stop.wait(self._interval_s):
             try:
                 line = self.line()
             except Exception:  # the JVM is going away under us (session stopping): stop reporting
                 return
-            if line is None or line == last:
-                continue
             with self._lock:
+                if line is None or line == self._last:
+                    continue
                 if self._tty:
                     self._out.write("\r" + line.ljust(len(self._shown)))
                     self._shown = line
                 else:
                     self._out.write(line + "\n")
                 self._out.flush()
-            last = line
+                self._last = line

@@ -111,10 +111,12 @@ def wait_for(predicate, seconds: float = 30.0) -> None:
 def test_on_a_terminal_one_line_is_rewritten_then_cleared() -> None:
     tracker, out, job_out = FakeTracker(), Terminal(), io.StringIO()
     tracker.stages = {4: (8, 1, 2, 0)}
-    with StageProgress(tracker, "replay", interval_s=0.01, out=out) as progress:
+    with StageProgress(tracker, "replay", interval_s=0.01, out=out, clock=Clock()) as progress:
         wait_for(lambda: "1/8 tasks" in out.getvalue())
         progress.note("replay: 100 rows", job_out)  # the job's own line: the progress line is cleared first
         cleared = out.getvalue()
+        wait_for(lambda: len(out.getvalue()) > len(cleared))  # and drawn again, though nothing changed
+        assert out.getvalue()[len(cleared):].startswith("\rreplay: stage 4 [##")
         tracker.stages = {4: (8, 3, 2, 0)}
         wait_for(lambda: "3/8 tasks" in out.getvalue())
     text = out.getvalue()
