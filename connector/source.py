@@ -46,6 +46,7 @@ from connector.access import access_denied, is_refusal, read_need
 from connector.offsets import OffsetOracle, Offsets, from_json, rate_limit, to_json, total_backlog
 from connector.options import LATEST, SourceOptions
 from connector.replicas import broker_addrs, is_master, read_addresses
+from connector.source_metrics import METRICS_KEY, offsets_behind_latest
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +302,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # Trigger.AvailableNow: the offsets seen when it began
         self._last_batch_at = time.monotonic()
         self._committed: Offsets = {}
+        self._planned: tuple[Offsets, Offsets] | None = None  # (latest, end) of the last latestOffset: its report
 
     @property
     def oracle(self) -> OffsetOracle:
@@ -354,19 +356,22 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         fresh, self._fresh_start = self._fresh_start, False
         begin = from_json(start)
         self._commit_group(begin)  # Spark asks for the next batch once the previous one (ending at start) is done
-        if fresh and self._target is None and start == self._initial and _involves_latest(self.opts):
-            return start  # an empty first batch puts the resolved start into the offset log (module docstring)
         if self._target is not None:
             latest = dict(self._target)
             for mq, offset in begin.items():
                 latest.setdefault(mq, offset)
         else:
             latest = self._latest(begin)
+        if fresh and self._target is None and start == self._initial and _involves_latest(self.opts):
+            self._planned = (latest, begin)
+            return start  # an empty first batch puts the resolved start into the offset log (module docstring)
         begin_all = dict(begin)
         begin_all.update(self.oracle.min_offsets(sorted(latest.keys() - begin.keys())))  # new queues: the earliest
-        end = self._admit(begin_all, {mq: max(offset, begin_all[mq]) for mq, offset in latest.items()}, limit)
+        latest = {mq: max(offset, begin_all[mq]) for mq, offset in latest.items()}
+        end = self._admit(begin_all, latest, limit)
         if end != begin_all:
             self._last_batch_at = time.monotonic()
+        self._planned = (latest, end)
         return to_json(end)
 
     def _admit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
@@ -386,11 +391,13 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return latest
 
     def reportLatestOffset(self) -> dict | None:
-        try:
-            return to_json(self.oracle.max_offsets(self.oracle.queues()))
-        except ConnectorError as err:
-            log.warning("cannot report the latest offsets: %s", err)
+        """The latest offsets the last ``latestOffset`` saw (no second question to the brokers, as Kafka's source),
+        with Kafka's offsets-behind-latest figures of the batch it planned beside them (connector/source_metrics.py:
+        why there and not in ``SourceProgress.metrics``)."""
+        if self._planned is None:
             return None
+        latest, end = self._planned
+        return {**to_json(latest), METRICS_KEY: offsets_behind_latest(end, latest)}
 
     def partitions(self, start: dict, end: dict) -> list[QueueRange]:
         return plan_partitions(self.oracle, self.opts, from_json(start), from_json(end))

@@ -109,7 +109,7 @@ def backfill(spark: SparkSession, job: BackfillJob) -> BackfillSummary:
         reader = reader.option(key, value)
     rows = lake.with_store_date(reader.load()).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with StageProgress(spark, "backfill", interval_s=job.progress_interval_s):
+        with StageProgress(spark.sparkContext.statusTracker(), "backfill", interval_s=job.progress_interval_s):
             per_queue = (rows.groupBy("topic", "brokerName", "queueId")
                          .agg(F.min("queueOffset"), F.max("queueOffset"), F.count(F.lit(1)),
                               F.collect_set(lake.PARTITION_COLUMN))

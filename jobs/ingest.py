@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from broker.common.errors import JobError
 from broker.remoting.signing import SessionCredentials
+from connector.source_metrics import latest_offsets
 from jobs import lake
 from jobs.common import (
     Bound,
@@ -47,6 +48,7 @@ from jobs.common import (
     subscription_options,
     topics_of,
 )
+from jobs.progress import StageProgress, duration, eta_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -172,15 +174,17 @@ def run_ingest(spark: SparkSession, job: IngestJob, *, out: Any = None) -> Inges
     started = time.monotonic()
     query = start_ingest(spark, job)
     seen: dict[int, dict[str, Any]] = {}
-    try:
-        while query.isActive:
-            query.awaitTermination(job.progress_interval_s)
-            _report(query, seen, out)
-            if job.timeout_s is not None and time.monotonic() - started > job.timeout_s and query.isActive:
-                query.stop()
-    except KeyboardInterrupt:
-        query.stop()
-    _report(query, seen, out)
+    eta_from = started if job.trigger == "available-now" else None  # a run with an end: its ETA in messages
+    with StageProgress(spark.sparkContext.statusTracker(), "ingest", interval_s=job.progress_interval_s) as progress:
+        try:
+            while query.isActive:
+                query.awaitTermination(job.progress_interval_s)
+                _report(query, seen, progress, out, eta_from)
+                if job.timeout_s is not None and time.monotonic() - started > job.timeout_s and query.isActive:
+                    query.stop()
+        except KeyboardInterrupt:
+            query.stop()
+        _report(query, seen, progress, out, eta_from)
     query.awaitTermination()  # raises the query's failure, if any
     last = seen[max(seen)] if seen else None
     end_offsets = _source_offsets(last, "endOffset") if last else {}
@@ -188,16 +192,23 @@ def run_ingest(spark: SparkSession, job: IngestJob, *, out: Any = None) -> Inges
                          lake.latest_version(spark, job.table), time.monotonic() - started)
 
 
-def _report(query: StreamingQuery, seen: dict[int, dict[str, Any]], out: Any) -> None:
-    for progress in query.recentProgress:
-        batch_id = progress["batchId"]
-        if batch_id in seen or not progress.get("sources"):
+def _report(query: StreamingQuery, seen: dict[int, dict[str, Any]], progress: StageProgress, out: Any,
+            eta_from: float | None) -> None:
+    """A line per new micro-batch: rows, rows/s, messages behind the latest offsets (under available-now, the run's
+    target: what is left to read) and, from that and the rows read since ``eta_from``, an ETA."""
+    for batch in query.recentProgress:
+        batch_id = batch["batchId"]
+        if batch_id in seen or not batch.get("sources"):
             continue
-        seen[batch_id] = progress
-        behind = _behind(progress)
+        seen[batch_id] = batch
+        behind = _behind(batch)
         lag = f", {behind} behind" if behind is not None else ""
-        print(f"ingest: batch {batch_id}: {progress['numInputRows']} rows "
-              f"({progress.get('processedRowsPerSecond') or 0:.0f} rows/s){lag}", file=out, flush=True)
+        if behind and eta_from is not None:
+            done = sum(p["numInputRows"] for p in seen.values())
+            eta = eta_seconds(done, done + behind, time.monotonic() - eta_from)
+            lag += f", ETA {duration(eta)}" if eta is not None else ""
+        progress.note(f"ingest: batch {batch_id}: {batch['numInputRows']} rows "
+                      f"({batch.get('processedRowsPerSecond') or 0:.0f} rows/s){lag}", out)
 
 
 def _source_offsets(progress: dict[str, Any], key: str) -> dict[str, Any]:
@@ -210,7 +221,7 @@ def _source_offsets(progress: dict[str, Any], key: str) -> dict[str, Any]:
 def _behind(progress: dict[str, Any]) -> int | None:
     """Messages between the batch's end and the newest offsets the source reported (reportLatestOffset)."""
     try:
-        end, latest = _source_offsets(progress, "endOffset"), _source_offsets(progress, "latestOffset")
+        end, latest = _source_offsets(progress, "endOffset"), latest_offsets(progress["sources"][0])
     except (ValueError, KeyError, IndexError):
         return None
     if not latest:

@@ -12,8 +12,10 @@
 7. Says how to look further and where the logs are, then stops what it started. The Delta table, the checkpoint and
    the logs stay under --workdir.
 
-What the terminal shows is the demo's own: a few lines per step. Spark's and Ivy's console output (and the Python
-workers') go to demo.log under --workdir, the NameServer's and broker's to their files under cluster/.
+What the terminal shows is the demo's own: a few lines per step and the jobs' progress line (jobs/progress.py).
+Spark's, Ivy's and log4j's console output (the first run's jar downloads too, and the Python workers') go to demo.log
+under --workdir, the NameServer's and broker's to their files under cluster/. The last line is where to look next:
+the web console's address, once the demo starts one (``print_next_steps``).
 
 Usage: ``python -m jobs.main [--namesrv HOST:PORT] [--orders N] [--workdir DIR]``
 """
@@ -129,7 +131,7 @@ def run_demo(namesrv: str | None, orders: int, workdir: Path) -> None:
 
         show_table(spark, table)
         replay_step(spark, stack, namesrv, table, workdir)
-        print_next_steps(table, workdir)
+        print_next_steps(table, workdir, console=None)  # the web console's address, once the demo starts one
 
 
 def start_spark(log: Path) -> SparkSession:
@@ -191,7 +193,9 @@ def show_table(spark: SparkSession, table: str) -> None:
                                   for version, operation, rows in reversed(lake.history(spark, table))))
 
 
-def print_next_steps(table: str, workdir: Path) -> None:
+def print_next_steps(table: str, workdir: Path, *, console: str | None) -> None:
+    """How to look further and where the logs are; the last line is the web console's address (``console``), where
+    a newcomer goes next."""
     step(f"done in {time.monotonic() - _STARTED:.0f} s; to look further")
     print(f"""\
   pyspark --packages io.delta:delta-spark_4.2_2.13:4.4.0 \\
@@ -209,6 +213,9 @@ def print_next_steps(table: str, workdir: Path) -> None:
             (workdir / "cluster", "NameServer, broker"), (workdir / "resolvers", "the sink's resolver")]
     present = [f"{path}  ({what})" for path, what in logs if path.exists()]
     print("logs: " + "\n      ".join(present), flush=True)
+    if console is not None:
+        print(f"\nconsole: {console}", flush=True)
+
 
 def main(argv: list[str] | None = None) -> int:
     conf = JobsConf.load()

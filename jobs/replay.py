@@ -43,6 +43,7 @@ from jobs.common import (
     run_cli,
     run_in_session,
 )
+from jobs.progress import StageProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,6 +68,7 @@ class ReplayJob:
     keep_order: bool = True
     sink_options: dict[str, str] = field(default_factory=dict)
     credentials: SessionCredentials | None = None
+    progress_interval_s: float = 2.0
 
     def __post_init__(self) -> None:
         snapshot = self.version is not None or self.as_of is not None
@@ -157,13 +159,14 @@ def replay(spark: SparkSession, job: ReplayJob) -> ReplaySummary:
     rows, what = select_rows(spark, job)
     messages = to_messages(rows, keep_order=job.keep_order).persist()
     try:
-        count = messages.count()
-        if count:
-            writer = (messages.write.format("rmq").mode("append").option("namesrvAddr", job.namesrv)
-                      .option("topic", job.topic).option("sinkId", job.effective_sink_id()))
-            for key, value in {**job.sink_options, **credential_options(job.credentials)}.items():
-                writer = writer.option(key, value)
-            writer.save()
+        with StageProgress(spark.sparkContext.statusTracker(), "replay", interval_s=job.progress_interval_s):
+            count = messages.count()
+            if count:
+                writer = (messages.write.format("rmq").mode("append").option("namesrvAddr", job.namesrv)
+                          .option("topic", job.topic).option("sinkId", job.effective_sink_id()))
+                for key, value in {**job.sink_options, **credential_options(job.credentials)}.items():
+                    writer = writer.option(key, value)
+                writer.save()
     finally:
         messages.unpersist()
     return ReplaySummary(count, what, time.monotonic() - started)
@@ -202,7 +205,8 @@ def parse_args(argv: list[str] | None, conf: JobsConf) -> tuple[ReplayJob, argpa
                         from_time=_delta_time(args.from_time, "--from-time") if args.from_time else None,
                         to_time=_delta_time(args.to_time, "--to-time") if args.to_time else None,
                         where=args.where, sink_id=args.sink_id, keep_order=args.keep_order,
-                        sink_options=_sink_options(args.sink_option), credentials=job_credentials(args))
+                        sink_options=_sink_options(args.sink_option), credentials=job_credentials(args),
+                        progress_interval_s=conf.progress_interval_s)
     except JobError as err:
         parser.error(str(err))
     return job, args

@@ -5,15 +5,16 @@ while a query runs and consumer group commits.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 
 import pytest
 from pyspark.sql import Row
 
-from broker.client import protocol
-from broker.client.blocking import BlockingRemotingClient
-from connector.offsets import to_json
+from connector.offsets import from_json, to_json
+from connector.source_metrics import latest_offsets, source_metrics
 from tests.connector.conftest import (
     BROKERS,
     COLUMNS,
@@ -23,14 +24,14 @@ from tests.connector.conftest import (
     options,
     produce,
 )
-from tests.helpers import wait_until
+from tests.helpers import mqadmin_ok, wait_until
 from tests.integration.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 
 
-def run_available_now(spark, opts: dict[str, str], checkpoint: str) -> tuple[list[Row], list[int]]:
-    """One Trigger.AvailableNow run of the source into foreachBatch; (rows read, numInputRows per batch)."""
+def run_available_now(spark, opts: dict[str, str], checkpoint: str) -> tuple[list[Row], list[dict]]:
+    """One Trigger.AvailableNow run of the source into foreachBatch; (rows read, the query's progress per batch)."""
     rows: list[Row] = []
 
     def collect(df, batch_id: int) -> None:
@@ -42,7 +43,7 @@ def run_available_now(spark, opts: dict[str, str], checkpoint: str) -> tuple[lis
         assert query.awaitTermination(180), "the AvailableNow query did not end within 180 s"
     finally:
         query.stop()
-    return rows, [p["numInputRows"] for p in query.recentProgress]
+    return rows, query.recentProgress
 
 
 def keyed(rows: list[Row]) -> list[tuple[str, int, int]]:
@@ -78,8 +79,6 @@ def test_stream_json_starting_offsets(spark, source_cluster: Cluster, topic_name
     produce(source_cluster.namesrv_addr, queues, 10)
     a0, a1, b0, _ = queues
     starting = to_json({a0: 7, a1: -2, b0: -1})  # the fourth queue is not named: earliest
-    import json
-
     opts = options(source_cluster, topic_name, startingOffsets=json.dumps(starting))
     rows, _ = run_available_now(spark, opts, checkpoint)
     per_queue = {}
@@ -109,11 +108,28 @@ def test_max_offsets_per_trigger_splits_batches_without_starving_small_queues(
     big, *small = queues
     produce(source_cluster.namesrv_addr, [big], 200)
     produce(source_cluster.namesrv_addr, small, 4)
-    rows, sizes = run_available_now(
+    rows, progress = run_available_now(
         spark, options(source_cluster, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger=50), checkpoint)
-    assert sizes == [50, 50, 50, 50, 12] and len(rows) == 212 and len(set(keyed(rows))) == 212
+    assert [p["numInputRows"] for p in progress] == [50, 50, 50, 50, 12]
+    assert len(rows) == 212 and len(set(keyed(rows))) == 212
     first_batch_queues = {(r.brokerName, r.queueId) for r in rows[:50]}
     assert first_batch_queues == {(mq.broker_name, mq.queue_id) for mq in queues}
+
+    # Each batch's progress carries Kafka's three figures (connector/source_metrics.py): per queue, the latest offset
+    # (under AvailableNow the run's target: what was produced) minus the batch's end; min, max and mean.
+    latest = {mq: 200 if mq == big else 4 for mq in queues}
+    assert all(latest_offsets(p["sources"][0]) == to_json(latest) for p in progress)
+    behind_total = []
+    for p in progress:
+        end = from_json(json.loads(p["sources"][0]["endOffset"]))
+        behind = [latest[mq] - end[mq] for mq in queues]
+        assert source_metrics(p["sources"][0]) == {
+            "minOffsetsBehindLatest": str(min(behind)), "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
+        behind_total.append(sum(behind))
+    assert behind_total == [162, 112, 62, 12, 0]
+    assert source_metrics(progress[-1]["sources"][0]) == {
+        "minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0", "avgOffsetsBehindLatest": "0.0"}
 
 
 def test_min_offsets_per_trigger_does_not_hang_available_now(spark, source_cluster: Cluster, topic_name: str,
@@ -156,15 +172,53 @@ def test_queue_added_while_the_query_runs(spark, source_cluster: Cluster, topic_
     assert keyed(seen) == sorted(want)
 
 
-def test_consumer_group_commit_writes_processed_offsets(spark, source_cluster: Cluster, topic_name: str,
-                                                        checkpoint: str) -> None:
-    queues = create_topic(source_cluster.namesrv_addr, topic_name, 1, brokers=2)
-    produce(source_cluster.namesrv_addr, queues, 6)
+PROGRESS_ROW = re.compile(r"^(\S+)\s+(\S+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(-?\d+)\s")
+
+
+def consumer_progress(namesrv: str, group: str, topic: str) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """``mqadmin consumerProgress -g group -t topic``: (broker offset, consumer offset, diff) per queue."""
+    rows = {}
+    for line in mqadmin_ok("consumerProgress", "-g", group, "-t", topic, "-n", namesrv).splitlines():
+        if match := PROGRESS_ROW.match(line):
+            rows[(match.group(2), int(match.group(3)))] = tuple(int(match.group(i)) for i in (4, 5, 6))
+    return rows
+
+
+def test_consumer_group_shows_the_query_lag_after_each_trigger(spark, source_cluster: Cluster, topic_name: str,
+                                                               checkpoint: str) -> None:
+    """consumerGroup: once Spark plans a batch, the previous one's end is the group's offset on the brokers, so
+    ``mqadmin consumerProgress -g`` shows what the query has processed and, as the diff, what it has not."""
+    namesrv = source_cluster.namesrv_addr
+    queues = create_topic(namesrv, topic_name, 1, brokers=2)
+    produce(namesrv, queues, 6)
     group = f"G_{topic_name}"[:100]
-    run_available_now(spark, options(source_cluster, topic_name, startingOffsets="earliest", consumerGroup=group,
-                                     maxOffsetsPerTrigger=5), checkpoint)
-    addrs = {b.conf["brokerName"]: b.addr for b in source_cluster.brokers}
-    for mq in queues:
-        with BlockingRemotingClient(addrs[mq.broker_name]) as remote:
-            response = remote.invoke(protocol.query_consumer_offset_request(group, mq))
-        assert int(response.ext_fields["offset"]) == 6, mq
+    second_batch, release = threading.Event(), threading.Event()
+    counted: list[int] = []
+
+    def hold_second_batch(df, batch_id: int) -> None:
+        counted.append(df.count())
+        if batch_id == 1:
+            second_batch.set()
+            release.wait(120)
+
+    opts = options(source_cluster, topic_name, startingOffsets="earliest", consumerGroup=group, maxOffsetsPerTrigger=4)
+    query = (spark.readStream.format("rmq").options(**opts).load().writeStream.foreachBatch(hold_second_batch)
+             .trigger(processingTime="200 milliseconds").option("checkpointLocation", checkpoint).start())
+    try:
+        assert second_batch.wait(120), query.exception()
+        # batch 0 read 2 of each queue's 6 (maxOffsetsPerTrigger 4 over 2 queues); batch 1 is running. The group's
+        # diff is the lag the query's own progress reported for batch 0
+        first = query.recentProgress[0]["sources"][0]
+        assert from_json(json.loads(first["endOffset"])) == dict.fromkeys(queues, 2)
+        assert source_metrics(first) == {"minOffsetsBehindLatest": "4", "maxOffsetsBehindLatest": "4",
+                                         "avgOffsetsBehindLatest": "4.0"}
+        want = {(mq.broker_name, mq.queue_id): (6, 2, 4) for mq in queues}
+        assert consumer_progress(namesrv, group, topic_name) == want
+        release.set()
+        done = {(mq.broker_name, mq.queue_id): (6, 6, 0) for mq in queues}
+        wait_until("the group at the end of every queue", lambda: consumer_progress(namesrv, group, topic_name) == done,
+                   60)
+    finally:
+        release.set()
+        query.stop()
+    assert query.exception() is None and sum(counted) == 12
