@@ -9,15 +9,17 @@
 5. Shows what landed (counts per tag, sample rows, the table's history).
 6. Replays the table into DemoOrdersReplay through the exactly-once sink (jobs.replay), reads that topic back with
    the rmq source and counts each message key against the table: every row once, none missing, none twice.
-7. Says how to look further and where the logs are, then stops what it started. The Delta table, the checkpoint and
-   the logs stay under --workdir.
+7. Says how to look further and where the logs are, and ends with the web console's address (mqconsole, started
+   beside the cluster). On a terminal the cluster and console stay up until Ctrl-C (``--keep-running``); otherwise,
+   or with ``--no-keep-running``, it stops what it started. The Delta table, the checkpoint and the logs stay under
+   --workdir.
 
 What the terminal shows is the demo's own: a few lines per step and the jobs' progress line (jobs/progress.py).
 Spark's, Ivy's and log4j's console output (the first run's jar downloads too, and the Python workers') go to demo.log
-under --workdir, the NameServer's and broker's to their files under cluster/. The last line is where to look next:
-the web console's address, once the demo starts one (``print_next_steps``).
+under --workdir, the NameServer's and broker's to their files under cluster/, the console's under console/. The last
+line is where to look next: the web console's address (``print_next_steps``).
 
-Usage: ``python -m jobs.main [--namesrv HOST:PORT] [--orders N] [--workdir DIR]``
+Usage: ``python -m jobs.main [--namesrv HOST:PORT] [--orders N] [--workdir DIR] [--[no-]keep-running]``
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING
 from broker.client.blocking import BlockingClient
 from broker.client.message import Message
 from broker.common.errors import JobError
+from broker.console.process import console_url, start_console_process
 from broker.tools.local_cluster import start_cluster
 from connector.resolver import resolver_pid
 from jobs import lake
@@ -95,7 +98,7 @@ def produce_step(namesrv: str, first: int, count: int) -> None:
     print(f"{count} orders sent to {TOPIC} ({QUEUES} queues), {seconds:.1f} s, {rate(count, seconds)}")
 
 
-def run_demo(namesrv: str | None, orders: int, workdir: Path) -> None:
+def run_demo(namesrv: str | None, orders: int, workdir: Path, *, keep_running: bool = False) -> None:
     table, checkpoint = str(workdir / "delta" / "orders"), str(workdir / "checkpoints" / "orders")
     with ExitStack() as stack:
         if namesrv is None:
@@ -106,6 +109,8 @@ def run_demo(namesrv: str | None, orders: int, workdir: Path) -> None:
                   f"{time.monotonic() - _STARTED:.1f} s")
         else:
             check_namesrv(namesrv)
+        console = console_url(stack.enter_context(start_console_process(workdir / "console", namesrv)))
+        print(f"console {console} (mqconsole: cluster, topics, groups, messages, charts)")
         for topic in (TOPIC, REPLAY_TOPIC):
             if topic_route(namesrv, topic) is None:
                 create_topic(namesrv, topic, QUEUES)
@@ -131,7 +136,9 @@ def run_demo(namesrv: str | None, orders: int, workdir: Path) -> None:
 
         show_table(spark, table)
         replay_step(spark, stack, namesrv, table, workdir)
-        print_next_steps(table, workdir, console=None)  # the web console's address, once the demo starts one
+        print_next_steps(table, workdir, console=console, keep_running=keep_running)
+        if keep_running:
+            wait_for_interrupt()
 
 
 def start_spark(log: Path) -> SparkSession:
@@ -193,7 +200,17 @@ def show_table(spark: SparkSession, table: str) -> None:
                                   for version, operation, rows in reversed(lake.history(spark, table))))
 
 
-def print_next_steps(table: str, workdir: Path, *, console: str | None) -> None:
+def wait_for_interrupt() -> None:
+    """Until Ctrl-C (or SIGTERM): the cluster and console stay up for a look around, then stop."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the cluster and the console", flush=True)
+
+
+def print_next_steps(table: str, workdir: Path, *, console: str, keep_running: bool) -> None:
     """How to look further and where the logs are; the last line is the web console's address (``console``), where
     a newcomer goes next."""
     step(f"done in {time.monotonic() - _STARTED:.0f} s; to look further")
@@ -210,11 +227,12 @@ def print_next_steps(table: str, workdir: Path, *, console: str | None) -> None:
   python -m jobs.main --namesrv HOST:PORT   # this demo against a running NameServer
 """)
     logs = [(workdir / LOG_NAME, "Spark, Ivy and log4j: the JVM's console"),
-            (workdir / "cluster", "NameServer, broker"), (workdir / "resolvers", "the sink's resolver")]
+            (workdir / "cluster", "NameServer, broker"), (workdir / "console", "mqconsole"),
+            (workdir / "resolvers", "the sink's resolver")]
     present = [f"{path}  ({what})" for path, what in logs if path.exists()]
     print("logs: " + "\n      ".join(present), flush=True)
-    if console is not None:
-        print(f"\nconsole: {console}", flush=True)
+    until = "up until Ctrl-C" if keep_running else "stops with the demo: --keep-running keeps it up"
+    print(f"\nconsole: {console}  ({until})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", type=int, default=2000, help="orders to produce (default: %(default)s)")
     parser.add_argument("--workdir", type=Path, help="where the table, checkpoint and broker files go "
                         "(default: a new temporary directory)")
+    parser.add_argument("--keep-running", action=argparse.BooleanOptionalAction, default=None,
+                        help="keep the cluster and the console up after the demo until Ctrl-C (default: when run "
+                        "on a terminal)")
     args = parser.parse_args(argv)
     if args.orders < 2:
         parser.error(f"--orders must be >= 2, got {args.orders}")
@@ -233,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     if (workdir / "delta" / "orders").exists() and args.namesrv is None:
         raise JobError(f"{workdir} already holds a demo table from another broker; give a new --workdir")
     workdir.mkdir(parents=True, exist_ok=True)
-    run_demo(args.namesrv, args.orders, workdir.resolve())
+    keep_running = args.keep_running if args.keep_running is not None else sys.stdin.isatty() and sys.stdout.isatty()
+    run_demo(args.namesrv, args.orders, workdir.resolve(), keep_running=keep_running)
     return 0
 
 

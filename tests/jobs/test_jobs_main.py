@@ -38,7 +38,10 @@ DEMO_LINES = [re.compile(p) for p in (
     r"  pyspark --packages \S+ \\", r"    --conf \S+ \\", r"    --conf \S+", r"  >>> spark\..*",
     r"  python -m jobs\.\w+ .*# .*",
     r"logs: \S+/demo\.log  \(Spark, Ivy and log4j: the JVM's console\)",
-    r"      \S+/cluster  \(NameServer, broker\)", r"      \S+/resolvers  \(the sink's resolver\)",
+    r"      \S+/cluster  \(NameServer, broker\)", r"      \S+/console  \(mqconsole\)",
+    r"      \S+/resolvers  \(the sink's resolver\)",
+    r"console http://127\.0\.0\.1:\d+/ \(mqconsole: cluster, topics, groups, messages, charts\)",
+    r"console: http://127\.0\.0\.1:\d+/  \(stops with the demo: --keep-running keeps it up\)",
     # progress lines (jobs/progress.py): plain lines, as the output is not a terminal here
     r"(ingest|backfill|replay): stage [\d,]+ \[[#.]{20}\] \d+/\d+ tasks \(\d+ running(, \d+ failed)?\), [\w ]+"
     r"(, ETA [\w ]+)?",
@@ -73,5 +76,11 @@ def test_main_command_runs_to_completion(tmp_path) -> None:
     assert ":: resolving dependencies ::" in logged and re.search(r" WARN ", logged)
 
     ports = [int(p) for p in re.findall(r"NameServer 127\.0\.0\.1:(\d+), broker 127\.0\.0\.1:(\d+)", out)[0]]
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("console: http://127.0.0.1:"), last  # ends with the web console's address
+    ports.append(int(re.search(r":(\d+)/", last)[1]))
+    namesrv = re.search(r"^NameServer (\S+),", out, re.M)[1]
+    assert f"mqconsole on {last.split()[1]} for the NameServer {namesrv}" in \
+        (tmp_path / "console" / "console.console.log").read_text()
     assert not any(port_accepts(port) for port in ports)  # stopped what it started
     assert resolver_pid(tmp_path / "resolvers", "replay-DemoOrdersReplay") is None  # the sink's resolver too
