@@ -13,6 +13,7 @@ from selenium.webdriver.common.by import By
 from broker.console import ConsoleServer, start_console
 from tests.console.conftest import SAMPLE_INTERVAL_S, api_ok
 from tests.console.test_console_pages import Page
+from tests.helpers import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,9 @@ def apache_console(apache: Any) -> Iterator[ConsoleServer]:
 def test_cluster_and_topic_pages_render_from_apache(apache: Any, apache_console: ConsoleServer, browser: Any) -> None:
     page = Page(browser, apache_console)
     page.console_errors()
+    # A fresh Apache broker fails GET_BROKER_RUNTIME_INFO (NoSuchElementException) until its stats have a sample.
+    wait_until("Apache's broker answers its runtime info",
+               lambda: api_ok(apache_console, "GET", "/api/cluster")["brokers"][0]["reachable"], timeout=90)
     (broker,) = api_ok(apache_console, "GET", "/api/cluster")["brokers"]
     assert (broker["addr"], broker["role"], broker["reachable"]) == (apache.brokers[0].addr, "MASTER", True)
     topic = "ConsoleOnApache"
