@@ -6,9 +6,11 @@ Apache RocketMQ's modules. Each room's docstring says what lives there and what 
     remoting   the wire: codes, frames, commands, headers, JSON bodies, the sans-IO exchange; asyncio connection,
                client and server                                                               (imports common)
     store      CommitLog, ConsumeQueue, IndexFile, dispatch, flush, recovery                   (imports common)
+    metrics    Prometheus metrics under Apache RocketMQ 5's names, for the broker and the NameServer
+                                                                                         (imports common, remoting)
     server     the broker daemon (``mqbroker``): controller, processors, metadata, schedule, transactions, filters
-                                                                                (imports common, remoting, store)
-    namesrv    the NameServer (``mqnamesrv``)                                            (imports common, remoting)
+                                                                       (imports common, remoting, store, metrics)
+    namesrv    the NameServer (``mqnamesrv``)                                   (imports common, remoting, metrics)
     client     the client SDK: producers, consumers, and the blocking client Spark executors use
                                                                                          (imports common, remoting)
     tools      ``mqadmin`` and the local cluster the jobs and tests start          (imports common, remoting, client)

@@ -42,18 +42,19 @@ from broker.server.consumer_manager import CONSUME_ACTIVELY, CONSUME_PASSIVELY
 if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
 
-_DELAY_PROPERTIES = (PROPERTY_START_DELIVER_TIME, PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES)
+_DELAY_PROPERTIES = frozenset((PROPERTY_START_DELIVER_TIME, PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
 _STORAGE: LabelValues = tuple(n.STORAGE_LABELS.values())
 _CONSUME_MODES = {CONSUME_ACTIVELY: "pull", CONSUME_PASSIVELY: "push", "CONSUME_POP": "pop"}  # ConsumeType.typeCN
 
 
 def message_type(props: Mapping[str, str]) -> str:
     """BrokerMetricsManager.getMessageType of a send's properties: transaction, fifo, delay or normal."""
-    if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+    prepared = props.get(PROPERTY_TRANSACTION_PREPARED)
+    if prepared is not None and prepared.lower() == "true":
         return "transaction"
     if PROPERTY_SHARDING_KEY in props:
         return "fifo"
-    if any(key in props for key in _DELAY_PROPERTIES):
+    if not _DELAY_PROPERTIES.isdisjoint(props):
         return "delay"
     return "normal"
 
@@ -77,7 +78,55 @@ def _dlq_labels(key: tuple[str, str]) -> LabelValues:
     return group, topic, _flag(v.is_system_topic(topic) or v.is_sys_consumer_group(group))
 
 
-class BrokerMetricsManager:
+class RequestMetrics:
+    """What sends, pulls and DLQ moves add, once per request: the broker's manager is one, and the benchmark times
+    one alone. ``requests`` and ``dlq`` are enableRequestMetrics and enableLagAndDlqMetrics."""
+
+    def __init__(self, registry: MetricsRegistry, *, requests: bool = True, dlq: bool = True) -> None:
+        self.request_metrics = requests
+        if requests:
+            self._messages_in = registry.counter(n.MESSAGES_IN, _in_labels)
+            self._throughput_in = registry.counter(n.THROUGHPUT_IN, _in_labels)
+            self._message_size = registry.histogram(n.MESSAGE_SIZE, _in_labels)
+            self._messages_out = registry.counter(n.MESSAGES_OUT, _out_labels)
+            self._throughput_out = registry.counter(n.THROUGHPUT_OUT, _out_labels)
+        self.dlq_metrics = dlq
+        if dlq:
+            self._send_to_dlq = registry.counter(n.SEND_TO_DLQ, _dlq_labels)
+        self._counted: dict[str, bool] = {}  # topic -> not a retry or DLQ topic (Apache counts neither)
+
+    def _counts(self, topic: str) -> bool:
+        counted = self._counted.get(topic)
+        if counted is None:
+            if len(self._counted) > 100_000:  # topics come and go: forget them all now and then
+                self._counted.clear()
+            counted = self._counted[topic] = not (v.is_retry_topic(topic) or v.is_dlq_topic(topic))
+        return counted
+
+    def record_in(self, topic: str, props: Mapping[str, str], msg_num: int, wrote_bytes: int) -> None:
+        """A send stored ``msg_num`` messages of ``wrote_bytes`` in ``topic`` (retry and DLQ topics are not counted,
+        as in Apache); ``props`` are the request's properties (the batch's for a batch)."""
+        if not self.request_metrics or not msg_num or not self._counts(topic):
+            return
+        key = (topic, message_type(props))
+        self._messages_in.add(key, msg_num)
+        self._throughput_in.add(key, wrote_bytes)
+        self._message_size.observe(key, wrote_bytes // msg_num)
+
+    def record_out(self, topic: str, group: str, msg_num: int, size: int) -> None:
+        """A pull handed ``msg_num`` messages (``size`` bytes) of ``topic`` to ``group``."""
+        if self.request_metrics and self._counts(topic):
+            key = (topic, group)
+            self._messages_out.add(key, msg_num)
+            self._throughput_out.add(key, size)
+
+    def record_dlq(self, group: str, topic: str) -> None:
+        """A consumer's message of ``topic`` went to ``group``'s DLQ."""
+        if self.dlq_metrics:
+            self._send_to_dlq.add((group, topic), 1)
+
+
+class BrokerMetricsManager(RequestMetrics):
     def __init__(self, controller: BrokerController) -> None:
         bc = controller.broker_config
         config = bc.metrics
@@ -85,19 +134,13 @@ class BrokerMetricsManager:
         labels = {n.LABEL_CLUSTER: bc.broker_cluster_name, n.LABEL_NODE_TYPE: n.NODE_TYPE_BROKER,
                   n.LABEL_NODE_ID: bc.broker_name, **config.labels()}
         self.registry = MetricsRegistry(labels, n.BROKER_METER)
+        super().__init__(self.registry, requests=config.enable_request_metrics, dlq=config.enable_lag_and_dlq_metrics)
         self.endpoint = PrometheusEndpoint(config.host(bc.broker_ip1), config.metrics_prom_exporter_port,
                                            self.registry.render)
         registry = self.registry
         self._lag = ConsumerLagCalculator(bc, controller.topic_config_manager, controller.subscription_group_manager,
                                           controller.consumer_manager, controller.consumer_offset_manager,
                                           controller.store)
-        self.request_metrics = config.enable_request_metrics
-        if self.request_metrics:
-            self._messages_in = registry.counter(n.MESSAGES_IN, _in_labels)
-            self._throughput_in = registry.counter(n.THROUGHPUT_IN, _in_labels)
-            self._message_size = registry.histogram(n.MESSAGE_SIZE, _in_labels)
-            self._messages_out = registry.counter(n.MESSAGES_OUT, _out_labels)
-            self._throughput_out = registry.counter(n.THROUGHPUT_OUT, _out_labels)
         self.rpc_latency = RpcLatency(registry) if config.enable_remoting_metrics else None
         if config.enable_stats_metrics:
             registry.gauge(n.BROKER_PERMISSION, lambda: [((), bc.broker_permission)])
@@ -107,9 +150,7 @@ class BrokerMetricsManager:
         if config.enable_connection_metrics:
             registry.gauge(n.PRODUCER_CONNECTIONS, self._producer_connections)
             registry.gauge(n.CONSUMER_CONNECTIONS, self._consumer_connections)
-        self.lag_metrics = config.enable_lag_and_dlq_metrics
-        if self.lag_metrics:
-            self._send_to_dlq = registry.counter(n.SEND_TO_DLQ, _dlq_labels)
+        if config.enable_lag_and_dlq_metrics:
             for spec in (n.CONSUMER_LAG_MESSAGES, n.CONSUMER_LAG_LATENCY, n.CONSUMER_INFLIGHT_MESSAGES,
                          n.CONSUMER_QUEUEING_LATENCY, n.CONSUMER_READY_MESSAGES):
                 registry.gauge(spec, lambda spec=spec: self._lag_samples(spec))
@@ -130,30 +171,6 @@ class BrokerMetricsManager:
 
     async def shutdown(self) -> None:
         await self.endpoint.stop()
-
-    # -- recorded per request -------------------------------------------------------------------------------------
-
-    def record_in(self, topic: str, props: Mapping[str, str], msg_num: int, wrote_bytes: int) -> None:
-        """A send stored ``msg_num`` messages of ``wrote_bytes`` in ``topic`` (retry and DLQ topics are not counted,
-        as in Apache); ``props`` are the request's properties (the batch's for a batch)."""
-        if not self.request_metrics or not msg_num or v.is_retry_topic(topic) or v.is_dlq_topic(topic):
-            return
-        key = (topic, message_type(props))
-        self._messages_in.add(key, msg_num)
-        self._throughput_in.add(key, wrote_bytes)
-        self._message_size.observe(key, wrote_bytes // msg_num)
-
-    def record_out(self, topic: str, group: str, msg_num: int, size: int) -> None:
-        """A pull handed ``msg_num`` messages (``size`` bytes) of ``topic`` to ``group``."""
-        if self.request_metrics and not (v.is_retry_topic(topic) or v.is_dlq_topic(topic)):
-            key = (topic, group)
-            self._messages_out.add(key, msg_num)
-            self._throughput_out.add(key, size)
-
-    def record_dlq(self, group: str, topic: str) -> None:
-        """A consumer's message of ``topic`` went to ``group``'s DLQ."""
-        if self.lag_metrics:
-            self._send_to_dlq.add((group, topic), 1)
 
     # -- read at scrape time --------------------------------------------------------------------------------------
 
