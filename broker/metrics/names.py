@@ -1,8 +1,8 @@
 """The metrics' names, label names, HELP texts and histogram buckets, as Apache RocketMQ 5's Prometheus endpoint
 prints them.
 
-Rule 1: every metric rmq exports is declared here, once; the broker, the NameServer, the Grafana dashboard's test
-and the README read these specs.
+Rule 1: every metric rmq exports is declared here, once; the broker, the NameServer and the Grafana dashboard's
+test read these specs.
 
 Apache's broker records through OpenTelemetry and exports through its Prometheus exporter, which shapes what a
 scrape shows (Apache 5.5.0's broker, ``metricsExporterType=PROM``, scraped while producing and consuming):
