@@ -131,31 +131,30 @@ class MetricsRegistry:
         families.append(GaugeMetricFamily(TARGET_INFO.name, TARGET_INFO.help, value=1))
         return families
 
-    def _label_order(self, spec: MetricSpec, extra: tuple[str, ...] = ()) -> tuple[list[str], list[int]]:
-        """The series' label names sorted (as OpenTelemetry's exporter prints them) and, for each, where its value
-        comes from: an index into const values, then the spec's labels."""
-        names = [*self.const_labels, *spec.labels, *extra]
+    def _labelled(self, spec: MetricSpec, samples: Iterable[tuple[LabelValues, object]]
+                  ) -> tuple[list[str], list[tuple[list[str], object]]]:
+        """The series' label names, sorted as OpenTelemetry's exporter prints them (the node's and the spec's
+        together), and each sample's label values in that order with its value."""
+        names = [*self.const_labels, *spec.labels]
         order = sorted(range(len(names)), key=names.__getitem__)
-        return [names[i] for i in order], order
-
-    def _family(self, spec: MetricSpec, samples: Iterable[tuple[LabelValues, float]]) -> Metric:
-        names, order = self._label_order(spec)
-        cls = CounterMetricFamily if spec.kind is Kind.COUNTER else GaugeMetricFamily
-        family = cls(spec.name, spec.help_text, labels=names)
         const = tuple(self.const_labels.values())
-        for values, value in samples:
-            row = const + values
-            family.add_metric([row[i] for i in order], value)
+        rows = [([row[i] for i in order], value) for values, value in samples for row in (const + values,)]
+        return [names[i] for i in order], rows
+
+    def _family(self, spec: MetricSpec, samples: Iterable[tuple[LabelValues, object]]) -> Metric:
+        names, rows = self._labelled(spec, samples)
+        family = (CounterMetricFamily if spec.kind is Kind.COUNTER else GaugeMetricFamily)(spec.name, spec.help_text,
+                                                                                          labels=names)
+        for values, value in rows:
+            family.add_metric(values, value)
         return family
 
     def _histogram_family(self, histogram: HistogramVec) -> Metric:
         spec = histogram.spec
-        names, order = self._label_order(spec)
+        names, rows = self._labelled(spec, histogram.samples())
         family = HistogramMetricFamily(spec.name, spec.help_text, labels=names)
         bounds = [f"{float(bound)}" for bound in histogram.bounds] + ["+Inf"]
-        const = tuple(self.const_labels.values())
-        for values, counts in histogram.samples():
-            row = const + values
-            family.add_metric([row[i] for i in order], buckets=list(zip(bounds, accumulate(counts[:-1]), strict=True)),
+        for values, counts in rows:
+            family.add_metric(values, buckets=list(zip(bounds, accumulate(counts[:-1]), strict=True)),
                               sum_value=counts[-1])
         return family

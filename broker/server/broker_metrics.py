@@ -9,7 +9,8 @@ backlog, a master's slaves' replication lag.
 
 Not exported (Apache has them): the processor watermark (rmq runs requests as tasks, not thread-pool queues), pop's
 metrics (rmq has no pop), transaction metrics (commits, rollbacks, half messages, finish latency), topic and group
-creation times.
+creation times, and a delayed message's delivery (Apache counts it out of SCHEDULE_TOPIC_XXXX and into its topic;
+here it counts once, when sent).
 
 Examples:
     >>> metrics = BrokerMetricsManager(controller)  # doctest: +SKIP
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 _DELAY_PROPERTIES = frozenset((PROPERTY_START_DELIVER_TIME, PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
 _STORAGE: LabelValues = tuple(n.STORAGE_LABELS.values())
+_SYSTEM_GROUP_PREFIX = v.CID_RMQ_SYS_PREFIX.lower()
 _CONSUME_MODES = {CONSUME_ACTIVELY: "pull", CONSUME_PASSIVELY: "push", "CONSUME_POP": "pop"}  # ConsumeType.typeCN
 
 
@@ -63,6 +65,11 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
+def _system(topic: str, group: str) -> str:
+    """BrokerMetricsManager.isSystem: a system topic, or a group named CID_RMQ_SYS_... in any case."""
+    return _flag(v.is_system_topic(topic) or group.lower().startswith(_SYSTEM_GROUP_PREFIX))
+
+
 def _in_labels(key: tuple[str, str]) -> LabelValues:
     topic, kind = key
     return topic, kind, _flag(v.is_system_topic(topic))
@@ -75,7 +82,7 @@ def _out_labels(key: tuple[str, str]) -> LabelValues:
 
 def _dlq_labels(key: tuple[str, str]) -> LabelValues:
     group, topic = key
-    return group, topic, _flag(v.is_system_topic(topic) or v.is_sys_consumer_group(group))
+    return group, topic, _system(topic, group)
 
 
 class RequestMetrics:
@@ -186,7 +193,7 @@ class BrokerMetricsManager(RequestMetrics):
         counts: dict[LabelValues, int] = {}
         for group, info in list(self.controller.consumer_manager.groups.items()):
             mode = _CONSUME_MODES.get(info.consume_type or "", (info.consume_type or "").lower())
-            system = _flag(v.is_sys_consumer_group(group))
+            system = _system("", group)
             for channel in list(info.channels.values()):
                 key = (group, channel.language.name.lower(), version_desc(channel.version).lower(), mode,
                        n.PROTOCOL_TYPE_REMOTING, system)
@@ -201,8 +208,7 @@ class BrokerMetricsManager(RequestMetrics):
             self._lag_snapshot = (self.registry.renders, lags)
         wall = time.time_ns() // 1_000_000
         for lag in lags:
-            labels = (lag.group, lag.topic, "false", _flag(v.is_system_topic(lag.topic)
-                                                            or v.is_sys_consumer_group(lag.group)))
+            labels = (lag.group, lag.topic, "false", _system(lag.topic, lag.group))
             age = wall - lag.earliest_unconsumed_timestamp if lag.earliest_unconsumed_timestamp else 0
             if spec is n.CONSUMER_INFLIGHT_MESSAGES:
                 yield labels, 0
