@@ -20,25 +20,28 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
-    LitePullConsumer,
     Message,
+    MessageQueue,
     Producer,
     PushConsumer,
     PushConsumerConfig,
 )
+from broker.client.protocol import update_consumer_offset_request
 from broker.common.errors import ConfigError
 from broker.common.message import decode_offset_msg_id
 from broker.metrics import MetricsConfig, MetricsExporterType
 from broker.metrics import names as n
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.server import NamesrvController
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import ResponseCode
 from broker.server.broker_controller import BrokerController
 from tests.helpers import client_config
 from tests.integration.in_process import HOST, broker_configs, running_controller
 
 APACHE_PAGE = Path(__file__).parent / "data" / "apache_5_5_0_metrics.txt"
 PROM = MetricsConfig(MetricsExporterType.PROM, metrics_prom_exporter_port=0, metrics_prom_exporter_host=HOST)
-TOPIC, GROUP = "MetricsTopic", "MetricsGroup"
+TOPIC, BATCH_TOPIC, GROUP = "MetricsTopic", "MetricsBatchTopic", "MetricsGroup"
 SENT, BODY = 20, b"m" * 100
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -107,7 +110,9 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
     before = samples(await scrape(port))
     async with Producer("MetricsProducer", client_config=client_config(namesrv.address, "mp")) as producer:
         sent = [await producer.send(Message(TOPIC, BODY, keys=f"k{i}")) for i in range(SENT)]
+        batch = await producer.send_batch([Message(BATCH_TOPIC, BODY) for _ in range(4)])
     stored = record_bytes(broker, (r.offset_msg_id for r in sent))
+    batch_stored = record_bytes(broker, batch.offset_msg_id.split(","))
     labels_in = {"topic": TOPIC, "message_type": "normal", "is_system": "false"}
     after_send = samples(await scrape(port))
     assert value(after_send, "rocketmq_messages_in_total", **labels_in) == SENT
@@ -115,17 +120,19 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
     assert value(after_send, "rocketmq_message_size_count", **labels_in) == SENT  # one per send: each a request
     assert value(after_send, "rocketmq_message_size_sum", **labels_in) == stored
     assert value(after_send, "rocketmq_message_size_bucket", le="1024.0", **labels_in) == SENT
+    batch_in = {**labels_in, "topic": BATCH_TOPIC}  # a batch: its messages, and one size, their average
+    assert value(after_send, "rocketmq_messages_in_total", **batch_in) == 4
+    assert value(after_send, "rocketmq_throughput_in_total", **batch_in) == batch_stored
+    assert value(after_send, "rocketmq_message_size_count", **batch_in) == 1
+    assert value(after_send, "rocketmq_message_size_sum", **batch_in) == batch_stored // 4
     sends = {"request_code": "send_message_v2", "response_code": "success", "result": "success"}
     assert (value(after_send, "rocketmq_rpc_latency_milliseconds_count", **sends)
             - value(before, "rocketmq_rpc_latency_milliseconds_count", **sends)) == SENT
     assert value(after_send, "rocketmq_topic_number") >= 1
     assert value(after_send, "rocketmq_producer_connections", language="python") == 0  # the producer is gone
 
-    # the group's committed offsets at 0, then a consumer online that takes the messages but holds them
-    async with LitePullConsumer(GROUP, client_config=client_config(namesrv.address, "ml")) as lite:
-        mqs = await lite.fetch_message_queues(TOPIC)
-        await lite.instance.send_heartbeat_to_all_brokers()  # the broker creates the group
-        await lite.commit({mq: 0 for mq in mqs})
+    # a consumer online that takes the messages but holds them; the group's offsets committed at 0 (by a client
+    # outside the group: a second member would take queues from it until the broker drops it)
     release = asyncio.Event()
     received: list[int] = []
 
@@ -139,12 +146,20 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
     consumer.subscribe(TOPIC)
     consumer.register_message_listener(hold)
     await consumer.start()
+
+    async def group_known() -> bool:
+        return broker.subscription_group_manager.contains_subscription_group(GROUP)
+
+    await until(group_known)
+    async with RemotingClient() as client:
+        for queue_id in range(2):
+            request = update_consumer_offset_request(GROUP, MessageQueue(TOPIC, "broker-a", queue_id), 0)
+            assert (await client.invoke(broker.broker_addr, request, 5000)).code == ResponseCode.SUCCESS
     try:
         lag = {"consumer_group": GROUP, "topic": TOPIC, "is_retry": "false", "is_system": "false"}
         out = {"consumer_group": GROUP, "topic": TOPIC, "is_system": "false"}
 
         async def pulled_all() -> bool:
-            consumer.instance.rebalance_immediately()  # a first rebalance may not see the group's client yet
             return value(samples(await scrape(port)), "rocketmq_messages_out_total", **out) == SENT
 
         await until(pulled_all)
