@@ -18,15 +18,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from broker.common.properties import write_config_file
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kv_config import KVConfigManager
-from broker.namesrv.metrics import NamesrvMetricsManager
 from broker.namesrv.processor import NamesrvProcessor
 from broker.namesrv.route_table import RouteInfoManager, now_ms
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.server import RemotingServer
+
+if TYPE_CHECKING:
+    from broker.namesrv.metrics import NamesrvMetricsManager
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,11 @@ class NamesrvController:
             on_connection_closed=self._on_connection_closed,
         )
         self._scan_task: asyncio.Task[None] | None = None
-        self.metrics = NamesrvMetricsManager(self) if config.metrics.enabled else None  # metricsExporterType=PROM
+        self.metrics: NamesrvMetricsManager | None = None
+        if config.metrics.enabled:  # metricsExporterType=PROM (prometheus-client imported then only)
+            from broker.namesrv.metrics import NamesrvMetricsManager
+
+            self.metrics = NamesrvMetricsManager(self)
 
     @property
     def port(self) -> int:

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from broker.auth.evaluate import AuthEvaluator
 from broker.auth.metadata import AuthMetadataManager
@@ -26,7 +27,6 @@ from broker.remoting.route import MASTER_ID
 from broker.remoting.server import RemotingServer
 from broker.replication.ha_service import HAService
 from broker.server.auth_pipeline import AuthPipeline
-from broker.server.broker_metrics import BrokerMetricsManager
 from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ConsumerManager
 from broker.server.filter.message_filter import ConsumerFilterManager
@@ -59,6 +59,9 @@ from broker.store.commit_log import EncodedRecord, StoreMessage
 from broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +128,13 @@ class BrokerController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.stats: BrokerStats  # made at start(), once the store has recovered
         self.stats_manager = BrokerStatsManager(broker_config.broker_cluster_name)  # statsAll's per-topic items
-        # -- metrics (broker_metrics.py): Apache's Prometheus metrics, when metricsExporterType=PROM
-        self.metrics = BrokerMetricsManager(self) if broker_config.metrics.enabled else None
+        # -- metrics (broker_metrics.py): Apache's Prometheus metrics, when metricsExporterType=PROM (imported then
+        # only: prometheus-client's import is a tenth of a broker's start)
+        self.metrics: BrokerMetricsManager | None = None
+        if broker_config.metrics.enabled:
+            from broker.server.broker_metrics import BrokerMetricsManager
+
+            self.metrics = BrokerMetricsManager(self)
         self.processors: dict[str, RequestProcessor] = {}  # made at start(), by registry.MODULES name
         self.started = False
 
