@@ -9,6 +9,8 @@ listens on).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from broker.metrics import names as n
@@ -44,8 +46,7 @@ class NamesrvMetricsManager:
     async def shutdown(self) -> None:
         await self.endpoint.stop()
 
-    def _brokers(self) -> list[tuple[LabelValues, int]]:
-        counts: dict[LabelValues, int] = {}
-        for info in list(self.controller.route_info_manager.broker_live_table):
-            counts[(info.cluster_name,)] = counts.get((info.cluster_name,), 0) + 1
-        return list(counts.items())
+    def _brokers(self) -> Iterable[tuple[LabelValues, int]]:
+        """Live brokers per cluster."""
+        return Counter((info.cluster_name,) for info in list(self.controller.route_info_manager.broker_live_table)
+                       ).items()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -134,6 +135,8 @@ class RequestMetrics:
 
 
 class BrokerMetricsManager(RequestMetrics):
+    """The broker's registry: RequestMetrics' counters, the rpc latency, the gauges the config's switches keep."""
+
     def __init__(self, controller: BrokerController) -> None:
         bc = controller.broker_config
         config = bc.metrics
@@ -182,23 +185,18 @@ class BrokerMetricsManager(RequestMetrics):
     # -- read at scrape time --------------------------------------------------------------------------------------
 
     def _producer_connections(self) -> Iterable[tuple[LabelValues, int]]:
-        counts: dict[LabelValues, int] = {}
-        for channels in list(self.controller.producer_manager.groups.values()):
-            for info in list(channels.values()):
-                key = (info.language.name.lower(), version_desc(info.version).lower(), n.PROTOCOL_TYPE_REMOTING)
-                counts[key] = counts.get(key, 0) + 1
-        return counts.items()
+        """Producers' connections per client language and version."""
+        return Counter((info.language.name.lower(), version_desc(info.version).lower(), n.PROTOCOL_TYPE_REMOTING)
+                       for channels in list(self.controller.producer_manager.groups.values())
+                       for info in list(channels.values())).items()
 
     def _consumer_connections(self) -> Iterable[tuple[LabelValues, int]]:
-        counts: dict[LabelValues, int] = {}
-        for group, info in list(self.controller.consumer_manager.groups.items()):
-            mode = _CONSUME_MODES.get(info.consume_type or "", (info.consume_type or "").lower())
-            system = _system("", group)
-            for channel in list(info.channels.values()):
-                key = (group, channel.language.name.lower(), version_desc(channel.version).lower(), mode,
-                       n.PROTOCOL_TYPE_REMOTING, system)
-                counts[key] = counts.get(key, 0) + 1
-        return counts.items()
+        """Consumers' connections per group, language, version and mode (push, pull)."""
+        return Counter((group, channel.language.name.lower(), version_desc(channel.version).lower(),
+                        _CONSUME_MODES.get(info.consume_type or "", (info.consume_type or "").lower()),
+                        n.PROTOCOL_TYPE_REMOTING, _system("", group))
+                       for group, info in list(self.controller.consumer_manager.groups.items())
+                       for channel in list(info.channels.values())).items()
 
     def _lag_samples(self, spec: n.MetricSpec) -> Iterable[tuple[LabelValues, int]]:
         """The five lag gauges from one calculation per page (they are read one after the other)."""
