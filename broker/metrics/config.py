@@ -43,7 +43,8 @@ class MetricsConfig:
     """BrokerConfig's metrics keys that rmq acts on, with Apache's defaults. The ``enable*Metrics`` switches turn
     families off as Apache's do (stats: permission and topic/group numbers; request: messages and throughput in and
     out, message size; connection: producer and consumer connections; lagAndDlq: the consumer lag gauges and the DLQ
-    counter; remoting: rpc latency; messageStore: the storage gauges and replication lag)."""
+    counter; transaction: commits, rollbacks and their latency; remoting: rpc latency; messageStore: the storage gauges
+    and replication lag)."""
 
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_port: int = 5557
@@ -56,6 +57,7 @@ class MetricsConfig:
     enable_stats_metrics: bool = True
     enable_request_metrics: bool = True
     enable_lag_and_dlq_metrics: bool = True
+    enable_transaction_metrics: bool = True
 
     @property
     def enabled(self) -> bool:

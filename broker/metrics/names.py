@@ -70,6 +70,9 @@ STORAGE_LABELS = {LABEL_STORAGE_TYPE: "local", LABEL_STORAGE_MEDIUM: "disk"}  # 
 # Buckets: BrokerMetricsManager.registerMetricsView and RemotingMetricsManager.getMetricsView
 MESSAGE_SIZE_BUCKETS = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+# Apache's finish latency is declared in "ms" (so the name ends in _milliseconds) but records seconds, with these
+# bounds (5 s to a day); rmq records the same, so that dashboards made for Apache's read it alike.
+FINISH_LATENCY_BUCKETS_S = (5, 60, 600, 3600, 12 * 3600, 24 * 3600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,10 @@ CONSUMER_INFLIGHT_MESSAGES = _gauge("rocketmq_consumer_inflight_messages", *LAG_
 CONSUMER_QUEUEING_LATENCY = _gauge("rocketmq_consumer_queueing_latency_milliseconds", *LAG_LABELS)
 CONSUMER_READY_MESSAGES = _gauge("rocketmq_consumer_ready_messages", *LAG_LABELS)
 SEND_TO_DLQ = _counter("rocketmq_send_to_dlq_messages_total", LABEL_CONSUMER_GROUP, LABEL_TOPIC, LABEL_IS_SYSTEM)
+COMMIT_MESSAGES = _counter("rocketmq_commit_messages_total", LABEL_TOPIC)
+ROLLBACK_MESSAGES = _counter("rocketmq_rollback_messages_total", LABEL_TOPIC)
+FINISH_MESSAGE_LATENCY = MetricSpec("rocketmq_finish_message_latency_milliseconds", Kind.HISTOGRAM, (LABEL_TOPIC,),
+                                    "Transaction finish latency", FINISH_LATENCY_BUCKETS_S)
 # -- remoting (RemotingMetricsManager): the broker's and the NameServer's ------------------------------------------
 RPC_LATENCY = MetricSpec("rocketmq_rpc_latency_milliseconds", Kind.HISTOGRAM, RPC_LABELS, "Rpc latency",
                          RPC_LATENCY_BUCKETS_MS)
@@ -140,8 +147,8 @@ TARGET_INFO = MetricSpec("target_info", Kind.GAUGE, (), "Target metadata")
 BROKER_METRICS = (BROKER_PERMISSION, TOPIC_NUMBER, CONSUMER_GROUP_NUMBER, MESSAGES_IN, MESSAGES_OUT, THROUGHPUT_IN,
                   THROUGHPUT_OUT, MESSAGE_SIZE, PRODUCER_CONNECTIONS, CONSUMER_CONNECTIONS, CONSUMER_LAG_MESSAGES,
                   CONSUMER_LAG_LATENCY, CONSUMER_INFLIGHT_MESSAGES, CONSUMER_QUEUEING_LATENCY, CONSUMER_READY_MESSAGES,
-                  SEND_TO_DLQ, RPC_LATENCY, STORAGE_SIZE, STORAGE_FLUSH_BEHIND, STORAGE_DISPATCH_BEHIND,
-                  STORAGE_MESSAGE_RESERVE_TIME, REPLICATION_LAG)
+                  SEND_TO_DLQ, COMMIT_MESSAGES, ROLLBACK_MESSAGES, FINISH_MESSAGE_LATENCY, RPC_LATENCY, STORAGE_SIZE,
+                  STORAGE_FLUSH_BEHIND, STORAGE_DISPATCH_BEHIND, STORAGE_MESSAGE_RESERVE_TIME, REPLICATION_LAG)
 NAMESRV_METRICS = (RPC_LATENCY, NAMESRV_BROKER_NUMBER, NAMESRV_TOPIC_NUMBER)
 
 

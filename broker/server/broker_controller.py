@@ -377,7 +377,7 @@ class BrokerController:
     def _end_transaction_processor(self) -> ProcessorFamily:
         """END_TRANSACTION, and rmq's END_TRANSACTION_BATCH."""
         parts = {"broker_config": self.broker_config, "store_config": self.store_config,
-                 "transactional_message_service": self.transactional_message_service}
+                 "transactional_message_service": self.transactional_message_service, "metrics": self.metrics}
         return ProcessorFamily(EndTransactionProcessor(**parts), EndTransactionBatchProcessor(**parts))
 
     # -- store access for processors ------------------------------------------------------------------------------

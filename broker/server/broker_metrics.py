@@ -8,9 +8,9 @@ scrapes: topic and group numbers, connections, consumer lag (``consumer_lag.py``
 backlog, a master's slaves' replication lag.
 
 Not exported (Apache has them): the processor watermark (rmq runs requests as tasks, not thread-pool queues), pop's
-metrics (rmq has no pop), transaction metrics (commits, rollbacks, half messages, finish latency), topic and group
-creation times, and a delayed message's delivery (Apache counts it out of SCHEDULE_TOPIC_XXXX and into its topic;
-here it counts once, when sent).
+metrics (rmq has no pop), the half messages gauge (open transactions per topic), topic and group creation times,
+and a delayed message's delivery (Apache counts it out of SCHEDULE_TOPIC_XXXX and into its topic; here it counts
+once, when sent).
 
 Examples:
     >>> metrics = BrokerMetricsManager(controller)  # doctest: +SKIP
@@ -88,9 +88,11 @@ def _dlq_labels(key: tuple[str, str]) -> LabelValues:
 
 class RequestMetrics:
     """What sends, pulls and DLQ moves add, once per request: the broker's manager is one, and the benchmark times
-    one alone. ``requests`` and ``dlq`` are enableRequestMetrics and enableLagAndDlqMetrics."""
+    one alone. ``requests``, ``dlq`` and ``transactions`` are enableRequestMetrics, enableLagAndDlqMetrics and
+    enableTransactionMetrics."""
 
-    def __init__(self, registry: MetricsRegistry, *, requests: bool = True, dlq: bool = True) -> None:
+    def __init__(self, registry: MetricsRegistry, *, requests: bool = True, dlq: bool = True,
+                 transactions: bool = True) -> None:
         self.request_metrics = requests
         if requests:
             self._messages_in = registry.counter(n.MESSAGES_IN, _in_labels)
@@ -101,6 +103,11 @@ class RequestMetrics:
         self.dlq_metrics = dlq
         if dlq:
             self._send_to_dlq = registry.counter(n.SEND_TO_DLQ, _dlq_labels)
+        self.transaction_metrics = transactions
+        if transactions:
+            self._commits = registry.counter(n.COMMIT_MESSAGES)
+            self._rollbacks = registry.counter(n.ROLLBACK_MESSAGES)
+            self._finish_latency = registry.histogram(n.FINISH_MESSAGE_LATENCY)
         self._counted: dict[str, bool] = {}  # topic -> not a retry or DLQ topic (Apache counts neither)
 
     def _counts(self, topic: str) -> bool:
@@ -128,6 +135,16 @@ class RequestMetrics:
             self._messages_out.add(key, msg_num)
             self._throughput_out.add(key, size)
 
+    def record_end(self, topic: str, commit: bool, ended: int, born_timestamp: int = 0) -> None:
+        """``ended`` transactions of ``topic`` were committed (or rolled back); with the half's ``born_timestamp``
+        (ms), a commit's latency is observed too, in whole seconds as Apache's (END_TRANSACTION: one at a time;
+        rmq's END_TRANSACTION_BATCH counts its ends, one call per request)."""
+        if not self.transaction_metrics or not ended:
+            return
+        (self._commits if commit else self._rollbacks).add((topic,), ended)
+        if commit and born_timestamp:
+            self._finish_latency.observe((topic,), (time.time_ns() // 1_000_000 - born_timestamp) // 1000)
+
     def record_dlq(self, group: str, topic: str) -> None:
         """A consumer's message of ``topic`` went to ``group``'s DLQ."""
         if self.dlq_metrics:
@@ -144,7 +161,8 @@ class BrokerMetricsManager(RequestMetrics):
         labels = {n.LABEL_CLUSTER: bc.broker_cluster_name, n.LABEL_NODE_TYPE: n.NODE_TYPE_BROKER,
                   n.LABEL_NODE_ID: bc.broker_name, **config.labels()}
         self.registry = MetricsRegistry(labels, n.BROKER_METER)
-        super().__init__(self.registry, requests=config.enable_request_metrics, dlq=config.enable_lag_and_dlq_metrics)
+        super().__init__(self.registry, requests=config.enable_request_metrics, dlq=config.enable_lag_and_dlq_metrics,
+                         transactions=config.enable_transaction_metrics)
         self.endpoint = PrometheusEndpoint(config.host(bc.broker_ip1), config.metrics_prom_exporter_port,
                                            self.registry.render)
         registry = self.registry

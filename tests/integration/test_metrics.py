@@ -20,11 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
+    LocalTransactionState,
     Message,
     MessageQueue,
     Producer,
     PushConsumer,
     PushConsumerConfig,
+    TransactionProducer,
 )
 from broker.client.protocol import update_consumer_offset_request
 from broker.common.errors import ConfigError
@@ -41,7 +43,7 @@ from tests.integration.in_process import HOST, broker_configs, running_controlle
 
 APACHE_PAGE = Path(__file__).parent / "data" / "apache_5_5_0_metrics.txt"
 PROM = MetricsConfig(MetricsExporterType.PROM, metrics_prom_exporter_port=0, metrics_prom_exporter_host=HOST)
-TOPIC, BATCH_TOPIC, GROUP = "MetricsTopic", "MetricsBatchTopic", "MetricsGroup"
+TOPIC, BATCH_TOPIC, TX_TOPIC, GROUP = "MetricsTopic", "MetricsBatchTopic", "MetricsTxTopic", "MetricsGroup"
 SENT, BODY = 20, b"m" * 100
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -199,11 +201,14 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
         assert value(samples(page), "rocketmq_rpc_latency_milliseconds_count", **held_pulls) >= 1
     finally:
         await consumer.shutdown()
-    check_apache_shapes(page)
+    check_apache_shapes(page, 20)
     for labels in (s.labels for family in text_string_to_metric_families(page) for s in family.samples
                    if family.name != "target_info"):
         assert (labels["cluster"], labels["node_type"], labels["node_id"], labels["otel_scope_name"]) == (
             "DefaultCluster", "broker", "broker-a", "broker-meter")
+
+    await transactions(namesrv, port)
+    check_apache_shapes(await scrape(port), 17)  # the transaction families too (the consumer's are gone)
 
     namesrv_page = samples(await scrape(namesrv.metrics.endpoint.port))
 
@@ -216,12 +221,46 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
                  response_code="success", **node) >= 1
 
 
-def check_apache_shapes(page: str) -> None:
+class Decide:
+    """Commits the first transaction, rolls back the second."""
+
+    def __init__(self) -> None:
+        self.states = [LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE]
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        return self.states.pop(0)
+
+    def check_local_transaction(self, msg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+
+async def transactions(namesrv: NamesrvController, port: int) -> None:
+    """Two half messages, one committed and one rolled back: the halves count in (under the half topic, as a
+    transaction, as Apache counts them), the ends per real topic, the commit's latency in seconds."""
+    async with TransactionProducer("MetricsTx", listener=Decide(),
+                                   client_config=client_config(namesrv.address, "mt")) as producer:
+        for _ in range(2):
+            await producer.send_message_in_transaction(Message(TX_TOPIC, BODY))
+
+    async def ended() -> bool:  # END_TRANSACTION is oneway
+        page = samples(await scrape(port))
+        return (value(page, "rocketmq_commit_messages_total", topic=TX_TOPIC),
+                value(page, "rocketmq_rollback_messages_total", topic=TX_TOPIC)) == (1, 1)
+
+    await until(ended)
+    page = samples(await scrape(port))
+    assert value(page, "rocketmq_messages_in_total", topic="RMQ_SYS_TRANS_HALF_TOPIC", message_type="transaction",
+                 is_system="true") == 2
+    assert value(page, "rocketmq_finish_message_latency_milliseconds_count", topic=TX_TOPIC) == 1
+    assert value(page, "rocketmq_finish_message_latency_milliseconds_bucket", topic=TX_TOPIC, le="5.0") == 1
+
+
+def check_apache_shapes(page: str, at_least: int) -> None:
     """Every family Apache's broker exports and ours does is of Apache's type with Apache's label names; ours that
     Apache's lacks are the ones names.py declares as rmq's own."""
     apache, ours = families(APACHE_PAGE.read_text()), families(page)
     shared = sorted(set(apache) & set(ours))
-    assert len(shared) >= 20, shared
+    assert len(shared) >= at_least, shared
     assert {name: ours[name] for name in shared} == {name: apache[name] for name in shared}
     assert set(ours) - set(apache) <= {n.REPLICATION_LAG.name}
 

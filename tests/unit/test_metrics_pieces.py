@@ -42,12 +42,13 @@ def test_a_bad_setting_names_itself(key: str, raw: str, says: str) -> None:
 def test_the_keys_are_read_once_and_printed_as_apache_names_them(caplog: pytest.LogCaptureFixture) -> None:
     broker, _ = load_broker_config(None, {"metricsExporterType": "2", "metricsPromExporterPort": "9557",
                                           "metricsLabel": "region:eu,env:prod", "metricsInDelta": "true",
-                                          "enableLagAndDlqMetrics": "false"})
+                                          "enableLagAndDlqMetrics": "false", "enableTransactionMetrics": "false"})
     metrics = broker.metrics
     assert (metrics.metrics_exporter_type, metrics.metrics_prom_exporter_port, metrics.enabled) == (
         MetricsExporterType.PROM, 9557, True)
     assert metrics.labels() == {"region": "eu", "env": "prod", "aggregation": "delta"}
-    assert not metrics.enable_lag_and_dlq_metrics and metrics.enable_request_metrics
+    assert not metrics.enable_lag_and_dlq_metrics and not metrics.enable_transaction_metrics
+    assert metrics.enable_request_metrics
     assert metrics.host("10.0.0.7") == "10.0.0.7"  # blank metricsPromExporterHost: brokerIP1
     printed = format_config(broker, _)
     assert "metricsExporterType=PROM\n" in printed and "metricsPromExporterPort=9557\n" in printed
