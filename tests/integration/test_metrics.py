@@ -183,6 +183,7 @@ async def exchange(namesrv: NamesrvController, broker: BrokerController) -> None
             return sum(max(offsets.query_offset(GROUP, TOPIC, q), 0) for q in range(2)) == SENT
 
         await until(committed)
+        assert received == [len(BODY)] * SENT
         consumed = samples(await scrape(port))
         assert value(consumed, "rocketmq_consumer_lag_messages", **lag) == 0
         assert value(consumed, "rocketmq_consumer_lag_latency_milliseconds", **lag) == 0
