@@ -8,9 +8,11 @@ Apache RocketMQ's modules. Each room's docstring says what lives there and what 
     store      CommitLog, ConsumeQueue, IndexFile, dispatch, flush, recovery                   (imports common)
     dledger    the CommitLog as a DLedger (Raft) log: entries, index, recovery, the record adapter; the members'
                RPC and leader election                                       (imports common, store, remoting)
+    metrics    Prometheus metrics under Apache RocketMQ 5's names, for the broker and the NameServer
+                                                                                         (imports common, remoting)
     server     the broker daemon (``mqbroker``): controller, processors, metadata, schedule, transactions, filters
-                                                                                (imports common, remoting, store)
-    namesrv    the NameServer (``mqnamesrv``)                                            (imports common, remoting)
+                                                                       (imports common, remoting, store, metrics)
+    namesrv    the NameServer (``mqnamesrv``)                                   (imports common, remoting, metrics)
     client     the client SDK: producers, consumers, and the blocking client Spark executors use
                                                                                          (imports common, remoting)
     tools      ``mqadmin`` and the local cluster the jobs and tests start          (imports common, remoting, client)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from broker.common.errors import ConfigError
 from broker.common.logs import LogLevel, LogSettings, default_console_level, default_log_dir
 from broker.common.properties import absolute_paths, format_value, parse_fields, read_config_file, to_camel
+from broker.metrics.config import METRICS_KEYS, MetricsConfig, parse_metrics_config
 
 DEFAULT_LISTEN_PORT = 9876
 # The keys that name a file or directory: a relative one is taken from the config file's directory.
@@ -60,14 +61,14 @@ class NamesrvConfig:
     log_max_file_size: int = 0  # bytes; 0: Apache's 100 MiB
     log_max_index: int = 0  # rolled files kept in otherdays/; 0: Apache's 5
     log_console_level: LogLevel = field(default_factory=default_console_level)  # stderr gets this level and above
+    # the broker's metrics keys (broker/metrics/config.py): Apache's NameServer has none, rmq's takes the broker's
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its effective value (``extra`` included), sorted by key as GET_NAMESRV_CONFIG lists them."""
-        props = {
-            to_camel(f.name): format_value(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra"
-        }
-        return dict(sorted({**self.extra, **props}.items()))
+        props = {to_camel(f.name): format_value(getattr(self, f.name)) for f in _fields()}
+        return dict(sorted({**self.extra, **props, **self.metrics.to_properties()}.items()))
 
     def log_settings(self) -> LogSettings:
         return LogSettings(self.log_dir, self.log_max_file_size, self.log_max_index, self.log_console_level)
@@ -79,16 +80,22 @@ class NamesrvConfig:
 
     def updated(self, props: Mapping[str, str]) -> NamesrvConfig:
         """A copy with ``props`` applied; keys that are not fields go to ``extra``. ConfigError names a bad value."""
-        known = {to_camel(f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        extra = {**self.extra, **{k: v for k, v in props.items() if k not in known}}
+        known = {to_camel(f.name) for f in _fields()}
+        extra = {**self.extra, **{k: v for k, v in props.items() if k not in known and k not in METRICS_KEYS}}
         values = parse_fields(NamesrvConfig, {k: v for k, v in props.items() if k in known})
-        config = dataclasses.replace(self, **values, extra=extra)
+        metrics = parse_metrics_config({**self.metrics.to_properties(), **props})
+        config = dataclasses.replace(self, **values, metrics=metrics, extra=extra)
         if not 0 <= config.listen_port <= 65535:
             raise ConfigError(f"bad value for listenPort: {config.listen_port}")
         if config.scan_not_active_broker_interval <= 0:
             raise ConfigError(f"bad value for scanNotActiveBrokerInterval: {config.scan_not_active_broker_interval}")
         config.log_settings()  # ConfigError for a bad log* value
         return config
+
+
+def _fields() -> list[dataclasses.Field]:
+    """The fields that are keys of their own (not ``metrics``, whose keys are its fields', nor ``extra``)."""
+    return [f for f in dataclasses.fields(NamesrvConfig) if f.name not in ("extra", "metrics")]
 
 
 def load_namesrv_config(

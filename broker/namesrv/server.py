@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from broker.common.properties import write_config_file
 from broker.namesrv.config import NamesrvConfig
@@ -26,6 +27,9 @@ from broker.namesrv.processor import NamesrvProcessor
 from broker.namesrv.route_table import RouteInfoManager, now_ms
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.server import RemotingServer
+
+if TYPE_CHECKING:
+    from broker.namesrv.metrics import NamesrvMetricsManager
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,11 @@ class NamesrvController:
             on_connection_closed=self._on_connection_closed,
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self.metrics: NamesrvMetricsManager | None = None
+        if config.metrics.enabled:  # metricsExporterType=PROM (prometheus-client imported then only)
+            from broker.namesrv.metrics import NamesrvMetricsManager
+
+            self.metrics = NamesrvMetricsManager(self)
 
     @property
     def port(self) -> int:
@@ -57,10 +66,16 @@ class NamesrvController:
         return self.remoting_server.address
 
     async def start(self) -> NamesrvController:
-        """Load kvConfig.json, listen, start the liveness scan. Raises MetadataCorrupt for an unreadable KV file
-        and OSError when the port cannot be bound."""
+        """Load kvConfig.json, listen, start the liveness scan. Raises MetadataCorrupt for an unreadable KV file,
+        OSError when the port cannot be bound, ConfigError when the metrics port cannot."""
         self.kv_config_manager.load()
         await self.remoting_server.start()
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except BaseException:
+                await self.remoting_server.stop()
+                raise
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         return self
 
@@ -71,6 +86,8 @@ class NamesrvController:
                 await self._scan_task
             self._scan_task = None
         await self.remoting_server.stop()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
 
     async def __aenter__(self) -> NamesrvController:
         return await self.start()

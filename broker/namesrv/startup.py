@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
              files.settings.log_dir)
     try:
         run_server(serve(config))
-    except (MetadataCorrupt, OSError) as err:
+    except (MetadataCorrupt, ConfigError, OSError) as err:
         print(f"mqnamesrv: {err}", file=sys.stderr)
         return 1
     return 0

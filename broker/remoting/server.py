@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +37,10 @@ Processor = Callable[[RemotingConnection, RemotingCommand], Awaitable[RemotingCo
 RequestPipeline = Callable[[RemotingConnection, RemotingCommand], RemotingCommand | None]
 """Java's ``RequestPipeline``: runs before the processor; a response it returns (a refusal) is the answer and the
 processor never sees the request (the broker's ACL checks, ``AbortProcessException``)."""
+
+RequestObserver = Callable[[RemotingCommand, RemotingCommand, int], None]
+"""Told of each answered request: (request, response, ``time.monotonic_ns()`` when the server took it up). The
+broker's and the NameServer's rpc latency metric (broker/metrics/remoting.py)."""
 
 RejectRequest = Callable[[], bool]
 """``NettyRequestProcessor.rejectRequest``: True turns the processor's requests away before it sees them."""
@@ -94,6 +99,11 @@ class RemotingServer:
         self._connections: set[RemotingConnection] = set()
         self._stopping = False
         self._pipeline: RequestPipeline | None = None
+        self._observer: RequestObserver | None = None
+
+    def set_request_observer(self, observer: RequestObserver | None) -> None:
+        """Tell ``observer`` of every request answered on connections accepted from now on (None: nobody)."""
+        self._observer = observer
 
     def set_request_pipeline(self, pipeline: RequestPipeline | None) -> None:
         """Check every request before its processor (None: no check). Requests the server cannot route are answered
@@ -179,7 +189,7 @@ class RemotingServer:
         conn = RemotingConnection(
             reader,
             writer,
-            self._dispatch,
+            self._dispatch if self._observer is None else self._dispatch_observed,
             max_frame_length=self.max_frame_length,
             max_concurrent_requests=self.max_concurrent_requests,
             on_close=self._connection_closed,
@@ -202,6 +212,14 @@ class RemotingServer:
             self._on_connection_closed(conn)
         except Exception:  # a listener's bug must not stop the connection from closing
             log.exception("on_connection_closed failed for %s", conn.remote_address)
+
+    async def _dispatch_observed(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        """``_dispatch``, timed: the observer hears of every answer (a held pull's comes later, from its processor)."""
+        started = time.monotonic_ns()
+        response = await self._dispatch(conn, request)
+        if response is not None and self._observer is not None:
+            self._observer(request, response, started)
+        return response
 
     async def _dispatch(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         """NettyRemotingAbstract.processRequestCommand: not supported, rejected, or the processor's answer."""

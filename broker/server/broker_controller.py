@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from broker.auth.evaluate import AuthEvaluator
 from broker.auth.metadata import AuthMetadataManager
@@ -58,6 +59,9 @@ from broker.store.commit_log import EncodedRecord, StoreMessage
 from broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,13 @@ class BrokerController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.stats: BrokerStats  # made at start(), once the store has recovered
         self.stats_manager = BrokerStatsManager(broker_config.broker_cluster_name)  # statsAll's per-topic items
+        # -- metrics (broker_metrics.py): Apache's Prometheus metrics, when metricsExporterType=PROM (imported then
+        # only: prometheus-client's import is a tenth of a broker's start)
+        self.metrics: BrokerMetricsManager | None = None
+        if broker_config.metrics.enabled:
+            from broker.server.broker_metrics import BrokerMetricsManager
+
+            self.metrics = BrokerMetricsManager(self)
         self.processors: dict[str, RequestProcessor] = {}  # made at start(), by registry.MODULES name
         self.started = False
 
@@ -150,6 +161,8 @@ class BrokerController:
             raise
 
     async def _start_serving(self) -> None:
+        if self.metrics is not None:  # first, as Apache's: a metrics port taken stops the start before it serves
+            await self.metrics.start()
         self.ha_service.start(self._loop)
         self.stats = BrokerStats(self.store)
         self.topic_config_manager.load()
@@ -186,6 +199,8 @@ class BrokerController:
         await unregister_broker_all(self)
         await self.server.stop()
         await self.outer_client.close()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
         self._persist_offsets()
         self.topic_config_manager.persist()
         self.subscription_group_manager.persist()
@@ -203,6 +218,8 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.server.stop()
         await self.outer_client.close()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.ha_service.shutdown)
         await loop.run_in_executor(None, self.store.shutdown)
@@ -303,14 +320,15 @@ class BrokerController:
             topic_config_manager=self.topic_config_manager, subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service,
             transactional_message_service=self.transactional_message_service, put_messages=self._put,
-            store_host=self.store.store_host, stats_manager=self.stats_manager)
+            store_host=self.store.store_host, stats_manager=self.stats_manager, metrics=self.metrics)
 
     def _pull_processor(self) -> PullMessageProcessor:
         processor = PullMessageProcessor(
             broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
             subscription_group_manager=self.subscription_group_manager,
             consumer_offset_manager=self.consumer_offset_manager, consumer_manager=self.consumer_manager,
-            consumer_filter_manager=self.consumer_filter_manager, stats=self.stats, stats_manager=self.stats_manager)
+            consumer_filter_manager=self.consumer_filter_manager, stats=self.stats, stats_manager=self.stats_manager,
+            metrics=self.metrics)
         processor.start(self.every)
         return processor
 
@@ -355,12 +373,12 @@ class BrokerController:
         return SendMessageBackProcessor(
             broker_config=self.broker_config, store=self.store, topic_config_manager=self.topic_config_manager,
             subscription_group_manager=self.subscription_group_manager,
-            schedule_message_service=self.schedule_message_service, put_messages=self._put)
+            schedule_message_service=self.schedule_message_service, put_messages=self._put, metrics=self.metrics)
 
     def _end_transaction_processor(self) -> ProcessorFamily:
         """END_TRANSACTION, and rmq's END_TRANSACTION_BATCH."""
         parts = {"broker_config": self.broker_config, "store_config": self.store_config,
-                 "transactional_message_service": self.transactional_message_service}
+                 "transactional_message_service": self.transactional_message_service, "metrics": self.metrics}
         return ProcessorFamily(EndTransactionProcessor(**parts), EndTransactionBatchProcessor(**parts))
 
     # -- store access for processors ------------------------------------------------------------------------------

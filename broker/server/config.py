@@ -3,7 +3,7 @@
 The file is parsed once (Java ``Properties.load`` syntax), then each key goes to every config that knows it, as
 BrokerStartup's ``MixAll.properties2Object`` calls do; keys neither knows are kept in ``BrokerConfig.extra``. No key
 is ignored silently: ``config_keys.py`` refuses those that would turn on what rmq does not have (``enableLmq=true``)
-and the others (Netty, thread pool and metrics keys...) are named in one WARNING line. Unlike Java, a value that
+and the others (Netty, thread pool, OTLP metrics keys...) are named in one WARNING line. Unlike Java, a value that
 does not parse is an error naming the key, not a silently kept default.
 
 Keys are RocketMQ's camelCase names, fields are snake_case; the conversion helpers are broker/store/config.py's.
@@ -31,6 +31,7 @@ from broker.common.message import local_address
 from broker.common.properties import absolute_paths, parse_fields, read_config_file, to_camel
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.common.validation import RMQ_SYS_TRACE_TOPIC
+from broker.metrics.config import METRICS_KEYS, MetricsConfig, parse_metrics_config
 from broker.server.config_keys import check_keys, warning_line
 from broker.store.config import BrokerRole, MessageStoreConfig
 
@@ -62,7 +63,8 @@ class BrokerConfig:
     """The broker's own settings (Java's BrokerIdentity + BrokerConfig), in Java's declaration order.
 
     Left out on purpose (read the Java class for them): thread-pool sizes and queue capacities, pop/revive tuning
-    (except reviveQueueNum, which sizes a system topic), metrics, controller/DLedger/container mode, cold-data
+    (except reviveQueueNum, which sizes a system topic), metrics other than Prometheus's (``metrics``: broker/metrics/
+    config.py), controller/DLedger/container mode, cold-data
     control, lite topics, tiered storage, split registration and the name-server address lookup services (a file
     that sets them is refused or warned about: ``config_keys.py``).
 
@@ -137,6 +139,8 @@ class BrokerConfig:
     # ACL 2.0 (authenticationEnabled, authorizationEnabled, initAuthenticationUser...): Apache's AuthConfig, read from
     # the same file (broker/auth/config.py)
     auth: AuthConfig = field(default_factory=AuthConfig, compare=False, repr=False)
+    # metricsExporterType, metricsPromExporterPort... (broker/metrics/config.py): Apache's BrokerConfig keys
+    metrics: MetricsConfig = field(default_factory=MetricsConfig, compare=False, repr=False)
     # Keys of the properties file that no config here knows, as read.
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -161,7 +165,8 @@ class BrokerConfig:
         return parse_delay_levels(self.message_delay_level)
 
     def to_properties(self) -> dict[str, str]:
-        return {broker_key(f.name): _format_value(getattr(self, f.name)) for f in _broker_fields()}
+        return {**{broker_key(f.name): _format_value(getattr(self, f.name)) for f in _broker_fields()},
+                **self.metrics.to_properties()}
 
 
 # setBrokerIP1 makes Java's key "brokerIP1"; the generic snake-to-camel rule would give "brokerIp1".
@@ -175,7 +180,7 @@ def broker_key(field_name: str) -> str:
 
 @functools.cache
 def _broker_fields() -> tuple[dataclasses.Field, ...]:
-    return tuple(f for f in dataclasses.fields(BrokerConfig) if f.name not in ("extra", "auth"))
+    return tuple(f for f in dataclasses.fields(BrokerConfig) if f.name not in ("extra", "auth", "metrics"))
 
 
 @functools.cache
@@ -237,9 +242,10 @@ def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, Mes
     warned = check_keys(props, {**_declared_defaults(), **dict.fromkeys(AUTH_KEYS, "")})
     if warned:
         log.warning("%s", warning_line(warned))
-    extra = {k: v for k, v in props.items() if k not in broker_keys and k not in store_keys and k not in AUTH_KEYS}
+    extra = {k: v for k, v in props.items()
+             if k not in broker_keys and k not in store_keys and k not in AUTH_KEYS and k not in METRICS_KEYS}
     broker_values = parse_fields(BrokerConfig, {k: v for k, v in props.items() if k in broker_keys})
-    broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra)
+    broker = dataclasses.replace(BrokerConfig(), **broker_values, extra=extra, metrics=parse_metrics_config(props))
     broker = dataclasses.replace(broker, auth=parse_auth_config(props, broker.broker_cluster_name))
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
     broker = check_broker_config(broker)

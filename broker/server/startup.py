@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> None:
           f"logs: {settings.log_dir}", flush=True)
     log.info("storePathRootDir %s, CommitLog %s, logs under %s", store_config.store_path_root_dir,
              store_config.commit_log_dir, settings.log_dir)
-    run_server(serve(BrokerController(broker_config, store_config)))
+    try:
+        run_server(serve(BrokerController(broker_config, store_config)))
+    except (RmqError, OSError) as err:  # a port taken (listenPort, metricsPromExporterPort...): one line, no trace
+        log.error("the broker did not start: %s", err)
+        sys.exit(f"mqbroker: {err}")
 
 
 if __name__ == "__main__":

@@ -22,13 +22,14 @@ from broker.common.attributes import parse_attributes
 from broker.common.errors import MQClientError, RmqError
 from broker.common.hash_order import table_size_for
 from broker.common.message import java_hash
+from broker.common.mq_version import version_desc
 from broker.common.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, parse_group
 from broker.remoting.admin_bodies import ConsumerConnection, ConsumeStats, mq_key
 from broker.remoting.codes import ResponseCode
 from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.tools.admin import MQAdminExt
 from broker.tools.cli import CommandLine, ShowHelp, UsageError, format_date, front, java_map, js
-from broker.tools.results import RollbackStats, version_desc
+from broker.tools.results import RollbackStats
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """``mqadmin haStatus`` and ``clusterList`` on a master and its slave, our brokers as real processes: the master lists
 its slave (what it acknowledged, from where it is sent, in sync), the slave names its master's HA address and when
 it last read and reported, ``-c`` asks the cluster's masters, ``-i`` prints again every interval, and clusterList
-shows the pair as Java does (the slave not activated, no client puts on it). One pair serves the whole module.
+shows the pair as Java does (the slave not activated, no client puts on it). The master's Prometheus metrics show
+its slave's replication lag. One pair serves the whole module.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.client import BlockingClient, Message, SendStatus
 from broker.tools.admin_client import CLUSTER_NOT_FOUND
-from tests.helpers import mqadmin, mqadmin_ok, wait_until
+from tests.helpers import free_port, mqadmin, mqadmin_ok, wait_until
 from tests.integration.cluster import DEFAULT_CLUSTER, REPO, ServerProcess, start_broker, start_namesrv
 from tests.integration.replication import ha_address, max_offset, wait_caught_up
 
@@ -32,19 +35,23 @@ class Pair:
     namesrv: ServerProcess
     master: ServerProcess
     slave: ServerProcess
+    master_metrics_port: int
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     home = tmp_path_factory.mktemp("ha-status")
-    with start_namesrv(home / "namesrv") as namesrv, start_broker(home / "master", namesrv.addr, **PAIR_CONF) as master:
+    metrics = {"metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1",
+               "metricsPromExporterPort": free_port()}
+    with start_namesrv(home / "namesrv") as namesrv, start_broker(home / "master", namesrv.addr, **PAIR_CONF,
+                                                                  **metrics) as master:
         with BlockingClient(namesrv.addr) as client:
             sent = [client.send(Message(TOPIC, f"before the slave {i}".encode())) for i in range(20)]
         assert {r.send_status for r in sent} == {SendStatus.SEND_OK}
         slave_conf = PAIR_CONF | {"brokerId": 1, "brokerRole": "SLAVE", "haMasterAddress": ha_address(master)}
         with start_broker(home / "slave", namesrv.addr, **slave_conf) as slave:
             wait_caught_up(slave, master)
-            yield Pair(namesrv, master, slave)
+            yield Pair(namesrv, master, slave, int(metrics["metricsPromExporterPort"]))
 
 
 def ha_status(pair: Pair, *args: str) -> str:
@@ -67,6 +74,15 @@ def test_the_master_lists_its_slave(pair: Pair) -> None:
     assert row is not None, lines[6]
     assert (int(row[2]), int(row[3]), int(row[5])) == (end, 0, end)  # acknowledged all, sent up to the end
     assert lines[6][34:34 + len(row[2])] == row[2] and len(lines[6]) == 34 + 16 + 4 * 17  # Java's column widths
+
+
+def test_the_masters_metrics_show_its_slaves_replication_lag(pair: Pair) -> None:
+    row = ha_status(pair, "-b", pair.master.addr).split("\n")[6].split()
+    page = urllib.request.urlopen(f"http://127.0.0.1:{pair.master_metrics_port}/metrics", timeout=10).read().decode()
+    lags = [(s.labels, s.value) for family in text_string_to_metric_families(page) for s in family.samples
+            if s.name == "rocketmq_replication_lag_bytes"]
+    assert [(labels["slave_address"], labels["node_id"], value) for labels, value in lags] == [
+        (row[0], "broker-a", 0.0)]  # haStatus's slave, caught up
 
 
 def test_the_slave_names_its_masters_ha_address(pair: Pair) -> None:

@@ -20,7 +20,7 @@ import broker
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_ROOMS = ("broker.server", "broker.namesrv", "broker.store", "broker.replication", "broker.remoting.server",
-                "broker.tools", "broker.auth")
+                "broker.tools", "broker.auth", "broker.metrics")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -122,7 +122,8 @@ ROOM_RULES = {
     "broker.common": ("broker.common", "broker.remoting.codes", "broker._speedups"),
     "broker.remoting": ("broker.common", "broker._speedups"),
     "broker.store": ("broker.common", "broker._speedups"),
-    "broker.namesrv": ("broker.common", "broker.remoting"),
+    "broker.namesrv": ("broker.common", "broker.remoting", "broker.metrics"),
+    "broker.metrics": ("broker.common", "broker.remoting"),
     "broker.client": ("broker.common", "broker.remoting"),
     "broker.tools": ("broker.common", "broker.remoting", "broker.client"),
     "broker.console": ("broker.common", "broker.remoting", "broker.client", "broker.tools"),
@@ -130,7 +131,7 @@ ROOM_RULES = {
     "broker.dledger": ("broker.common", "broker.store", "broker.remoting"),
     "broker.auth": ("broker.common", "broker.remoting"),
     "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.auth",
-                      "broker._speedups"),
+                      "broker.metrics", "broker._speedups"),
     "connector": ("broker.common", "broker.remoting", "broker.client", "broker._speedups"),
 }
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from broker.common.message import (
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -35,6 +36,7 @@ from broker.server.transaction.state import EndStatus
 from broker.store.config import BrokerRole
 
 if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
     from broker.server.config import BrokerConfig
     from broker.server.transaction.service import TransactionalMessageService
     from broker.store.config import MessageStoreConfig
@@ -74,10 +76,12 @@ class EndTransactionProcessor:
     """
 
     def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 transactional_message_service: TransactionalMessageService) -> None:
+                 transactional_message_service: TransactionalMessageService,
+                 metrics: BrokerMetricsManager | None = None) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.transactional_message_service = transactional_message_service
+        self.metrics = metrics  # rocketmq_commit_messages_total and its kin, when metricsExporterType=PROM
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.END_TRANSACTION: self.process}
@@ -108,8 +112,12 @@ class EndTransactionProcessor:
         remark = check_prepare_message(half, header)
         if remark is not None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, remark)
-        outcome = await self.transactional_message_service.end(
-            half, commit=header.commit_or_rollback == TRANSACTION_COMMIT_TYPE, prepared_offset=header.commit_log_offset)
+        commit = header.commit_or_rollback == TRANSACTION_COMMIT_TYPE
+        outcome = await self.transactional_message_service.end(half, commit=commit,
+                                                               prepared_offset=header.commit_log_offset)
+        if outcome.status is EndStatus.ENDED and self.metrics is not None:
+            self.metrics.record_end(half.properties.get(PROPERTY_REAL_TOPIC) or half.topic, commit, 1,
+                                    half.born_timestamp)
         if outcome.status is EndStatus.ALREADY_ENDED:
             log.info("transaction %s at %d was ended before", header.msg_id, header.commit_log_offset)
         if outcome.status is EndStatus.PUT_FAILED and outcome.put is not None:

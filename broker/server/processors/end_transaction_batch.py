@@ -42,6 +42,7 @@ from broker.server.transaction import bridge
 from broker.server.transaction.state import EndStatus, Ready
 
 if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
     from broker.server.config import BrokerConfig
     from broker.server.transaction.service import TransactionalMessageService
     from broker.store.config import MessageStoreConfig
@@ -100,10 +101,12 @@ class EndTransactionBatchProcessor:
     """
 
     def __init__(self, *, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 transactional_message_service: TransactionalMessageService) -> None:
+                 transactional_message_service: TransactionalMessageService,
+                 metrics: BrokerMetricsManager | None = None) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.transactional_message_service = transactional_message_service
+        self.metrics = metrics  # rocketmq_commit_messages_total and its kin, when metricsExporterType=PROM
 
     def handlers(self) -> dict[int, Handler]:
         return {RmqRequestCode.END_TRANSACTION_BATCH: self.process}
@@ -198,6 +201,8 @@ class EndTransactionBatchProcessor:
         outcomes = await service.end_many(halves, commit=commit)
         statuses = [outcome.status for outcome in outcomes]  # counted by identity: no Enum.__hash__ per end
         ended, already = statuses.count(EndStatus.ENDED), statuses.count(EndStatus.ALREADY_ENDED)
+        if self.metrics is not None:  # counted per request: no latency (a histogram per end would cost per row)
+            self.metrics.record_end(header.topic, commit, ended)
         failed = next((o for o in outcomes if o.status is EndStatus.PUT_FAILED and o.put is not None),
                       None) if ended + already < len(statuses) else None
         log.info("END_TRANSACTION_BATCH %s of %d half messages of group %s, topic %s: %d ended, %d ended before",

@@ -68,6 +68,7 @@ from broker.server.processors.request_headers import request_header
 from broker.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
     from broker.server.config import BrokerConfig
     from broker.server.consumer_manager import ConsumerManager
     from broker.server.filter.message_filter import ConsumerFilterManager
@@ -167,7 +168,8 @@ class PullMessageProcessor:
     def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
                  subscription_group_manager: SubscriptionGroupManager, consumer_offset_manager: ConsumerOffsetManager,
                  consumer_manager: ConsumerManager, consumer_filter_manager: ConsumerFilterManager,
-                 stats: BrokerStats, stats_manager: BrokerStatsManager | None = None) -> None:
+                 stats: BrokerStats, stats_manager: BrokerStatsManager | None = None,
+                 metrics: BrokerMetricsManager | None = None) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topic_config_manager = topic_config_manager
@@ -177,6 +179,7 @@ class PullMessageProcessor:
         self.consumer_filter_manager = consumer_filter_manager
         self.stats = stats
         self.stats_manager = stats_manager
+        self.metrics = metrics  # rocketmq_messages_out_total and its kin, when metricsExporterType=PROM
         self._slave = is_slave(broker_config)
         self._loop = asyncio.get_running_loop()
         self.hold_service = PullRequestHoldService(store, self.execute_request_when_wakeup, self._loop)
@@ -245,9 +248,12 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             body = tuple(result.buffers)  # views of the CommitLog, framed and written without a copy
             self.stats.record_get(result.message_count)
-            if self.stats_manager is not None:  # statsAll's GROUP_GET_NUMS
-                self.stats_manager.record_get(header.consumer_group, header.topic, result.message_count,
-                                              sum(len(b) for b in result.buffers))
+            if self.stats_manager is not None or self.metrics is not None:
+                size = sum(map(len, result.buffers))
+                if self.stats_manager is not None:  # statsAll's GROUP_GET_NUMS
+                    self.stats_manager.record_get(header.consumer_group, header.topic, result.message_count, size)
+                if self.metrics is not None:
+                    self.metrics.record_out(header.topic, header.consumer_group, result.message_count, size)
         return create_response(request, code, result.status.name, ext_fields=header_ext, body=body)
 
     # -- checks -------------------------------------------------------------------------------------------------------
@@ -433,6 +439,9 @@ class PullMessageProcessor:
             response = create_response(request, ResponseCode.SYSTEM_ERROR, exception_simple_desc(err))
         if response is None or request.is_oneway:
             return
+        rpc_latency = self.metrics.rpc_latency if self.metrics is not None else None
+        if rpc_latency is not None:  # from when it was held (the same clock): Apache's from its arrival, just before
+            rpc_latency.record(request, response, int(pull_request.suspend_timestamp * 1e9), long_polling=True)
         task = self._loop.create_task(self._reply(conn, response))
         self._replies.add(task)
         task.add_done_callback(self._replies.discard)

@@ -24,7 +24,7 @@ import functools
 import ipaddress
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from broker.common import validation as v
@@ -75,6 +75,7 @@ from broker.store.commit_log import RECORD_HEADROOM, EncodedRecord, StoreMessage
 from broker.store.results import PutMessageResult
 
 if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
     from broker.server.config import BrokerConfig
     from broker.server.metadata.groups import SubscriptionGroupManager
     from broker.server.metadata.topics import TopicConfigManager
@@ -92,6 +93,7 @@ CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
 MAX_PUTS_IN_FLIGHT = 10_000
 MAX_BYTES_IN_FLIGHT = 512 * 1024 * 1024
+_PREPARED = {PROPERTY_TRANSACTION_PREPARED: "true"}  # what a prepared batch's put counts as (a transaction's)
 SENDABLE_NAMES_MAX = 65_536  # topic names remembered as valid (forgotten all at once when full)
 _MULTI_TAGS = int(SysFlag.MULTI_TAGS)
 # batch rules (issue 4): a batch body over maxMessageSize makes Java's MessageExtEncoder throw, and the remoting layer
@@ -150,7 +152,8 @@ class SendMessageProcessor:
                  schedule_message_service: ScheduleMessageService,
                  transactional_message_service: TransactionalMessageService, put_messages: PutMessages,
                  store_host: bytes, stats_manager: BrokerStatsManager | None = None,
-                 max_puts_in_flight: int | None = None, max_bytes_in_flight: int | None = None) -> None:
+                 metrics: BrokerMetricsManager | None = None, max_puts_in_flight: int | None = None,
+                 max_bytes_in_flight: int | None = None) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.topic_config_manager = topic_config_manager
@@ -160,6 +163,7 @@ class SendMessageProcessor:
         self.put_messages = put_messages
         self.store_host = store_host  # the CommitLog's: what a batch's records are encoded ahead for
         self.stats_manager = stats_manager
+        self.metrics = metrics  # rocketmq_messages_in_total and its kin, when metricsExporterType=PROM
         self.region_id = broker_config.region_id
         self.trace_on = "true" if broker_config.trace_on else "false"
         self.max_puts_in_flight = MAX_PUTS_IN_FLIGHT if max_puts_in_flight is None else max_puts_in_flight
@@ -265,7 +269,7 @@ class SendMessageProcessor:
         if prepared:  # transactions: parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0 (parseHalfMessageInner)
             msg = half_message(msg)
         msg = self.schedule_message_service.handle_schedule_message(msg)  # delayed delivery (schedule.py)
-        result = await self._put([msg], len(request.body), msg.topic)
+        result = await self._put([msg], len(request.body), msg.topic, props)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         if prepared:  # transactions: open until END_TRANSACTION or the check service ends it
@@ -356,7 +360,7 @@ class SendMessageProcessor:
         msgs = self._batch_messages(request, batch)
         if isinstance(msgs, RemotingCommand):
             return msgs
-        result = await self._put(msgs, len(request.body), batch.topic)
+        result = await self._put(msgs, len(request.body), batch.topic, batch_props)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         return self.put_response(request, result, queue_id, batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
@@ -411,7 +415,7 @@ class SendMessageProcessor:
         batch = service.half_batch_records(request.body, origin, header.producer_group, self._added_properties())
         if batch is None:
             return None
-        result = await self._put(batch.halves, len(request.body), HALF_TOPIC)
+        result = await self._put(batch.halves, len(request.body), HALF_TOPIC, _PREPARED)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         service.half_batch_records_stored(batch, header.producer_group, origin, result)
@@ -439,7 +443,7 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, refusal)
         origin = self._half_batch_origin(conn, header, config, queue_id)
         halves, commits = half_batch_messages(items, origin, self._added_properties())
-        result = await self._put(halves, len(request.body), HALF_TOPIC)
+        result = await self._put(halves, len(request.body), HALF_TOPIC, _PREPARED)
         if result is None:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self.transactional_message_service.half_batch_stored(halves, commits, result)
@@ -447,9 +451,11 @@ class SendMessageProcessor:
 
     # -- the put and its answer ---------------------------------------------------------------------------------------
 
-    async def _put(self, msgs: list[StoreMessage | EncodedRecord], size: int, topic: str) -> PutMessageResult | None:
+    async def _put(self, msgs: list[StoreMessage | EncodedRecord], size: int, topic: str,
+                   props: Mapping[str, str]) -> PutMessageResult | None:
         """The store's result, or None when too many puts already wait for the store (back-pressure); ``topic`` is
-        what the stats count it under (the messages' topic)."""
+        what the stats and metrics count it under (the messages' topic), ``props`` the request's properties (what
+        the metrics' message type is read from)."""
         if self.puts_in_flight and (self.puts_in_flight >= self.max_puts_in_flight
                                     or self.bytes_in_flight + size > self.max_bytes_in_flight):
             log.warning("send refused: %d puts (%d bytes) already wait for the store", self.puts_in_flight,
@@ -462,8 +468,11 @@ class SendMessageProcessor:
         finally:
             self.puts_in_flight -= 1
             self.bytes_in_flight -= size
-        if result.ok and result.append is not None and self.stats_manager is not None:  # statsAll's TOPIC_PUT_NUMS
-            self.stats_manager.record_put(topic, len(msgs), result.append.wrote_bytes)
+        if result.ok and result.append is not None:
+            if self.stats_manager is not None:  # statsAll's TOPIC_PUT_NUMS
+                self.stats_manager.record_put(topic, len(msgs), result.append.wrote_bytes)
+            if self.metrics is not None:
+                self.metrics.record_in(topic, props, len(msgs), result.append.wrote_bytes)
         return result
 
     def put_response(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,

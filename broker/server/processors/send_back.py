@@ -52,6 +52,7 @@ from broker.store.commit_log import StoreMessage
 from broker.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
+    from broker.server.broker_metrics import BrokerMetricsManager
     from broker.server.config import BrokerConfig
     from broker.server.metadata.groups import SubscriptionGroupManager
     from broker.server.metadata.topics import TopicConfigManager
@@ -70,13 +71,15 @@ class SendMessageBackProcessor:
 
     def __init__(self, *, broker_config: BrokerConfig, store: MessageStore, topic_config_manager: TopicConfigManager,
                  subscription_group_manager: SubscriptionGroupManager,
-                 schedule_message_service: ScheduleMessageService, put_messages: PutMessages) -> None:
+                 schedule_message_service: ScheduleMessageService, put_messages: PutMessages,
+                 metrics: BrokerMetricsManager | None = None) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topic_config_manager = topic_config_manager
         self.subscription_group_manager = subscription_group_manager
         self.schedule_message_service = schedule_message_service
         self.put_messages = put_messages
+        self.metrics = metrics  # rocketmq_send_to_dlq_messages_total, when metricsExporterType=PROM
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.process}
@@ -136,6 +139,8 @@ class SendMessageBackProcessor:
             dlq = await self._send_back_topic(v.dlq_topic(header.group), DLQ_NUMS_PER_GROUP, 0)
             topic, queue_id = dlq.topic_name, random.randrange(DLQ_NUMS_PER_GROUP)
             props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+            if self.metrics is not None:
+                self.metrics.record_dlq(header.group, header.origin_topic or record.topic)
             log.info("send message %s of group %s to the DLQ %s: reconsumeTimes %d, maxReconsumeTimes %d",
                      props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), header.group, topic, record.reconsume_times,
                      max_reconsume_times)

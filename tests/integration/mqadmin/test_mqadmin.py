@@ -29,12 +29,12 @@ from broker.client.blocking import BlockingRemotingClient
 from broker.client.message import MessageQueue, SendResult
 from broker.common.attributes import parse_attributes
 from broker.common.fastjson import decode_json
+from broker.common.mq_version import version_desc
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import create_request
 from broker.tools import commands
 from broker.tools.admin import decode_message_id, route_topic
 from broker.tools.mqadmin import SUB_COMMANDS, command_help, find_sub_command
-from broker.tools.results import version_desc
 from tests.helpers import free_port, mqadmin, wait_until
 from tests.helpers import mqadmin_ok as ok
 from tests.integration.cluster import DEFAULT_CLUSTER, REPO, Cluster

@@ -13,10 +13,10 @@ from broker.client.offsets import OrderlyProcessQueue
 from broker.client.producer import Producer
 from broker.client.running_info import CLIENT_VERSION_DESC, process_queue_info
 from broker.common.fastjson import decode_json
+from broker.common.mq_version import version_desc
 from broker.remoting.admin_bodies import mq_key
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import REMOTING_VERSION, RemotingCommand, create_request
-from broker.tools.results import version_desc
 from tests.unit.client.fakes import FakeBroker, FakeNamesrv, run
 
 TOPIC = "T"

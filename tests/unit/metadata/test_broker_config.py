@@ -253,7 +253,7 @@ def test_refused_keys_set_to_what_rmq_does_are_accepted_quietly(tmp_path, caplog
 
 def test_ignored_keys_are_named_in_one_warning_with_their_family(tmp_path, caplog):
     path = write(tmp_path, "serverWorkerThreads=8\nsendMessageThreadPoolNums=4\nclientChannelMaxIdleTimeSeconds=60\n"
-                           "metricsExporterType=OTLP_GRPC\npopPollingSize=10\ntimerWheelEnable=true\n"
+                           "metricsGrpcExporterTarget=collector:4317\nmetricsExporterType=PROM\npopPollingSize=10\ntimerWheelEnable=true\n"
                            "transientStorePoolEnable=true\nbrokerIp1=typo\ncompressedRegister=true\n"
                            "brokerName=b\nreviveQueueNum=4\n")
     with caplog.at_level("WARNING", logger="broker.server.config"):
@@ -261,12 +261,14 @@ def test_ignored_keys_are_named_in_one_warning_with_their_family(tmp_path, caplo
     assert len(caplog.records) == 1
     line = caplog.records[0].getMessage()
     for named in ("serverWorkerThreads (thread pool)", "sendMessageThreadPoolNums (thread pool)",
-                  "clientChannelMaxIdleTimeSeconds (Netty option)", "metricsExporterType (metrics and statistics)",
+                  "clientChannelMaxIdleTimeSeconds (Netty option)",
+                  "metricsGrpcExporterTarget (metrics and statistics)",
                   "popPollingSize (pop consumption)", "timerWheelEnable (timer wheel)",
                   "transientStorePoolEnable (store tuning)", "brokerIp1 (not a key rmq knows)",
                   "compressedRegister (declared, not acted on)"):
         assert named in line
     assert "brokerName" not in line and "reviveQueueNum" not in line  # acted on
+    assert "metricsExporterType" not in line
     assert broker.compressed_register is True  # still read: -p prints what the file said
 
 
