@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.client.route import MASTER_ID
 from broker.common.errors import RmqError
+from broker.common.mq_version import version_desc
 from broker.common.validation import dlq_topic, retry_topic, validate_group
 from broker.console.api import ApiError, ApiRequest, Console, Route
 from broker.console.message_api import messages_between
@@ -26,7 +27,6 @@ from broker.remoting.admin_bodies import ConsumeStats
 from broker.tools.admin import MQAdminExt
 from broker.tools.commands import GroupConsumeInfo, consumer_groups, group_consume_info, reset_offsets_by_time
 from broker.tools.messages import resend_message
-from broker.tools.results import version_desc
 
 log = logging.getLogger(__name__)
 
