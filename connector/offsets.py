@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 Offsets = dict[MessageQueue, int]
 T = TypeVar("T")
+# The Java client's heartbeatBrokerInterval: a committing query's group is announced again this often, well inside
+# the broker's channelExpiredTimeout (120 s), so it stays an online group.
+HEARTBEAT_INTERVAL_S = 30.0
 
 
 def to_json(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, dict[str, int]]]:
@@ -113,7 +117,7 @@ class OffsetOracle:
         self.opts = opts
         self.client = BlockingClient(opts.namesrv_addr, timeout_ms=opts.pull_timeout_ms, credentials=opts.credentials)
         self._pattern = re.compile(opts.topic_pattern) if opts.topic_pattern else None
-        self._announced: set[str] = set()
+        self._announced: dict[str, float] = {}  # broker address -> when the group was last announced
         self.client_id = f"{local_address()}@{SPARK_SOURCE_INSTANCE_PREFIX}{os.getpid()}"
         self.timeout_ms = opts.pull_timeout_ms
         self.on_slave: set[str] = set()  # brokerNames whose last answer came from a slave (the master is away)
@@ -361,11 +365,13 @@ class OffsetOracle:
 
     def commit_group_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> None:
         """UPDATE_CONSUMER_OFFSET of every queue to its broker, so ``mqadmin consumerProgress`` shows the query's
-        lag. The first time per broker, a HEART_BEAT names ``group`` as a pull consumer of the topics: the broker
-        then knows the group (and creates its %RETRY% topic, through which ``consumerProgress -g`` finds the
-        brokers). The offset goes where reads go (the master, else a slave), as Java's consumer sends it; a
-        slave's copy is overwritten by its master's when the master is back. Failures are logged, not raised: the
-        checkpoint, not the broker, is the source of truth."""
+        lag. The first time per broker, and again once HEARTBEAT_INTERVAL_S has passed, a HEART_BEAT names
+        ``group`` as a pull consumer of the topics: the broker then knows the group (and creates its %RETRY% topic,
+        through which ``consumerProgress -g`` finds the brokers), and keeps it online while the query commits, so
+        its lag gauges (rocketmq_consumer_lag_messages) and the console follow it. The offset goes where reads go
+        (the master, else a slave), as Java's consumer sends it; a slave's copy is overwritten by its master's when
+        the master is back. Failures are logged, not raised: the checkpoint, not the broker, is the source of
+        truth."""
         for mq, offset in sorted(offsets.items()):
             try:
                 self._ask("committed offset", mq, lambda remote, q, o=offset: self._commit_offset(group, remote, q, o))
@@ -373,9 +379,10 @@ class OffsetOracle:
                 log.warning("consumerGroup %s: could not commit offset %s of %s: %s", group, offset, mq, err)
 
     def _commit_offset(self, group: str, remote: BlockingRemotingClient, mq: MessageQueue, offset: int) -> None:
-        if remote.address not in self._announced:
+        now = time.monotonic()
+        if now - self._announced.get(remote.address, -HEARTBEAT_INTERVAL_S) >= HEARTBEAT_INTERVAL_S:
             remote.invoke(self._heartbeat(group), self.timeout_ms)
-            self._announced.add(remote.address)
+            self._announced[remote.address] = now
         response = remote.invoke(protocol.update_consumer_offset_request(group, mq, offset), self.timeout_ms)
         protocol.expect_success(response, remote.address)
 
