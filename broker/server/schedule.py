@@ -13,9 +13,9 @@ How a delayed message travels, exactly as on Apache's broker (so either broker c
                          "timed up" (message_time_up: real topic and queue, the stored properties kept verbatim,
                          DELAY included, as Java's copy keeps them) and put again; the offset moves past it
 
-A level's task sleeps until its head unit is due, or, with nothing parked, until dispatch reports a unit of its
-queue (``on_arrivals``, a store arrival listener): an idle broker runs none of them, where Java's 18 timers and
-our former 100 ms polls woke ten times a second each.
+A level's task sleeps until its head unit is due (units parked behind it are due later), or, with nothing parked,
+until dispatch reports a unit of its queue (``on_arrivals``, a store arrival listener): an idle broker runs none of
+them, where Java's 18 timers and our former 100 ms polls woke ten times a second each.
 
 The offsets (the next unit to deliver, per level) are written to config/delayOffset.json every
 ``flushDelayOffsetInterval`` (10 s) and at stop; Java's DelayOffsetSerializeWrapper, fastjson's pretty format:
@@ -150,6 +150,7 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
         self._persist_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeups: dict[int, asyncio.Event] = {}  # level -> set when its queue got units, or at stop
+        self._timed: set[int] = set()  # levels asleep until their head is due: units behind it change nothing
         self.started = False
 
     @property
@@ -239,7 +240,7 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
     def _wake(self, levels: list[int]) -> None:
         for level in levels:
             wakeup = self._wakeups.get(level)
-            if wakeup is not None:
+            if wakeup is not None and level not in self._timed:
                 wakeup.set()
 
     async def _deliver_level(self, level: int) -> None:
@@ -258,9 +259,13 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
                 await wakeup.wait()
                 continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for makes a task per pause
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):
-                    await wakeup.wait()
+            self._timed.add(level)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait_s):
+                        await wakeup.wait()
+            finally:
+                self._timed.discard(level)
 
     async def _deliver_due(self, level: int, offset: int) -> tuple[int, float | None]:
         """Deliver the due units from ``offset``; returns the next offset and how long to sleep (None: until a unit

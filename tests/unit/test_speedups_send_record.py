@@ -97,7 +97,7 @@ texts = st.one_of(plain, st.text(alphabet=st.sampled_from("aZ0 \x01\x02é\ud800"
 entries = st.lists(st.tuples(names, st.one_of(texts, st.just("v"))), max_size=6)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(fields=st.one_of(st.just({}), st.dictionaries(st.sampled_from(send_record.SEND_RECORD_FIELDS),
                                                       st.one_of(numbers, texts, st.none()), max_size=2)),
        props=entries, uniq_at=st.one_of(st.none(), st.integers(0, 6)), raw=st.one_of(st.none(), texts),
@@ -129,7 +129,7 @@ def test_c_and_its_twin_agree(fields, props, uniq_at, raw, body, queue_limit, mu
 ascii_names = st.text(alphabet=st.sampled_from("AKZ_a9"), min_size=1, max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(props=st.lists(st.tuples(st.one_of(ascii_names, st.sampled_from(["MSG_REGION", "CLUSTER", "TRACE_ON"])),
                                 plain), max_size=8),
        uniq_at=st.integers(0, 8), body=st.binary(max_size=MAX_BODY), queue_id=st.integers(0, 7),

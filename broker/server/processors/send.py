@@ -61,7 +61,7 @@ from broker.server.processors.common import (
 )
 from broker.server.processors.put_status import illegal_send_remark, send_put_status
 from broker.server.processors.request_headers import request_header
-from broker.server.processors.send_record import PUT_OK, SingleSends, born_host
+from broker.server.processors.send_record import SingleSends, born_host
 from broker.server.transaction.batch import (  # transactional batches
     HalfBatchOrigin,
     half_batch_messages,
@@ -69,7 +69,7 @@ from broker.server.transaction.batch import (  # transactional batches
 )
 from broker.server.transaction.bridge import HALF_TOPIC, half_message  # transactions
 from broker.store.commit_log import RECORD_HEADROOM, EncodedRecord, StoreMessage, encode_batch_ahead
-from broker.store.results import PutMessageResult
+from broker.store.results import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -168,7 +168,7 @@ class SendMessageProcessor:
             result = await self._put([record], len(request.body), topic)
             if result is None:
                 return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
-            if result.status is PUT_OK:
+            if result.status is PutMessageStatus.PUT_OK:
                 return self.single_sends.answer(request, result.append, queue_id, uniq_key)
             return self.put_response(request, result, queue_id, uniq_key)
         try:

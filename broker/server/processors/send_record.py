@@ -44,7 +44,7 @@ from broker.remoting.command import RemotingCommand, create_response
 from broker.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from broker.server.message_properties import PROPERTIES_MAP_CAPACITY, java_ordered
 from broker.store.commit_log import MAX_TOPIC_FIELD_LENGTH, RECORD_HEADROOM, StoreMessage, encode_ahead
-from broker.store.results import AppendMessageResult, PutMessageStatus
+from broker.store.results import AppendMessageResult
 
 if TYPE_CHECKING:
     from broker.server.config import BrokerConfig
@@ -60,7 +60,6 @@ _GENERAL_NAMES = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TRANSACTION_PREP
 _DECIMAL = re.compile(r"-?[0-9]{1,18}")
 _INT32_MIN, _INT32_MAX, _INT64_MIN, _INT64_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
 _MULTI_TAGS = int(SysFlag.MULTI_TAGS)
-PUT_OK = PutMessageStatus.PUT_OK
 TOPICS_MAX = 65_536  # topics remembered as taken or not (forgotten all at once when full)
 
 
