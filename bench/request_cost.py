@@ -15,6 +15,7 @@ Examples
     python bench/request_cost.py                   # every case, 20,000 requests each (sends) and 4,000 pulls
     python bench/request_cost.py --profile         # + where the time goes
     python bench/request_cost.py --rounds 20       # the least and the median of 20 rounds: for a loaded machine
+    python bench/request_cost.py --idle 20         # + an idle broker's CPU (its timers) before the cases
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=20_000, help="sends per case")
     parser.add_argument("--pulls", type=int, default=4_000)
     parser.add_argument("--profile", action="store_true", help="cProfile's top functions per case")
+    parser.add_argument("--idle", type=float, default=0,
+                        help="first, the loop thread's CPU over this many seconds with no request (timers, polls)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="split each case into rounds; print the least and the median CPU per request")
     args = parser.parse_args(argv)
@@ -151,6 +154,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp:
         controller = loop.run_until_complete(start(Path(tmp)))
         try:
+            if args.idle:
+                loop.run_until_complete(asyncio.sleep(2))  # past the start's own work
+                begin = time.thread_time()
+                loop.run_until_complete(asyncio.sleep(args.idle))
+                idle_ms = (time.thread_time() - begin) * 1000 / args.idle
+                print(f"{'idle':24} {idle_ms:7.2f} ms CPU per second of the loop's thread", flush=True)
             for size in (128, 1024):
                 for batch in (1, 16):
                     frames = [java_send_frame(size, batch, q) for q in range(QUEUES)]
