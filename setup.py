@@ -17,7 +17,8 @@ setup(
     package_data={"rmq_conf": ["*.conf"], "broker.console": ["static/*.*", "static/pages/*.js"]},
     ext_modules=[Extension("broker._speedups",
                            ["broker/_speedups.c", "broker/_speedups_remoting.c", "broker/_speedups_batch.c",
-                            "broker/_speedups_pull.c", "broker/_speedups_read.c"],
+                            "broker/_speedups_pull.c", "broker/_speedups_read.c",
+                            "broker/_speedups_send.c"],
                            depends=["broker/_speedups.h"], libraries=["z"], extra_compile_args=["-O2"],
                            optional=True)],
 )

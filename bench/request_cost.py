@@ -14,6 +14,8 @@ Examples
 --------
     python bench/request_cost.py                   # every case, 20,000 requests each (sends) and 4,000 pulls
     python bench/request_cost.py --profile         # + where the time goes
+    python bench/request_cost.py --rounds 20       # the least and the median of 20 rounds: for a loaded machine
+    python bench/request_cost.py --idle 20         # + an idle broker's CPU (its timers) before the cases
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import io
 import logging
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -103,13 +106,17 @@ async def drive(controller: BrokerController, frames: Callable[[int], bytes], co
 
 
 def run_case(controller: BrokerController, label: str, frames: Callable[[int], bytes], count: int, per: int,
-             profile: bool) -> None:
+             profile: bool, rounds: int = 1) -> None:
+    """``count`` requests in ``rounds`` rounds: the least CPU per request of a round, and with rounds the median
+    (on a loaded machine the least is the steadier figure: a round the scheduler interrupted only costs more)."""
     loop = asyncio.get_event_loop()
     loop.run_until_complete(drive(controller, frames, min(count, 2000)))  # warm-up
     profiler = cProfile.Profile() if profile else None
-    seconds = loop.run_until_complete(drive(controller, frames, count))
-    per_request = seconds * 1e6 / count
-    print(f"{label:24} {per_request:7.1f} us/request  {per_request / per:6.2f} us/msg", flush=True)
+    size = max(count // rounds, 1)
+    costs = [loop.run_until_complete(drive(controller, frames, size)) * 1e6 / size for _ in range(rounds)]
+    per_request = min(costs)
+    median = f"  median {statistics.median(costs):7.1f} us/request" if rounds > 1 else ""
+    print(f"{label:24} {per_request:7.1f} us/request  {per_request / per:6.2f} us/msg{median}", flush=True)
     if profiler is not None:
         profiler.enable()
         loop.run_until_complete(drive(controller, frames, count))
@@ -135,6 +142,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=20_000, help="sends per case")
     parser.add_argument("--pulls", type=int, default=4_000)
     parser.add_argument("--profile", action="store_true", help="cProfile's top functions per case")
+    parser.add_argument("--idle", type=float, default=0,
+                        help="first, the loop thread's CPU over this many seconds with no request (timers, polls)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="split each case into rounds; print the least and the median CPU per request")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # a Java consumer's pulls and sends log nothing on a healthy broker either
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -143,17 +154,23 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp:
         controller = loop.run_until_complete(start(Path(tmp)))
         try:
+            if args.idle:
+                loop.run_until_complete(asyncio.sleep(2))  # past the start's own work
+                begin = time.thread_time()
+                loop.run_until_complete(asyncio.sleep(args.idle))
+                idle_ms = (time.thread_time() - begin) * 1000 / args.idle
+                print(f"{'idle':24} {idle_ms:7.2f} ms CPU per second of the loop's thread", flush=True)
             for size in (128, 1024):
                 for batch in (1, 16):
                     frames = [java_send_frame(size, batch, q) for q in range(QUEUES)]
                     label = f"send {size} B" + (f" batch {batch}" if batch > 1 else "")
                     run_case(controller, label, lambda i, f=frames: f[i % QUEUES], args.requests // batch, batch,
-                             args.profile)
+                             args.profile, args.rounds)
             stored = controller.store.max_offset_in_queue(TOPIC, 0)
             loop.run_until_complete(asyncio.sleep(1))  # dispatch catches up
             pulls = [java_pull_frame(q, o) for q in range(QUEUES) for o in range(0, stored - PULL_BATCH, PULL_BATCH)]
             run_case(controller, f"pull {PULL_BATCH}", lambda i: pulls[i % len(pulls)], args.pulls, PULL_BATCH,
-                     args.profile)
+                     args.profile, args.rounds)
         finally:
             loop.run_until_complete(controller.shutdown())
             loop.close()

@@ -17,6 +17,8 @@
  * - decode_batch_items: the SEND_BATCH_MESSAGE body, in broker/_speedups_batch.c (added likewise).
  * - pull_columns: a PULL_MESSAGE body's records as Arrow column buffers (the Spark source's), in
  *   broker/_speedups_pull.c (added likewise).
+ * - send_record: a single send of the common shape, from its header's extFields to its CommitLog record, in
+ *   broker/_speedups_send.c (added likewise).
  *
  * The byte layouts are broker/common/record.py's (the CommitLog record) and broker/store/layout.py's (the IndexFile);
  * the numbers below repeat theirs, and tests/unit/test_record_layout.py holds each one to them.
@@ -888,6 +890,7 @@ extern PyMethodDef rmq_remoting_methods[];  /* broker/_speedups_remoting.c */
 extern PyMethodDef rmq_batch_methods[];     /* broker/_speedups_batch.c */
 extern PyMethodDef rmq_pull_methods[];      /* broker/_speedups_pull.c */
 extern PyMethodDef rmq_read_methods[];      /* broker/_speedups_read.c */
+extern PyMethodDef rmq_send_methods[];      /* broker/_speedups_send.c */
 
 static PyMethodDef methods[] = {
     {"pack_records", pack_records, METH_VARARGS, pack_records_doc},
@@ -920,7 +923,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (module != NULL && (PyModule_AddFunctions(module, rmq_remoting_methods) < 0 ||
                            PyModule_AddFunctions(module, rmq_batch_methods) < 0 ||
                            PyModule_AddFunctions(module, rmq_pull_methods) < 0 ||
-                           PyModule_AddFunctions(module, rmq_read_methods) < 0))
+                           PyModule_AddFunctions(module, rmq_read_methods) < 0 ||
+                           PyModule_AddFunctions(module, rmq_send_methods) < 0))
         Py_CLEAR(module);
     return module;
 }

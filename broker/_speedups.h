@@ -1,6 +1,5 @@
 /*
- * What the parts of broker._speedups share (broker/_speedups.c defines these; _speedups_batch.c and
- * _speedups_pull.c use them).
+ * What the parts of broker._speedups share (broker/_speedups.c defines these; the other parts use them).
  */
 #ifndef RMQ_SPEEDUPS_H
 #define RMQ_SPEEDUPS_H
@@ -84,6 +83,61 @@ static inline uint8_t *put_bytes(uint8_t *p, const void *src, Py_ssize_t n) {
 /* How far the fields after the hosts move from their _V4 offsets in a record with these host lengths. */
 static inline Py_ssize_t host_shift(Py_ssize_t born_len, Py_ssize_t store_len) {
     return born_len - HOST_V4_LENGTH + store_len - HOST_V4_LENGTH;
+}
+
+/* A run of bytes inside a buffer the caller holds. */
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} Span;
+
+/* A record's SYSFLAG as a put writes it: the message's, with the host bits set by the hosts' lengths. */
+static inline int32_t stored_sys_flag(int32_t sys_flag, Span born_host, Span store_host) {
+    return (sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | (born_host.n == HOST_V6_LENGTH ? BORNHOST_V6 : 0) |
+           (store_host.n == HOST_V6_LENGTH ? STOREHOST_V6 : 0);
+}
+
+/* The size of a whole record of these parts. */
+static inline Py_ssize_t encoded_size(Span topic, Span born_host, Span store_host, Span body, Py_ssize_t props_len) {
+    return FIXED_WITHOUT_HOSTS + born_host.n + store_host.n + body.n + (topic.n <= TOPIC_V1_MAX ? 1 : 2) + topic.n +
+           2 + props_len;
+}
+
+/* One whole record with its put's fields zero (queue offset, physical offset, store timestamp, prepared transaction
+ * offset): a record encoded ahead, which the put stamps. ``props`` is the concatenation of ``nprops`` spans. */
+static inline uint8_t *write_encoded(uint8_t *p, Py_ssize_t size, Span topic, int32_t queue_id, int32_t flag,
+                                     uint32_t crc, int32_t sys_flag, int64_t born_timestamp, Span born_host,
+                                     Span store_host, int32_t reconsume_times, Span body, const Span *props,
+                                     int nprops) {
+    int v1 = topic.n <= TOPIC_V1_MAX;
+    Py_ssize_t props_len = 0;
+    for (int i = 0; i < nprops; i++)
+        props_len += props[i].n;
+    p = put32(p, (uint32_t)size);
+    p = put32(p, v1 ? MAGIC_V1 : MAGIC_V2);
+    p = put32(p, crc);
+    p = put32(p, (uint32_t)queue_id);
+    p = put32(p, (uint32_t)flag);
+    p = put64(p, 0);  /* QUEUEOFFSET */
+    p = put64(p, 0);  /* PHYSICALOFFSET */
+    p = put32(p, (uint32_t)sys_flag);
+    p = put64(p, (uint64_t)born_timestamp);
+    p = put_bytes(p, born_host.p, born_host.n);
+    p = put64(p, 0);  /* STORETIMESTAMP */
+    p = put_bytes(p, store_host.p, store_host.n);
+    p = put32(p, (uint32_t)reconsume_times);
+    p = put64(p, 0);  /* PREPAREDTRANSACTIONOFFSET */
+    p = put32(p, (uint32_t)body.n);
+    p = put_bytes(p, body.p, body.n);
+    if (!v1)
+        *p++ = (uint8_t)(topic.n >> 8);
+    *p++ = (uint8_t)topic.n;
+    p = put_bytes(p, topic.p, topic.n);
+    *p++ = (uint8_t)(props_len >> 8);
+    *p++ = (uint8_t)props_len;
+    for (int i = 0; i < nprops; i++)
+        p = put_bytes(p, props[i].p, props[i].n);
+    return p;
 }
 
 /* 1 when the run is UTF-8 as Python's strict decoder (and Arrow's validation) reads it, else 0. ASCII, nearly

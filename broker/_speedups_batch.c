@@ -32,11 +32,6 @@ static inline int32_t get_s32(const uint8_t *p) {
 }
 
 typedef struct {
-    const uint8_t *p;
-    Py_ssize_t n;
-} Span;
-
-typedef struct {
     Span body, props;
     int32_t flag;
 } BatchItem;
@@ -219,51 +214,6 @@ static int is_true(Span s) {
             return 0;
     }
     return 1;
-}
-
-/* One whole record with its put's fields zero; ``props`` is the concatenation of ``nprops`` spans. */
-static uint8_t *write_encoded(uint8_t *p, Py_ssize_t size, Span topic, int32_t queue_id, int32_t flag, uint32_t crc,
-                              int32_t sys_flag, int64_t born_timestamp, Span born_host, Span store_host,
-                              int32_t reconsume_times, Span body, const Span *props, int nprops) {
-    int v1 = topic.n <= TOPIC_V1_MAX;
-    Py_ssize_t props_len = 0;
-    for (int i = 0; i < nprops; i++)
-        props_len += props[i].n;
-    p = put32(p, (uint32_t)size);
-    p = put32(p, v1 ? MAGIC_V1 : MAGIC_V2);
-    p = put32(p, crc);
-    p = put32(p, (uint32_t)queue_id);
-    p = put32(p, (uint32_t)flag);
-    p = put64(p, 0);  /* QUEUEOFFSET */
-    p = put64(p, 0);  /* PHYSICALOFFSET */
-    p = put32(p, (uint32_t)sys_flag);
-    p = put64(p, (uint64_t)born_timestamp);
-    p = put_bytes(p, born_host.p, born_host.n);
-    p = put64(p, 0);  /* STORETIMESTAMP */
-    p = put_bytes(p, store_host.p, store_host.n);
-    p = put32(p, (uint32_t)reconsume_times);
-    p = put64(p, 0);  /* PREPAREDTRANSACTIONOFFSET */
-    p = put32(p, (uint32_t)body.n);
-    p = put_bytes(p, body.p, body.n);
-    if (!v1)
-        *p++ = (uint8_t)(topic.n >> 8);
-    *p++ = (uint8_t)topic.n;
-    p = put_bytes(p, topic.p, topic.n);
-    *p++ = (uint8_t)(props_len >> 8);
-    *p++ = (uint8_t)props_len;
-    for (int i = 0; i < nprops; i++)
-        p = put_bytes(p, props[i].p, props[i].n);
-    return p;
-}
-
-static Py_ssize_t encoded_size(Span topic, Span born_host, Span store_host, Span body, Py_ssize_t props_len) {
-    return FIXED_WITHOUT_HOSTS + born_host.n + store_host.n + body.n + (topic.n <= TOPIC_V1_MAX ? 1 : 2) + topic.n +
-           2 + props_len;
-}
-
-static int32_t stored_sys_flag(int32_t sys_flag, Span born_host, Span store_host) {
-    return (sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | (born_host.n == HOST_V6_LENGTH ? BORNHOST_V6 : 0) |
-           (store_host.n == HOST_V6_LENGTH ? STOREHOST_V6 : 0);
 }
 
 /* A str of the value, reusing ``*last`` when it holds the same text (the sink gives every row one immunity). */

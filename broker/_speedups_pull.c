@@ -151,11 +151,6 @@ static int record_parts(const uint8_t *r, Py_ssize_t room, Parts *parts) {
 /* The entries of one record's PROPERTIES (name \x01 value \x02 ..., kept when name and value are both non-empty,
  * MessageDecoder.string2messageProperties' rule) into the map's key and value columns; the last value of TAGS, KEYS
  * and UNIQ_KEY is noted. Returns the number of entries kept. */
-typedef struct {
-    const uint8_t *at;
-    Py_ssize_t length;
-} Span;
-
 static Py_ssize_t put_entries(const uint8_t *p, Py_ssize_t n, Column *keys, Column *values, Py_ssize_t entry,
                               Span *tags, Span *msg_keys, Span *uniq_key) {
     const uint8_t *end = p + n;
@@ -169,7 +164,7 @@ static Py_ssize_t put_entries(const uint8_t *p, Py_ssize_t n, Column *keys, Colu
             Py_ssize_t name_length = sep - p;
             Span value = {sep + 1, item_end - sep - 1};
             column_put(keys, entry + kept, p, name_length);
-            column_put(values, entry + kept, value.at, value.length);
+            column_put(values, entry + kept, value.p, value.n);
             kept++;
             if (name_length == 4 && memcmp(p, "TAGS", 4) == 0)
                 *tags = value;
@@ -267,16 +262,16 @@ static PyObject *pull_columns(PyObject *Py_UNUSED(module), PyObject *args) {
         entry += put_entries(r + parts[row].properties_at, parts[row].properties_length, &columns[NAMES],
                              &columns[VALUES], entry, &tags, &msg_keys, &uniq_key);
         map_offset[row + 1] = (int32_t)entry;
-        if (uniq_key.at)
-            column_put(&columns[MSG_ID], row, uniq_key.at, uniq_key.length);
+        if (uniq_key.p)
+            column_put(&columns[MSG_ID], row, uniq_key.p, uniq_key.n);
         else
             column_put(&columns[MSG_ID], row, offset_msg_id, OFFSET_MSG_ID_LENGTH);
-        if (msg_keys.at)
-            column_put(&columns[KEYS], row, msg_keys.at, msg_keys.length);
+        if (msg_keys.p)
+            column_put(&columns[KEYS], row, msg_keys.p, msg_keys.n);
         else
             column_null(&columns[KEYS], row);
-        if (tags.at)
-            column_put(&columns[TAGS], row, tags.at, tags.length);
+        if (tags.p)
+            column_put(&columns[TAGS], row, tags.p, tags.n);
         else
             column_null(&columns[TAGS], row);
         column_put(&columns[BODY], row, r + FIXED_SIZE_V4, parts[row].body_length);

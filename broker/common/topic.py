@@ -49,6 +49,7 @@ class TopicFilterType(StrEnum):
 
 
 DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultReadQueueNums / defaultWriteQueueNums
+CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # one queue per delay level
 DLQ_NUMS_PER_GROUP = 1
 
@@ -66,6 +67,11 @@ class TopicConfig:
     order: bool = False
     attributes: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def compacted(self) -> bool:
+        """cleanup.policy=COMPACTION: a message sent to the topic must carry KEYS."""
+        return self.attributes.get(CLEANUP_POLICY) == "COMPACTION"
 
     def to_json(self) -> dict[str, Any]:
         """The properties fastjson writes, in its (alphabetical) order."""

@@ -105,6 +105,7 @@ class BrokerController:
             self.store, self.put_messages, broker_config.delay_level_table(), root,
             flush_delay_offset_interval_ms=store_config.flush_delay_offset_interval)
         self.store.set_tags_code_hook(self.schedule_message_service.tags_code_of)
+        self.store.add_arrival_listener(self.schedule_message_service.on_arrivals)  # a parked unit wakes its level
         # -- ACL 2.0 (broker/auth): users and ACLs under config/, checked before every processor when switched on
         auth = broker_config.auth
         self.auth_metadata = (AuthMetadataManager(AuthStore(config_dir(root))) if auth.metadata_configured else None)

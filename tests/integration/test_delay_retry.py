@@ -219,6 +219,32 @@ def test_delayed_message_is_delivered_when_due(tmp_path, level, delay_ms):
     run(scenario())
 
 
+def test_idle_levels_sleep_until_a_message_is_parked_at_theirs(tmp_path):
+    """With nothing parked no level looks at its queue (each polled ten times a second before); a parked message
+    wakes its own level only, which delivers it when due."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "store", message_delay_level="1s 1s 1s") as b:
+            service = b.controller.schedule_message_service
+            passes: list[int] = []
+            deliver_due = service._deliver_due
+
+            async def counted(level: int, offset: int) -> tuple[int, float | None]:
+                passes.append(level)
+                return await deliver_due(level, offset)
+
+            await asyncio.sleep(0.05)  # the first pass of each level, at start
+            service._deliver_due = counted
+            await asyncio.sleep(0.5)
+            assert passes == []
+            original = scheduled_record(b, await b.send("TopicIdle", b"x", {"DELAY": "2"}))
+            ((received_at, copy),) = await b.receive("TopicIdle", 1, timeout_s=10)
+            due = original.store_timestamp + 1000
+            assert due - CLOCK_SLACK_MS <= received_at <= due + DUE_SLACK_MS, (received_at - due)
+            assert copy.body == b"x" and set(passes) == {2}
+
+    run(scenario())
+
+
 def test_delay_offsets_are_persisted_as_java_writes_them(tmp_path):
     async def scenario() -> None:
         async with running_broker(tmp_path / "store", message_delay_level="1s 1s 1s") as b:

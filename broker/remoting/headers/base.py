@@ -173,6 +173,11 @@ class Header:
     def to_ext(self, wire: dict[str, str] | None = None) -> dict[str, str]:
         return _spec(type(self), wire).write(self)
 
+    @classmethod
+    def wire_names(cls, wire: dict[str, str] | None = None) -> dict[str, str]:
+        """Field name -> its extFields key, under the override ``wire``."""
+        return {f.name: f.wire for f in _spec(cls, wire).fields}
+
 
 @dataclass(slots=True)
 class RpcRequestHeader(Header):

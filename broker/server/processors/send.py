@@ -20,8 +20,6 @@ Left for later issues: send hooks and static topics.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import logging
 import random
 from collections.abc import Callable, Mapping
@@ -43,8 +41,6 @@ from broker.common.message import (
     SysFlag,
     create_uniq_id,
     decode_properties,
-    pack_host,
-    parse_host,
     transaction_type,
 )
 from broker.common.message_batch import BatchMessage, decode_batch_body, decode_batch_items
@@ -65,6 +61,7 @@ from broker.server.processors.common import (
 )
 from broker.server.processors.put_status import illegal_send_remark, send_put_status
 from broker.server.processors.request_headers import request_header
+from broker.server.processors.send_record import SingleSends, born_host
 from broker.server.transaction.batch import (  # transactional batches
     HalfBatchOrigin,
     half_batch_messages,
@@ -72,7 +69,7 @@ from broker.server.transaction.batch import (  # transactional batches
 )
 from broker.server.transaction.bridge import HALF_TOPIC, half_message  # transactions
 from broker.store.commit_log import RECORD_HEADROOM, EncodedRecord, StoreMessage, encode_batch_ahead
-from broker.store.results import PutMessageResult
+from broker.store.results import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.server.broker_metrics import BrokerMetricsManager
@@ -88,7 +85,6 @@ log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
-CLEANUP_POLICY = "cleanup.policy"  # TopicAttributes.CLEANUP_POLICY_ATTRIBUTE
 # Back-pressure (Java: sendThreadPoolQueueCapacity and BrokerFastFailure): puts waiting for the store beyond these
 # are refused with SYSTEM_BUSY instead of queueing without bound; the producer retries another broker.
 MAX_PUTS_IN_FLIGHT = 10_000
@@ -118,19 +114,6 @@ def java_topic_config_string(config: TopicConfig) -> str:
             f"writeQueueNums={config.write_queue_nums}, perm={perm_to_string(config.perm)}, "
             f"topicFilterType={config.topic_filter_type}, topicSysFlag={config.topic_sys_flag}, "
             f"order={'true' if config.order else 'false'}, attributes={{{attributes}}}]")
-
-
-@functools.lru_cache(maxsize=4096)
-def born_host(remote_address: str) -> bytes:
-    """The packed address of a producer connection (an IPv4-mapped IPv6 peer is stored as IPv4, as Java sees it)."""
-    try:
-        host, port = parse_host(remote_address)
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        return pack_host("127.0.0.1", 0)
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return pack_host(str(addr), port)
 
 
 class SendMessageProcessor:
@@ -171,6 +154,8 @@ class SendMessageProcessor:
         self.puts_in_flight = 0
         self.bytes_in_flight = 0
         self._sendable_names: set[str] = set()  # topic names that passed msgCheck's name checks
+        self.single_sends = SingleSends(broker_config, store_config, topic_config_manager, store_host, self.region_id,
+                                        self.trace_on)
 
     def handlers(self) -> dict[int, Handler]:
         return {code: self.process for code in SEND_CODES}
@@ -181,6 +166,15 @@ class SendMessageProcessor:
         return sends_rejected(self.broker_config)
 
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        ready = self.single_sends.record_of(conn.remote_address, request)
+        if ready is not None:  # a single send of the common shape, its record made in one call (send_record.py)
+            topic, record, queue_id, uniq_key = ready
+            result = await self._put([record], len(request.body), topic)
+            if result is None:
+                return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+            if result.status is PutMessageStatus.PUT_OK:
+                return self.single_sends.answer(request, result.append, queue_id, uniq_key)
+            return self.put_response(request, result, queue_id, uniq_key)
         try:
             header = parse_send_header(request)
         except HeaderError as err:
@@ -257,7 +251,7 @@ class SendMessageProcessor:
         topic, store_queue_id, target_config = target
         if not props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
-        if config.attributes.get(CLEANUP_POLICY) == "COMPACTION" and not props.get(PROPERTY_KEYS, "").strip():
+        if config.compacted and not props.get(PROPERTY_KEYS, "").strip():
             return self._answer(request, ResponseCode.MESSAGE_ILLEGAL, "Required message key is missing")
         props[PROPERTY_CLUSTER] = self.broker_config.broker_cluster_name
         prepared = self._is_prepared(header, props)  # transactions (broker/transaction): a half message
