@@ -103,6 +103,13 @@ def load_line() -> str:
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every bench built on ``running_peers`` takes."""
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -115,6 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pull-batch-size", type=int, default=1024, help="the rmq source's pullBatchSize")
     parser.add_argument("--skip-sink", action="store_true")
     parser.add_argument("--dir", help="work directory (default: a fresh temporary one, deleted at the end)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", type=_setting,
+                        help="a setting of the Spark session (repeatable), e.g. "
+                             "spark.python.unix.domain.socket.enabled=true")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +180,8 @@ def _prepare(args: argparse.Namespace, home: Path, namesrv: str, kafka: KafkaBro
     print(f"rmq: {args.rows:,} x {args.body} B into {QUEUES} queues in {fill_s:.1f} s (not counted)", flush=True)
 
     packages = f"{DELTA_JARS},{SPARK_KAFKA_PACKAGE.format(spark=pyspark_version)}"
-    spark = build_session(app_name, master=args.master, conf={"spark.jars.packages": packages},
+    conf = dict(args.spark_conf)
+    spark = build_session(app_name, master=args.master, conf={"spark.jars.packages": packages, **conf},
                           jvm_log=home / "spark.log")
     peers = Peers(spark, home, namesrv, kafka,
                   {"namesrvAddr": namesrv, "topic": TOPIC, "pullBatchSize": str(args.pull_batch_size)},

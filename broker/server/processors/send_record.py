@@ -10,9 +10,9 @@ a plain decimal; a property name that is not ASCII; a limit passed. Without the 
 general path (in Python this one would cost what it saves).
 
 Examples:
-    >>> sends = SingleSends(broker_config, store_config, topic_config_manager, store_host, "DefaultRegion", "true")
-    >>> ready = sends.record_of(conn.remote_address, request)  # doctest: +SKIP
-    >>> topic, record, queue_id, uniq_key = ready  # None: the general path  # doctest: +SKIP
+    >>> sends = SingleSends(broker_config, store_config, topics, store_host, "DefaultRegion", "true")  # doctest: +SKIP
+    >>> ready = sends.record_of(conn.remote_address, request)  # None: the general path  # doctest: +SKIP
+    >>> topic, record, queue_id, uniq_key = ready  # doctest: +SKIP
 """
 
 from __future__ import annotations
