@@ -169,7 +169,7 @@ class SendMessageProcessor:
         ready = self.single_sends.record_of(conn.remote_address, request)
         if ready is not None:  # a single send of the common shape, its record made in one call (send_record.py)
             topic, record, queue_id, uniq_key = ready
-            result = await self._put([record], len(request.body), topic)
+            result = await self._put([record], len(request.body), topic, self._metric_properties(request))
             if result is None:
                 return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
             if result.status is PutMessageStatus.PUT_OK:
@@ -442,6 +442,14 @@ class SendMessageProcessor:
             return self._answer(request, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         self.transactional_message_service.half_batch_stored(halves, commits, result)
         return self.put_response(request, result, queue_id, transaction_id)
+
+    def _metric_properties(self, request: RemotingCommand) -> Mapping[str, str]:
+        """A single send's properties for the metrics' message type, decoded only when metrics are on (the fast
+        path itself never builds the dict)."""
+        if self.metrics is None:
+            return {}
+        ext = request.ext_fields or {}
+        return decode_properties(ext.get("properties") or ext.get("i") or "")
 
     # -- the put and its answer ---------------------------------------------------------------------------------------
 
