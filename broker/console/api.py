@@ -100,6 +100,15 @@ class ApiRequest:
             raise ApiError(400, f"{name} must be a string, not {type(value).__name__}")
         return value.strip()
 
+    def checked_name(self, name: str, validate: Callable[[str], Any]) -> str:
+        """``text(name)`` passed through a validator of broker.common.validation (topic or group): ApiError(400)
+        with its remark when it refuses the name."""
+        value = self.text(name)
+        checked = validate(value)
+        if not checked:
+            raise ApiError(400, checked.remark)
+        return value
+
     def int(self, name: str, default: Any = _MISSING, *, minimum: int | None = None, maximum: int | None = None
             ) -> Any:
         value = self._raw(name)

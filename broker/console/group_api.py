@@ -63,11 +63,7 @@ async def list_groups(console: Console, request: ApiRequest) -> dict[str, Any]:
 
 
 def _group_name(request: ApiRequest) -> str:
-    group = request.text("group")
-    checked = validate_group(group)
-    if not checked:
-        raise ApiError(400, checked.remark)
-    return group
+    return request.checked_name("group", validate_group)
 
 
 async def _stats_of_every_master(admin: MQAdminExt, group: str) -> ConsumeStats | None:

@@ -41,11 +41,7 @@ async def list_topics(console: Console, request: ApiRequest) -> dict[str, Any]:
 
 
 def _topic_name(request: ApiRequest) -> str:
-    topic = request.text("topic")
-    checked = validate_topic(topic)
-    if not checked:
-        raise ApiError(400, checked.remark)
-    return topic
+    return request.checked_name("topic", validate_topic)
 
 
 async def _topic_stats(admin: MQAdminExt, topic: str) -> TopicStatsTable:
