@@ -9,10 +9,13 @@ import json
 import re
 import threading
 import time
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import Row
 
+from broker.tools.local_cluster import free_port, start_cluster
 from connector.offsets import from_json, to_json
 from connector.source_metrics import latest_offsets, source_metrics
 from tests.connector.conftest import (
@@ -222,3 +225,49 @@ def test_consumer_group_shows_the_query_lag_after_each_trigger(spark, source_clu
         release.set()
         query.stop()
     assert query.exception() is None and sum(counted) == 12
+
+
+def consumer_lag(metrics_port: int, group: str, topic: str) -> float | None:
+    """``rocketmq_consumer_lag_messages`` of ``group`` on ``topic`` in one scrape of a broker's metrics page (None:
+    the broker reports no lag for the group, as for a group with no client online)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as page:
+        text = page.read().decode()
+    found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
+             if s.name == "rocketmq_consumer_lag_messages" and s.labels.get("consumer_group") == group
+             and s.labels.get("topic") == topic]
+    return found[0] if found else None
+
+
+def test_a_running_query_group_shows_in_the_broker_lag_metric(spark, tmp_path, topic_name: str,
+                                                              checkpoint: str) -> None:
+    """A broker with Prometheus metrics on counts a running query's consumerGroup among its online groups: its
+    rocketmq_consumer_lag_messages is what the query has not processed yet, and 0 once it has read everything."""
+    metrics_port = free_port()
+    with start_cluster(tmp_path / "metrics", 1, metricsExporterType="PROM", metricsPromExporterHost="127.0.0.1",
+                       metricsPromExporterPort=metrics_port) as cluster:
+        namesrv = cluster.namesrv_addr
+        queues = create_topic(namesrv, topic_name, 2)
+        produce(namesrv, queues, 6)
+        group = f"G_{topic_name}"[:100]
+        second_batch, release = threading.Event(), threading.Event()
+
+        def hold_second_batch(df, batch_id: int) -> None:
+            df.count()
+            if batch_id == 1:
+                second_batch.set()
+                release.wait(120)
+
+        opts = {"namesrvAddr": namesrv, "topic": topic_name, "startingOffsets": "earliest", "consumerGroup": group,
+                "maxOffsetsPerTrigger": "4"}
+        query = (spark.readStream.format("rmq").options(**opts).load().writeStream.foreachBatch(hold_second_batch)
+                 .trigger(processingTime="200 milliseconds").option("checkpointLocation", checkpoint).start())
+        try:
+            assert second_batch.wait(120), query.exception()
+            # batch 0 read 2 of each queue's 6 and is committed; batch 1 is held: 4 + 4 left
+            assert consumer_lag(metrics_port, group, topic_name) == 8
+            release.set()
+            wait_until("no lag left", lambda: consumer_lag(metrics_port, group, topic_name) == 0, 60)
+        finally:
+            release.set()
+            query.stop()
+        assert query.exception() is None

@@ -10,6 +10,7 @@ started with a fresh profile and everything that would reach the network off.
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -82,16 +83,34 @@ def console(cluster: Cluster) -> Iterator[ConsoleServer]:
         yield server
 
 
-def _commit_as_spark(namesrv: str, topic: str, group: str, offsets: dict[MessageQueue, int]) -> Any:
-    """What a streaming query with ``consumerGroup`` does after a batch: the connector's OffsetOracle commits. The
-    oracle stays open, as for a running query (its connection is the driver's client the brokers see)."""
-    from connector.offsets import OffsetOracle
-    from connector.options import SourceOptions
+class RunningSparkQuery:
+    """What a running streaming query with ``consumerGroup`` does: after each trigger the connector's OffsetOracle
+    commits the group's offsets (and announces the group again every HEARTBEAT_INTERVAL_S). Here a trigger comes
+    every ``TRIGGER_S`` and commits the same offsets, so the brokers keep the group online for as long as the test
+    session runs, however long that is; ``close`` stops the query."""
 
-    opts = SourceOptions.parse({"namesrvAddr": namesrv, "subscribe": topic, "consumerGroup": group}, streaming=True)
-    oracle = OffsetOracle(opts)
-    oracle.commit_group_offsets(group, offsets)
-    return oracle
+    TRIGGER_S = 2.0
+
+    def __init__(self, namesrv: str, topic: str, group: str, offsets: dict[MessageQueue, int]) -> None:
+        from connector.offsets import OffsetOracle
+        from connector.options import SourceOptions
+
+        opts = SourceOptions.parse({"namesrvAddr": namesrv, "subscribe": topic, "consumerGroup": group},
+                                   streaming=True)
+        self.oracle = OffsetOracle(opts)
+        self.oracle.commit_group_offsets(group, offsets)
+        self._stopped = threading.Event()
+        self._triggers = threading.Thread(target=self._run, args=(group, offsets), name="spark-query", daemon=True)
+        self._triggers.start()
+
+    def _run(self, group: str, offsets: dict[MessageQueue, int]) -> None:
+        while not self._stopped.wait(self.TRIGGER_S):
+            self.oracle.commit_group_offsets(group, offsets)
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._triggers.join()
+        self.oracle.close()
 
 
 async def _send_traced(namesrv: str, topic: str) -> SendResult:
@@ -103,7 +122,7 @@ async def _send_traced(namesrv: str, topic: str) -> SendResult:
 
 def make_scenario(ns: str, topic: str = "ConsoleOrders") -> tuple[ConsoleData, Any]:
     """Put the scenario in the cluster of ``ns``: the topic, its messages, the Spark query's commit, a dead letter,
-    a traced message. Returns the data and the Spark query's oracle (close it when done: the query stops)."""
+    a traced message. Returns the data and the running Spark query (close it when done: the query stops)."""
     spark_group, dlq_group = f"{topic}SparkQuery", f"{topic}DeadGroup"
     mqadmin_ok("updateTopic", "-n", ns, "-c", DEFAULT_CLUSTER, "-t", topic, "-r", "4", "-w", "4")
     begin = now_ms()
@@ -115,7 +134,7 @@ def make_scenario(ns: str, topic: str = "ConsoleOrders") -> tuple[ConsoleData, A
         end = now_ms()
         queues = sorted({r.message_queue for r in orders})
         committed = {mq: client.get_max_offset(mq) // 2 for mq in queues}
-        query = _commit_as_spark(ns, topic, spark_group, committed)
+        query = RunningSparkQuery(ns, topic, spark_group, committed)
         first = orders[0].message_queue
         pulled = client.pull(first, orders[0].queue_offset, 1, group=dlq_group, decode=True).messages[0]
         answer = client.client(client.broker_addr(first)).invoke(
