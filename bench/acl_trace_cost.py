@@ -50,18 +50,18 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.request_cost import GROUP, TOPIC, Peer, java_pull_frame, java_send_frame  # noqa: E402
 from bench.throughput_runner import (  # noqa: E402
-    COMMIT_LOG_FILE_SIZE,
     REFERENCE,
     Case,
     JavaClient,
     Result,
     Running,
     Settings,
+    add_case_arguments,
     best,
     case_line,
+    case_settings,
     create_topic,
     java_case,
-    java_program,
     machine,
     ratio,
     running_target,
@@ -77,7 +77,6 @@ from broker.remoting.command import RemotingCommand, encode  # noqa: E402
 from broker.remoting.exchange import RemotingExchange  # noqa: E402
 from broker.remoting.signing import SessionCredentials, sign_request, signature_matches  # noqa: E402
 from broker.server.auth_pipeline import AuthPipeline  # noqa: E402
-from tests.apache import apache_client  # noqa: E402
 from tests.helpers import mqadmin  # noqa: E402
 from tests.integration.auth_env import AUTH_CONF, SUPER  # noqa: E402
 
@@ -239,21 +238,13 @@ def in_process(count: int) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured send time per case")
-    parser.add_argument("--warmup", type=float, default=2.0, help="send time per case before measuring")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders (Producer -w)")
-    parser.add_argument("--batch", type=int, default=16, help="messages per batch send (BatchProducer -b)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128], help="body sizes in bytes")
+    add_case_arguments(parser)
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=list(TARGETS))
     parser.add_argument("--modes", nargs="+", choices=[m.name for m in MODES], default=[m.name for m in MODES])
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best send rate per case is kept")
-    parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
-    parser.add_argument("--broker-warmup", type=float, default=10.0,
-                        help="seconds of untimed Java sends to each broker before its cases (JIT, first pages)")
     parser.add_argument("--checks", type=int, default=CHECKS, help="in-process requests per shape and user")
     parser.add_argument("--in-process-only", action="store_true", help="only our broker's check, in this process")
     parser.add_argument("--profile", type=Path, help="py-spy our broker during the cases, into this dir")
-    parser.add_argument("--work-dir", type=Path, help="where brokers keep their stores (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1.5 s per case, 2,000 checks")
     args = parser.parse_args(argv)
     if args.quick:
@@ -270,11 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     print(in_process(args.checks), "\n", flush=True)
     if args.in_process_only:
         return
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="acl-trace-cost-"))
-    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, COMMIT_LOG_FILE_SIZE,
-                        args.broker_warmup, work, args.profile)
-    settings.java = java_program(work / "client")
-    settings.admin = apache_client(work / "admin")
+    settings = case_settings(args, "acl-trace-cost", profile=args.profile)
     modes = [m for m in MODES if m.name in args.modes]
     run = Run(settings, [Case("java", size, batch) for size in args.sizes for batch in (1, args.batch)], modes)
     print(f"{args.threads} senders, {args.warmup:g} s warm-up + {args.seconds:g} s measured per case, modes "
@@ -285,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(report(run, args.targets))
     if args.work_dir is None:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(settings.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,6 @@ import asyncio
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,12 +69,13 @@ from bench.throughput_runner import (  # noqa: E402
     Result,
     Running,
     Settings,
+    add_case_arguments,
     best,
     case_line,
+    case_settings,
     cpu_seconds,
     create_topic,
     java_case,
-    java_program,
     machine,
     ratio,
     running_target,
@@ -83,7 +83,6 @@ from bench.throughput_runner import (  # noqa: E402
 )
 from broker.client import LitePullConfig, LitePullConsumer, Message, Producer  # noqa: E402
 from broker.client.offsets import ConsumeFromWhere  # noqa: E402
-from tests.apache import apache_client  # noqa: E402
 
 TARGETS = ("ours", "ours-asyncio", "apache")
 
@@ -219,25 +218,16 @@ def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured send time per case")
-    parser.add_argument("--warmup", type=float, default=2.0, help="send time per case before measuring")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders (Producer -w)")
-    parser.add_argument("--batch", type=int, default=16, help="messages per batch send (BatchProducer -b)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 1024], help="body sizes in bytes")
+    add_case_arguments(parser, sizes=(128, 1024))
     parser.add_argument("--modes", nargs="+", choices=("sync", "batch"), default=["sync", "batch"],
                         help="single sends, batches of --batch, or both")
     parser.add_argument("--clients", nargs="+", choices=("java", "python"), default=["java", "python"])
     parser.add_argument("--targets", nargs="+", choices=TARGETS, default=["ours", "apache"])
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best send rate per case is kept")
-    parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
-    parser.add_argument("--broker-warmup", type=float, default=10.0,
-                        help="seconds of untimed Java sends to each broker before its cases, shared by every case "
-                             "(JIT, first pages)")
     parser.add_argument("--commit-log-size", type=int, default=COMMIT_LOG_FILE_SIZE)
     parser.add_argument("--profile", type=Path, help="py-spy our broker during Java produce cases, into this dir")
     parser.add_argument("--thread-cpu", action="store_true",
                         help="print each broker's CPU and page faults per message by thread, per Java produce case")
-    parser.add_argument("--work-dir", type=Path, help="where brokers keep their stores (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 128 B only, 1.5 s per case")
     args = parser.parse_args(argv)
     if args.quick:
@@ -248,11 +238,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="broker-throughput-"))
-    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, args.commit_log_size,
-                        args.broker_warmup, work, args.profile, args.thread_cpu)
-    settings.java = java_program(work / "client")
-    settings.admin = apache_client(work / "admin")
+    settings = case_settings(args, "broker-throughput", commit_log_size=args.commit_log_size, profile=args.profile,
+                             thread_cpu=args.thread_cpu)
     batches = [batch for mode, batch in (("sync", 1), ("batch", args.batch)) if mode in args.modes]
     cases = [Case(client, size, batch) for client in args.clients for size in args.sizes for batch in batches]
     print(f"machine: {machine()}")
@@ -270,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(report(args.targets, cases, settings))
     if args.work_dir is None:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(settings.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

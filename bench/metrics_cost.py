@@ -29,7 +29,6 @@ import contextlib
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -40,15 +39,15 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere without installing the package
 
 from bench.throughput_runner import (  # noqa: E402
-    COMMIT_LOG_FILE_SIZE,
     Case,
     Result,
     Running,
     Settings,
+    add_case_arguments,
     case_line,
+    case_settings,
     create_topic,
     java_case,
-    java_program,
     machine,
     running_target,
     warm_up,
@@ -60,7 +59,6 @@ from broker.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from broker.remoting.command import create_request, create_response  # noqa: E402
 from broker.server.broker_metrics import RequestMetrics  # noqa: E402
 from broker.tools.local_cluster import free_port  # noqa: E402
-from tests.apache import apache_client  # noqa: E402
 
 MODES = ("off", "on")
 
@@ -182,18 +180,11 @@ def report(results: dict[tuple[str, Case], list[Result]], cases: list[Case]) -> 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured send time per case")
-    parser.add_argument("--warmup", type=float, default=2.0, help="send time per case before measuring")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders")
-    parser.add_argument("--batch", type=int, default=16, help="messages per batch send")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128], help="body sizes in bytes")
+    add_case_arguments(parser)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each case's median is reported")
     parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes (metrics on)")
-    parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
-    parser.add_argument("--broker-warmup", type=float, default=10.0, help="untimed load per broker before the cases")
     parser.add_argument("--requests", type=int, default=200_000, help="requests per in-process measure")
     parser.add_argument("--in-process-only", action="store_true")
-    parser.add_argument("--work-dir", type=Path, help="where brokers keep their stores (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 s per case, one round")
     args = parser.parse_args(argv)
     if args.quick:
@@ -209,11 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     print(in_process(args.requests), "\n", flush=True)
     if args.in_process_only:
         return
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="metrics-cost-"))
-    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, COMMIT_LOG_FILE_SIZE,
-                        args.broker_warmup, work)
-    settings.java = java_program(work / "client")
-    settings.admin = apache_client(work / "admin")
+    settings = case_settings(args, "metrics-cost")
     cases = [Case("java", size, batch) for size in args.sizes for batch in (1, args.batch)]
     print(f"{args.threads} senders, {args.warmup:g} s warm-up + {args.seconds:g} s measured per case, "
           f"{args.repeat} rounds, a scrape every {args.scrape_interval:g} s with metrics on\n", flush=True)
@@ -221,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(report(results, cases))
     if args.work_dir is None:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(settings.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

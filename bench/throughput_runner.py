@@ -1,6 +1,7 @@
-"""The machinery of the broker throughput benchmarks (``broker_throughput.py``, ``acl_trace_cost.py``): a target's
-NameServer and broker, the official Java client as the load (``tests/java/bench/BenchClient.java``), one case's
-produce and consume passes with the broker's CPU per message from /proc, and py-spy on our broker.
+"""The machinery of the broker throughput benchmarks (``broker_throughput.py``, ``acl_trace_cost.py``,
+``metrics_cost.py``): their common options, a target's NameServer and broker, the official Java client as the load
+(``tests/java/bench/BenchClient.java``), one case's produce and consume passes with the broker's CPU per message
+from /proc, and py-spy on our broker.
 
 Only one target runs at a time, so targets do not compete for the cores. Both brokers run with the same settings:
 ASYNC_FLUSH, 1 GiB CommitLog files (the default), long polling, and one topic of 8 queues per case. Apache's broker
@@ -9,12 +10,14 @@ runs with G1 and C2, closer to runbroker.sh than the tests' fast-boot JVM.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import platform
 import signal
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from bench.cpu import machine_cpu, thread_cpu, thread_cpu_report, tree_cpu
 from broker.remoting.signing import SessionCredentials
-from tests.apache import ApacheClient, apache_artifact, start_apache_broker, start_apache_namesrv
+from tests.apache import ApacheClient, apache_artifact, apache_client, start_apache_broker, start_apache_namesrv
 from tests.helpers import mqadmin
 from tests.integration import cluster
 from tests.javatools import JavaProgram, build_program
@@ -82,6 +85,32 @@ class Settings:
     java: JavaProgram | None = None
     admin: ApacheClient | None = None
     results: dict[tuple[str, Case], list[Result]] = field(default_factory=dict)
+
+
+def add_case_arguments(parser: argparse.ArgumentParser, sizes: Sequence[int] = (128,)) -> None:
+    """The options of the Java-client cases, the same in every script that runs them."""
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured send time per case")
+    parser.add_argument("--warmup", type=float, default=2.0, help="send time per case before measuring")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent sync senders (Producer -w)")
+    parser.add_argument("--batch", type=int, default=16, help="messages per batch send (BatchProducer -b)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(sizes), help="body sizes in bytes")
+    parser.add_argument("--consume-seconds", type=float, default=120.0, help="limit of each consume pass")
+    parser.add_argument("--broker-warmup", type=float, default=10.0,
+                        help="seconds of untimed Java sends to each broker before its cases, shared by every case "
+                             "(JIT, first pages)")
+    parser.add_argument("--work-dir", type=Path, help="where brokers keep their stores (default: a temp dir)")
+
+
+def case_settings(args: argparse.Namespace, prefix: str, *, commit_log_size: int = COMMIT_LOG_FILE_SIZE,
+                  profile: Path | None = None, thread_cpu: bool = False) -> Settings:
+    """Settings from ``add_case_arguments``' options, the Java client built and Apache's tools fetched in the work
+    dir (``--work-dir``, else a new temp dir named after ``prefix``; the caller removes a temp dir when done)."""
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    settings = Settings(args.seconds, args.warmup, args.threads, args.consume_seconds, commit_log_size,
+                        args.broker_warmup, work, profile, thread_cpu)
+    settings.java = java_program(work / "client")
+    settings.admin = apache_client(work / "admin")
+    return settings
 
 
 @dataclass(frozen=True, slots=True)
