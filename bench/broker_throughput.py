@@ -54,7 +54,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +96,7 @@ class _SendStats:
     requests: int = 0
     rt_total: float = 0.0
     rt_max: float = 0.0
+    rts: list[float] = field(default_factory=list)  # each request's, for the p99
     failed: int = 0
 
 
@@ -118,6 +119,7 @@ async def _send_loop(producer: Producer, topic: str, body: bytes, batch: int, st
         window.requests += 1
         window.rt_total += rt
         window.rt_max = max(window.rt_max, rt)
+        window.rts.append(rt)
 
 
 async def python_produce(namesrv_addr: str, topic: str, case: Case, settings: Settings) -> Result:
@@ -137,8 +139,10 @@ async def python_produce(namesrv_addr: str, topic: str, case: Case, settings: Se
         stop.set()
         await asyncio.gather(*tasks)
     window = stats[1]
+    rts = sorted(window.rts) or [0.0]
     return Result(send_mps=window.messages / elapsed, avg_rt_ms=window.rt_total * 1000 / max(1, window.requests),
-                  max_rt_ms=window.rt_max * 1000, failed=sum(s.failed for s in stats),
+                  p99_rt_ms=rts[min(len(rts) - 1, int(len(rts) * 0.99))] * 1000, max_rt_ms=window.rt_max * 1000,
+                  failed=sum(s.failed for s in stats),
                   total=sum(s.messages for s in stats))
 
 
@@ -191,7 +195,7 @@ def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
     others = [t for t in targets if t != REFERENCE]
     compare = REFERENCE in targets
     head = ["case", *(f"{t} msg/s" for t in targets), *(f"{t}/{REFERENCE}" for t in others if compare),
-            *(f"{t} RT avg/max ms" for t in targets), *(f"{t} CPU us/msg" for t in targets)]
+            *(f"{t} RT avg/p99/max ms" for t in targets), *(f"{t} CPU us/msg" for t in targets)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case in cases:
         got = {t: best(settings.results[(t, case)]) for t in targets if (t, case) in settings.results}
@@ -199,7 +203,7 @@ def report(targets: list[str], cases: list[Case], settings: Settings) -> str:
             continue
         row = [case.label, *(f"{got[t].send_mps:,.0f}" for t in targets),
                *(ratio(got[t].send_mps, got[REFERENCE].send_mps) for t in others if compare),
-               *(f"{got[t].avg_rt_ms:.2f} / {got[t].max_rt_ms:.0f}" for t in targets),
+               *(f"{got[t].avg_rt_ms:.2f} / {got[t].p99_rt_ms:.1f} / {got[t].max_rt_ms:.0f}" for t in targets),
                *(f"{got[t].cpu_us_per_msg:.1f}" for t in targets)]
         lines.append("| " + " | ".join(row) + " |")
     head = ["case", *(f"{t} consume msg/s" for t in targets), *(f"{t}/{REFERENCE}" for t in others if compare),

@@ -20,9 +20,10 @@
  * chooses the header encoding. The last stdout line is one JSON object:
  *
  *   produce: {"mode":"produce","threads":8,"size":128,"batch":1,"seconds":10.0,"sent":..,"requests":..,
- *             "sendTps":..,"sendMps":..,"avgRtMs":..,"maxRtMs":..,"failed":..,"total":..}
+ *             "sendTps":..,"sendMps":..,"avgRtMs":..,"p99RtMs":..,"maxRtMs":..,"failed":..,"total":..}
  *            sendTps = requests/s (Producer's "Send TPS"; a batch is one request), sendMps = messages/s
- *            (BatchProducer's "Send MPS"), RT per request; total = every message stored, warm-up included
+ *            (BatchProducer's "Send MPS"), RT per request (p99 to 0.1 ms, of the measured window); total = every
+ *            message stored, warm-up included
  *   consume: {"mode":"consume","received":..,"consumeTps":..,"seconds":..,"firstMessageMs":..}
  *            consumeTps = messages / (last arrival - first arrival)
  */
@@ -36,6 +37,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.LongAdder;
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
@@ -128,22 +130,45 @@ public class BenchClient {
 
     // ---------------------------------------------------------------- produce
 
-    /** StatsBenchmarkProducer's counters; the window's maximum RT is reset when measuring starts. */
+    /** StatsBenchmarkProducer's counters; the window's maximum RT is reset when measuring starts, and RTs go in
+     * 0.1 ms buckets (up to 10 s) from then on, for the p99. */
     static final class Stats {
+        static final long BUCKET_NANOS = 100_000;
         final LongAdder requests = new LongAdder();
         final LongAdder messages = new LongAdder();
         final LongAdder failed = new LongAdder();
         final LongAdder rtNanos = new LongAdder();
         final AtomicLong maxRtNanos = new AtomicLong();
+        final AtomicLongArray rtBuckets = new AtomicLongArray(100_001);
+        volatile boolean measuring;
 
         void success(int count, long rt) {
             requests.increment();
             messages.add(count);
             rtNanos.add(rt);
+            if (measuring) {
+                rtBuckets.incrementAndGet((int) Math.min(rt / BUCKET_NANOS, rtBuckets.length() - 1));
+            }
             long prev = maxRtNanos.get();
             while (rt > prev && !maxRtNanos.compareAndSet(prev, rt)) {
                 prev = maxRtNanos.get();
             }
+        }
+
+        /** The RT under which 99 % of the measured window's requests were answered, in ms (a bucket's upper end). */
+        double p99Ms() {
+            long total = 0;
+            for (int i = 0; i < rtBuckets.length(); i++) {
+                total += rtBuckets.get(i);
+            }
+            long seen = 0;
+            for (int i = 0; i < rtBuckets.length(); i++) {
+                seen += rtBuckets.get(i);
+                if (total > 0 && seen * 100 >= total * 99) {
+                    return (i + 1) * BUCKET_NANOS / 1e6;
+                }
+            }
+            return 0.0;
         }
 
         long[] snapshot() {
@@ -179,9 +204,11 @@ public class BenchClient {
         }
         Thread.sleep((long) (warmup * 1000));
         stats.maxRtNanos.set(0);
+        stats.measuring = true;
         long[] begin = stats.snapshot();
         Thread.sleep((long) (seconds * 1000));
         long[] end = stats.snapshot();
+        stats.measuring = false;
         long maxRt = stats.maxRtNanos.get();
         stop = true;
         for (Thread worker : workers) {
@@ -202,6 +229,7 @@ public class BenchClient {
         field(json, "sendTps", requests / elapsed);
         field(json, "sendMps", messages / elapsed);
         field(json, "avgRtMs", requests == 0 ? 0.0 : (end[4] - begin[4]) / 1e6 / requests);
+        field(json, "p99RtMs", stats.p99Ms());
         field(json, "maxRtMs", maxRt / 1e6);
         field(json, "failed", end[3] - begin[3]);
         field(json, "failedTotal", stats.failed.sum());
