@@ -42,11 +42,12 @@ def _now_ms() -> int:
 @dataclass(slots=True)
 class _Push:
     request: PushEntryRequest
-    future: asyncio.Future[PushEntryResponse] = field(
+    future: asyncio.Future[PushEntryResponse | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     created_ms: int = field(default_factory=_now_ms)
 
-    def answer(self, response: PushEntryResponse) -> None:
+    def answer(self, response: PushEntryResponse | None) -> None:
+        """The first answer counts: None is the leader's call given up on (no answer is written)."""
         if not self.future.done():
             self.future.set_result(response)
 
@@ -98,10 +99,11 @@ class EntryHandler:
             assert self._priority is not None, "EntryHandler not started"
             await self._priority.put(push)
         self.wakeup()
+        timer = asyncio.get_running_loop().call_later(RPC_TIMEOUT_MS / 1000, push.answer, None)
         try:
-            return await asyncio.wait_for(asyncio.shield(push.future), RPC_TIMEOUT_MS / 1000)
-        except TimeoutError:
-            return None
+            return await push.future
+        finally:
+            timer.cancel()
 
     def _response(self, request: PushEntryRequest, code: DLedgerResponseCode) -> PushEntryResponse:
         response = PushEntryResponse(group=request.group, code=code, term=request.term,

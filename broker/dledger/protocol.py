@@ -36,7 +36,7 @@ from enum import Enum, IntEnum
 from typing import Any, ClassVar, TypeVar
 
 from broker.common.errors import MalformedBody
-from broker.common.fastjson import decode_json, encode_json
+from broker.common.fastjson import decode_bean, encode_bean
 from broker.dledger.layout import BODY_OFFSET, DLedgerEntry
 
 
@@ -143,13 +143,13 @@ class RequestOrResponse:
         return dict(sorted(out.items()))
 
     def encode(self) -> bytes:
-        return encode_json(self.to_json()).encode()
+        return encode_bean(self.to_json()).encode()
 
     @classmethod
     def decode(cls: type[Body], body: bytes) -> Body:
         """Read a body; MalformedBody when it is not JSON, not an object, or a field has the wrong type."""
         try:
-            data = decode_json(body.decode())
+            data = decode_bean(body.decode())
         except (UnicodeDecodeError, ValueError) as err:
             raise MalformedBody(f"{cls.__name__}: not JSON ({err})") from None
         if not isinstance(data, dict):
@@ -334,7 +334,7 @@ class PushEntryRequest(RequestOrResponse):
                    lastEntryIndex=self.last_entry_index, totalSize=sum(e.size for e in self.batch_entry))
         if self.entry is not None:
             out["entry"] = _entry_json(self.entry)
-        return dict(sorted(out.items()))
+        return out
 
     @classmethod
     def _values(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -373,7 +373,7 @@ class AppendEntryRequest(RequestOrResponse):
         out = RequestOrResponse.to_json(self)
         if self.body is not None:
             out["body"] = base64.b64encode(self.body).decode("ascii")
-        return dict(sorted(out.items()))
+        return out
 
 
 @dataclass(slots=True)

@@ -169,11 +169,14 @@ class DLedgerServer:
             return AppendResult(entry.index, entry.pos)
         pending = self.pusher.wait_ack(entry)
         self.pusher.wake_up_dispatchers()
+        # the QuorumAckChecker fails it after maxWaitAckTimeMs; this is only a backstop
+        timer = asyncio.get_running_loop().call_later(
+            2 * self.config.max_wait_ack_time_ms / 1000, pending.complete,
+            self.pusher.answer(term, entry.index, code=DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT))
         try:
-            response = await asyncio.wait_for(asyncio.shield(pending.future),
-                                              2 * self.config.max_wait_ack_time_ms / 1000)
-        except TimeoutError:  # the checker fails it sooner; this is only a backstop
-            response = self.pusher.answer(term, entry.index, code=DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
+            response = await pending.future
+        finally:
+            timer.cancel()
         if response.code != DLedgerResponseCode.SUCCESS:
             code = DLedgerResponseCode(response.code)
             why = {DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: f"no quorum of {state.peer_size // 2 + 1} of "

@@ -132,8 +132,9 @@ def test_an_old_leaders_uncommitted_tail_is_truncated(tmp_path: Path) -> None:
 
 def test_no_quorum_no_commit_and_only_the_leader_appends(tmp_path: Path) -> None:
     async def scenario() -> None:
-        # an append gives up after 300 ms, before the lonely leader steps down (3 heartbeats of 200 ms)
-        async with group(tmp_path, **{**FILES, "max_wait_ack_time_ms": 300}) as members:
+        # an append gives up after 300 ms, before the lonely leader steps down (3 heartbeats of 200 ms); more than
+        # two appends waiting is too many
+        async with group(tmp_path, **{**FILES, "max_wait_ack_time_ms": 300, "max_pending_requests_num": 2}) as members:
             leader = await elected(members)
             await leader.append(body(0))
             leader_id = leader.config.self_id
@@ -155,10 +156,12 @@ def test_no_quorum_no_commit_and_only_the_leader_appends(tmp_path: Path) -> None
                                   "pos": leader.store.get(1).pos, "term": leader.member_state.current_term}
             await eventually("all hold 2", lambda: caught_up(members, leader), CATCH_UP_S)
             await members.stop(*(m for m in members.peers if m != leader_id))
-            with pytest.raises(DLedgerError, match="WAIT_QUORUM_ACK_TIMEOUT.*no quorum of 2 of 3 members") as late:
-                await leader.append(body(2))
-            assert late.value.code == DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT
-            assert leader.store.ledger_end_index == 2 and leader.store.committed_index == 1
+            late = await asyncio.gather(*(leader.append(body(i)) for i in range(2, 6)), return_exceptions=True)
+            assert [e.code for e in late] == [DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT] * 3 + [
+                DLedgerResponseCode.LEADER_PENDING_FULL]
+            assert "no quorum of 2 of 3 members acknowledged it within 300 ms" in str(late[0])
+            assert "LEADER_PENDING_FULL: more than 2 appends wait" in str(late[3])
+            assert leader.store.ledger_end_index == 4 and leader.store.committed_index == 1
             back = next(m for m in members.peers if m != leader_id)
             await members.start(back)
             now = await elected(members)
