@@ -326,7 +326,7 @@ class EntryDispatcher(_Wakeable):
         while not self.not_leader_and_fresh_state() and self.type is PushType.APPEND:
             if self.write_index > self.store.ledger_end_index:
                 if self.batch:
-                    self._send(self.batch)
+                    self._send_batch()
                 self._do_commit()
                 self._check_append_response()
                 return
@@ -345,7 +345,7 @@ class EntryDispatcher(_Wakeable):
             else:
                 self.batch.append(entry)
                 if sum(e.size for e in self.batch) >= config.max_batch_push_size:
-                    self._send(self.batch)
+                    self._send_batch()
             self.write_index += 1
 
     def _send(self, entries: list[DLedgerEntry]) -> None:
@@ -357,6 +357,9 @@ class EntryDispatcher(_Wakeable):
         self.pending[entries[0].index] = (_now_ms(), len(entries))
         self._call(request, self._appended)
         self.last_push_commit_ms = _now_ms()
+
+    def _send_batch(self) -> None:
+        self._send(self.batch)
         self.batch = []
 
     def _appended(self, response: PushEntryResponse) -> None:
