@@ -97,7 +97,8 @@ class DLedgerServer:
         self.elector.add_role_change_handler(handler)
 
     def add_commit_listener(self, listener: CommitListener) -> None:
-        """Call ``listener(committed_index)`` each time the committed index moves forward, as leader or follower."""
+        """Call ``listener(committed_index)`` each time the committed index moves forward, as leader or follower.
+        It runs on the event loop inside the store's update, so it should only note the index or wake a task."""
         if listener not in self.store.commit_listeners:
             self.store.commit_listeners.append(listener)
 
