@@ -30,6 +30,17 @@ class StoreError(RmqError):
     pass
 
 
+class DLedgerError(StoreError):
+    """A DLedger member refused a request or could not complete it. ``code`` is DLedger's response code (the
+    numbers of ``broker.dledger.protocol.DLedgerResponseCode``: NOT_LEADER 404, WAIT_QUORUM_ACK_TIMEOUT 502,
+    LEADER_PENDING_FULL 503, ...), ``leader_id`` the leader the member knows (None when it knows none)."""
+
+    def __init__(self, code: int, message: str, leader_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.leader_id = leader_id
+
+
 class CorruptRecord(StoreError):
     """Bytes at a CommitLog position are not a whole, well-formed record."""
 

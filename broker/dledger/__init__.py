@@ -6,9 +6,11 @@ rolled with a pad), ``store`` (DLedgerMmapFileStore: append, read, truncate, rec
 ``member_state`` (term and vote), ``commit_log`` (DLedgerCommitLog: CommitLog records in entries, read by physical
 offset, dispatched to ConsumeQueue and IndexFile).
 
-The election: ``protocol`` (DLedger's request and response codes and JSON bodies), ``rpc`` (the members' calls over
-RocketMQ remoting), ``elector`` (LeaderElector: votes, heartbeats, stepping down), ``server`` (DLedgerServer: one
-member), ``config`` (DLedgerConfig: the broker's dLeger keys and DLedger's timings).
+The election and replication: ``protocol`` (DLedger's request and response codes and JSON bodies), ``rpc`` (the
+members' calls over RocketMQ remoting), ``elector`` (LeaderElector: votes, heartbeats, stepping down), ``pusher``
+(the leader pushing its log to each follower, the quorum moving the committed index), ``entry_handler`` (a follower
+taking the pushes), ``server`` (DLedgerServer: one member; ``append`` returns once committed), ``config``
+(DLedgerConfig: the broker's dLeger keys and DLedger's timings).
 
 May import: ``broker.common``, ``broker.store`` and ``broker.remoting``. This face re-exports nothing.
 """

@@ -72,6 +72,8 @@ class DLedgerCommitLog:
                                           index_dir(setup.store_base_dir, setup.self_id),
                                           setup.data_file_size, setup.index_file_size)
         self.divided_commit_log_offset = -1
+        # every entry appended as leader, here or through DLedgerServer.append, gets its record's PHYSICALOFFSET
+        self.store.add_append_hook(lambda data, pos: set_physical_offset(data, pos + BODY_OFFSET, BODY_OFFSET))
 
     def open(self, old_commit_log: MappedFileQueue | None = None) -> None:
         """Load and recover the log; a group of one leads at once. ``old_commit_log``, the plain CommitLog already
@@ -104,8 +106,7 @@ class DLedgerCommitLog:
         size = record_size(record)
         if size != len(record):
             raise StoreError(f"a record of {len(record)} bytes whose TOTALSIZE says {size}")
-        entry = self.store.append_as_leader(
-            record, lambda data, pos: set_physical_offset(data, pos + BODY_OFFSET, BODY_OFFSET))
+        entry = self.store.append_as_leader(record)
         if len(self.setup.peers) == 1:
             self.store.update_committed_index(entry.term, entry.index)
         return PutRecordResult(entry.body_pos, size, entry)

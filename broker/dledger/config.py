@@ -26,6 +26,16 @@ class DLedgerConfig:
     min_vote_interval_ms: int = 300  # a candidate's next round comes min + random(max - min) ms later
     max_vote_interval_ms: int = 1000
     preferred_leader_ids: str = ""  # only leadership transfer uses it, which rmq does not do yet
+    # the log and its replication
+    mapped_file_size_for_entry_data: int = 1024 * 1024 * 1024  # RocketMQ passes mappedFileSizeCommitLog
+    mapped_file_size_for_entry_index: int = 32 * 5 * 1024 * 1024
+    max_pending_requests_num: int = 10000  # appends waiting for their quorum, beyond which LEADER_PENDING_FULL
+    max_wait_ack_time_ms: int = 2500  # an append without its quorum by then fails: WAIT_QUORUM_ACK_TIMEOUT
+    max_push_time_out_ms: int = 1000  # an unanswered push is sent again after this
+    enable_batch_push: bool = False  # RocketMQ's enableBatchPush: several entries a push
+    max_batch_push_size: int = 4 * 1024  # a batch push is sent once its entries reach these bytes
+    flush_file_interval_ms: int = 10
+    check_point_interval_ms: int = 3000  # the committed index goes to ``checkpoint`` this often
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -37,6 +47,10 @@ class DLedgerConfig:
                               f"{self.max_vote_interval_ms}")
         if self.heart_beat_time_interval_ms <= 0 or self.max_heart_beat_leak <= 0:
             raise ConfigError("heartBeatTimeIntervalMs and maxHeartBeatLeak must be positive")
+        for name in ("max_pending_requests_num", "max_wait_ack_time_ms", "max_push_time_out_ms",
+                     "max_batch_push_size", "flush_file_interval_ms", "check_point_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
 
     @property
     def self_address(self) -> str:
@@ -46,5 +60,7 @@ class DLedgerConfig:
     def from_store_config(cls, store: MessageStoreConfig, **timings: int) -> DLedgerConfig:
         """The broker's DLedger keys, plus any of the timing fields by name (``heart_beat_time_interval_ms=200``)."""
         config = cls(group=store.d_leger_group, self_id=store.d_leger_self_id, peers=store.d_leger_peer_map,
-                     store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id)
+                     store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id,
+                     mapped_file_size_for_entry_data=store.mapped_file_size_commit_log,
+                     enable_batch_push=store.enable_batch_push)
         return dataclasses.replace(config, **timings)

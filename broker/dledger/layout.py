@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass
 from typing import NamedTuple
 
 ENTRY_HEADER = struct.Struct(
@@ -82,6 +83,31 @@ class EntryHeader(NamedTuple):
     body_size: int
 
 
+@dataclass(slots=True, frozen=True)
+class DLedgerEntry:
+    """One entry as read from the log or received from a leader: its header's fields and its body."""
+
+    index: int
+    term: int
+    pos: int
+    size: int
+    body: bytes
+    magic: int = CURRENT_MAGIC
+    channel: int = 0  # reserved; like chain_crc and body_crc, DLedger writes 0 and carries whatever it reads
+    chain_crc: int = 0
+    body_crc: int = 0
+
+    @property
+    def body_pos(self) -> int:
+        return self.pos + BODY_OFFSET
+
+    def same_as(self, other: DLedgerEntry | None) -> bool:
+        """DLedgerEntry.equals: size, magic, index, term, channel, pos and body (the crc fields do not count)."""
+        return other is not None and (self.size, self.magic, self.index, self.term, self.channel, self.pos,
+                                      self.body) == (other.size, other.magic, other.index, other.term,
+                                                     other.channel, other.pos, other.body)
+
+
 class IndexUnit(NamedTuple):
     magic: int
     pos: int
@@ -90,10 +116,12 @@ class IndexUnit(NamedTuple):
     term: int
 
 
-def encode_entry(body: bytes, index: int, term: int, pos: int, magic: int = CURRENT_MAGIC) -> bytearray:
-    """A whole entry; a bytearray, so that an append hook can still patch the body (RocketMQ's PHYSICALOFFSET)."""
+def encode_entry(body: bytes, index: int, term: int, pos: int, magic: int = CURRENT_MAGIC, channel: int = 0,
+                 chain_crc: int = 0, body_crc: int = 0) -> bytearray:
+    """A whole entry; a bytearray, so that an append hook can still patch the body (RocketMQ's PHYSICALOFFSET). A
+    follower writes the reserved fields as the leader sent them."""
     entry = bytearray(BODY_OFFSET + len(body))
-    ENTRY_HEADER.pack_into(entry, 0, magic, len(entry), index, term, pos, 0, 0, 0, len(body))
+    ENTRY_HEADER.pack_into(entry, 0, magic, len(entry), index, term, pos, channel, chain_crc, body_crc, len(body))
     entry[BODY_OFFSET:] = body
     return entry
 

@@ -12,10 +12,23 @@ body; the outcome is the body's ``code`` (a ``DLedgerResponseCode``), and for a 
     {"code":200,"group":"g","leaderId":"n1","localId":"n1","remoteId":"n0","term":3,"voteResult":"ACCEPT"}
 
 A vote answers with the request's ids copied (``copyBaseInfo``); a heartbeat's answer is a fresh object (no ids).
+
+Log replication: a PUSH carries the leader's entries as DLedgerEntry beans (``_entry_json``: every header field and
+the body in base64, fastjson's byte[]), one in ``entry`` or several in ``batchEntry``, and the getters fastjson also
+writes (``batch``, ``count``, ``firstEntryIndex``, ``lastEntryIndex``, ``totalSize``)::
+
+    {"batch":false,"batchEntry":[],"code":200,"commitIndex":4,"count":1,"entry":{"body":"AAAA","bodyCrc":0,
+     "chainCrc":0,"channel":0,"index":5,"magic":1,"pos":260,"size":51,"term":2},"firstEntryIndex":5,"group":"g",
+     "lastEntryIndex":5,"leaderId":"n0","localId":"n0","remoteId":"n1","term":2,"totalSize":0,"type":"APPEND"}
+    {"beginIndex":0,"code":200,"count":1,"endIndex":5,"group":"g","index":5,"term":2}        its answer
+
+An APPEND from a client carries one body (``body``, base64) and is answered with the entry's index and pos.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +36,8 @@ from enum import Enum, IntEnum
 from typing import Any, ClassVar, TypeVar
 
 from broker.common.errors import MalformedBody
-from broker.common.fastjson import decode_json, encode_json
+from broker.common.fastjson import decode_bean, encode_bean
+from broker.dledger.layout import BODY_OFFSET, DLedgerEntry
 
 
 class DLedgerRequestCode(IntEnum):
@@ -129,36 +143,43 @@ class RequestOrResponse:
         return dict(sorted(out.items()))
 
     def encode(self) -> bytes:
-        return encode_json(self.to_json()).encode()
+        return encode_bean(self.to_json()).encode()
 
     @classmethod
     def decode(cls: type[Body], body: bytes) -> Body:
         """Read a body; MalformedBody when it is not JSON, not an object, or a field has the wrong type."""
         try:
-            data = decode_json(body.decode())
+            data = decode_bean(body.decode())
         except (UnicodeDecodeError, ValueError) as err:
             raise MalformedBody(f"{cls.__name__}: not JSON ({err})") from None
         if not isinstance(data, dict):
             raise MalformedBody(f"{cls.__name__}: a JSON object expected, got {type(data).__name__}")
+        return cls(**cls._values(data))
+
+    @classmethod
+    def _values(cls, data: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             key = cls.JSON_NAMES.get(f.name)
             if key is None or data.get(key) is None:
                 continue
-            values[f.name] = _typed(cls.__name__, key, data[key], f.default)
-        return cls(**values)
+            values[f.name] = _typed(cls.__name__, key, data[key], f)
+        return values
 
     def copy_base_info(self, other: RequestOrResponse) -> None:
         for name in _BASE_NAMES:
             setattr(self, name, getattr(other, name))
 
 
-def _typed(owner: str, key: str, value: Any, default: Any) -> Any:
-    """A JSON value as the type of the field's default (an int, ``code`` too, whatever its value; a str; an enum by
-    name; a map of strings)."""
+def _typed(owner: str, key: str, value: Any, f: dataclasses.Field) -> Any:
+    """A JSON value as the field's type (an int, ``code`` too, whatever its value; a str; an enum by name; bytes
+    from base64; a map of strings)."""
     ok = True
-    if isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
+    default = f.default
+    if str(f.type).startswith("int"):
+        ok = _is_int(value)
+    elif str(f.type).startswith("bytes"):
+        return _base64(owner, key, value)
     elif isinstance(default, Enum):
         try:
             return type(default)(value)
@@ -171,6 +192,20 @@ def _typed(owner: str, key: str, value: Any, default: Any) -> Any:
     if not ok:
         raise MalformedBody(f"{owner}: {key} is {value!r}")
     return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _base64(owner: str, key: str, value: Any) -> bytes:
+    """fastjson's byte[]: a base64 string."""
+    try:
+        if isinstance(value, str):
+            return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        pass
+    raise MalformedBody(f"{owner}: {key} is not base64: {str(value)[:40]!r}")
 
 
 def _names(**extra: str) -> Mapping[str, str]:
@@ -224,3 +259,128 @@ class MetadataResponse(RequestOrResponse):
     peers: dict[str, str] | None = field(default=None)
 
     JSON_NAMES: ClassVar[Mapping[str, str]] = _names(peers="peers")
+
+
+# -- log replication --------------------------------------------------------------------------------------------------
+
+
+class PushType(Enum):
+    """``PushEntryRequest.Type``, sent by name."""
+
+    APPEND = "APPEND"  # entries for the follower's log
+    COMMIT = "COMMIT"  # only the committed index (no entry)
+    COMPARE = "COMPARE"  # does the follower hold this entry?
+    TRUNCATE = "TRUNCATE"  # make this entry the follower's last
+
+
+_ENTRY_NAMES = {"body": "body", "body_crc": "bodyCrc", "chain_crc": "chainCrc", "channel": "channel",
+                "index": "index", "magic": "magic", "pos": "pos", "size": "size", "term": "term"}
+
+
+def _entry_json(entry: DLedgerEntry) -> dict[str, Any]:
+    return {"body": base64.b64encode(entry.body).decode("ascii"), "bodyCrc": entry.body_crc,
+            "chainCrc": entry.chain_crc, "channel": entry.channel, "index": entry.index, "magic": entry.magic,
+            "pos": entry.pos, "size": entry.size, "term": entry.term}
+
+
+def _entry_of(owner: str, data: Any) -> DLedgerEntry:
+    """A DLedgerEntry bean; its size as DLedger computes it before writing (header + body)."""
+    if not isinstance(data, dict) or not isinstance(data.get("body"), str):
+        raise MalformedBody(f"{owner}: an entry is an object with a body, got {str(data)[:80]!r}")
+    values: dict[str, Any] = {"body": _base64(owner, "entry.body", data["body"])}
+    for name, key in _ENTRY_NAMES.items():
+        value = data.get(key)
+        if name == "body" or value is None:
+            continue
+        if not _is_int(value):
+            raise MalformedBody(f"{owner}: entry.{key} is {value!r}")
+        values[name] = value
+    values.setdefault("size", BODY_OFFSET + len(values["body"]))
+    for name in ("index", "term", "pos"):
+        values.setdefault(name, 0)
+    return DLedgerEntry(**values)
+
+
+@dataclass(slots=True)
+class PushEntryRequest(RequestOrResponse):
+    """The leader's push to ``remoteId``: entries to append, one to compare or truncate at, or only the committed
+    index. ``entry`` for one entry, ``batch_entry`` for a batch (enableBatchPush)."""
+
+    commit_index: int = -1
+    type: PushType = PushType.APPEND
+    entry: DLedgerEntry | None = None
+    batch_entry: list[DLedgerEntry] = field(default_factory=list)
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = _names(commit_index="commitIndex", type="type")
+
+    @property
+    def entries(self) -> list[DLedgerEntry]:
+        return self.batch_entry or ([self.entry] if self.entry is not None else [])
+
+    @property
+    def first_entry_index(self) -> int:
+        entries = self.entries
+        return entries[0].index if entries else -1
+
+    @property
+    def last_entry_index(self) -> int:
+        entries = self.entries
+        return entries[-1].index if entries else -1
+
+    def to_json(self) -> dict[str, Any]:
+        out = RequestOrResponse.to_json(self)
+        out.update(batch=bool(self.batch_entry), batchEntry=[_entry_json(e) for e in self.batch_entry],
+                   count=len(self.entries), firstEntryIndex=self.first_entry_index,
+                   lastEntryIndex=self.last_entry_index, totalSize=sum(e.size for e in self.batch_entry))
+        if self.entry is not None:
+            out["entry"] = _entry_json(self.entry)
+        return out
+
+    @classmethod
+    def _values(cls, data: dict[str, Any]) -> dict[str, Any]:
+        values = super(PushEntryRequest, cls)._values(data)
+        if data.get("entry") is not None:
+            values["entry"] = _entry_of(cls.__name__, data["entry"])
+        batch = data.get("batchEntry") or []
+        if not isinstance(batch, list):
+            raise MalformedBody(f"{cls.__name__}: batchEntry is {str(batch)[:80]!r}")
+        values["batch_entry"] = [_entry_of(cls.__name__, each) for each in batch]
+        return values
+
+
+@dataclass(slots=True)
+class PushEntryResponse(RequestOrResponse):
+    """A follower's answer: the request's first index and count (none for COMMIT), and its log's bounds."""
+
+    index: int | None = None
+    begin_index: int = 0
+    end_index: int = 0
+    count: int = 0
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = _names(index="index", begin_index="beginIndex", end_index="endIndex",
+                                                     count="count")
+
+
+@dataclass(slots=True)
+class AppendEntryRequest(RequestOrResponse):
+    """A client's append: ``body`` becomes the leader's next entry."""
+
+    body: bytes | None = None
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = _names(body="body")
+
+    def to_json(self) -> dict[str, Any]:
+        out = RequestOrResponse.to_json(self)
+        if self.body is not None:
+            out["body"] = base64.b64encode(self.body).decode("ascii")
+        return out
+
+
+@dataclass(slots=True)
+class AppendEntryResponse(RequestOrResponse):
+    """The committed entry's index and pos (-1 when refused)."""
+
+    index: int = -1
+    pos: int = -1
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = _names(index="index", pos="pos")

@@ -3,24 +3,31 @@
 A member listens on its own peer address (``dLegerPeers``) and calls the others there. Each call is a request
 command with a DLedgerRequestCode and the request object as JSON body; the answer is a command with code 200
 (DLedger's SUCCESS, not remoting's 0) carrying the response object (``protocol.py``). A peer that cannot be reached
-answers for itself, as Java's client does: a vote with result UNKNOWN, any other call with code NETWORK_ERROR.
-Calls time out after 3 s (Java's invokeAsync timeout).
+answers for itself, as Java's client does: a vote with result UNKNOWN, any other call with code NETWORK_ERROR (a
+push or append with the request's ids and term). Calls time out after 3 s (Java's invokeAsync timeout). A handler
+may answer later (an append waits for its quorum) or never (a push the follower dropped): then nothing is written.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from broker.common.errors import RemotingError
 from broker.dledger.protocol import (
+    AppendEntryRequest,
+    AppendEntryResponse,
+    Body,
     DLedgerRequestCode,
     DLedgerResponseCode,
     HeartBeatRequest,
     HeartBeatResponse,
     MetadataRequest,
     MetadataResponse,
+    PushEntryRequest,
+    PushEntryResponse,
     RequestOrResponse,
     VoteRequest,
     VoteResponse,
@@ -44,6 +51,10 @@ class DLedgerProtocolHandler(Protocol):
     def handle_heart_beat(self, request: HeartBeatRequest) -> HeartBeatResponse: ...
 
     def handle_metadata(self, request: MetadataRequest) -> MetadataResponse: ...
+
+    def handle_push(self, request: PushEntryRequest) -> Awaitable[PushEntryResponse | None]: ...
+
+    def handle_append(self, request: AppendEntryRequest) -> Awaitable[AppendEntryResponse]: ...
 
 
 class DLedgerRpcClient:
@@ -73,6 +84,15 @@ class DLedgerRpcClient:
         return (MetadataResponse(code=DLedgerResponseCode.NETWORK_ERROR) if answer is None
                 else MetadataResponse.decode(answer))
 
+    async def push(self, request: PushEntryRequest) -> PushEntryResponse:
+        answer = await self._call(DLedgerRequestCode.PUSH, request)
+        return PushEntryResponse.decode(answer) if answer is not None else _network_error(PushEntryResponse(), request)
+
+    async def append(self, request: AppendEntryRequest) -> AppendEntryResponse:
+        answer = await self._call(DLedgerRequestCode.APPEND, request)
+        return (AppendEntryResponse.decode(answer) if answer is not None
+                else _network_error(AppendEntryResponse(), request))
+
     async def _call(self, code: DLedgerRequestCode, request: RequestOrResponse,
                     address: str | None = None) -> bytes | None:
         """The answer's body, or None when the peer did not answer (down, timed out, or not a DLedger member)."""
@@ -97,13 +117,15 @@ class DLedgerRpcService:
                  timeout_ms: float = RPC_TIMEOUT_MS) -> None:
         host, port = parse_address(address)
         self.client = DLedgerRpcClient(peers, timeout_ms)
-        routes: dict[DLedgerRequestCode, tuple[type[RequestOrResponse], Callable[..., RequestOrResponse]]] = {
+        routes: dict[DLedgerRequestCode, tuple[type[RequestOrResponse], Callable[..., object]]] = {
             DLedgerRequestCode.VOTE: (VoteRequest, handler.handle_vote),
             DLedgerRequestCode.HEART_BEAT: (HeartBeatRequest, handler.handle_heart_beat),
             DLedgerRequestCode.METADATA: (MetadataRequest, handler.handle_metadata),
+            DLedgerRequestCode.PUSH: (PushEntryRequest, handler.handle_push),
+            DLedgerRequestCode.APPEND: (AppendEntryRequest, handler.handle_append),
         }
         processors = {code: _processor(body_type, handle) for code, (body_type, handle) in routes.items()}
-        for code in set(DLedgerRequestCode) - set(routes):  # log replication and transfer: not yet
+        for code in set(DLedgerRequestCode) - set(routes):  # GET, PULL and leadership transfer: not yet
             processors[code] = _processor(RequestOrResponse, _unsupported)
         self._server = RemotingServer(host, port, processors=processors)
 
@@ -115,6 +137,12 @@ class DLedgerRpcService:
         await self.client.close()
 
 
+def _network_error(response: Body, request: RequestOrResponse) -> Body:
+    response.copy_base_info(request)
+    response.code = DLedgerResponseCode.NETWORK_ERROR
+    return response
+
+
 def _unsupported(request: RequestOrResponse) -> RequestOrResponse:
     """A DLedger body with code UNSUPPORTED, so that a Java member reads an answer rather than an empty body."""
     answer = RequestOrResponse()
@@ -123,9 +151,13 @@ def _unsupported(request: RequestOrResponse) -> RequestOrResponse:
     return answer
 
 
-def _processor(body_type: type[RequestOrResponse], handle: Callable[..., RequestOrResponse]) -> Processor:
-    async def process(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+def _processor(body_type: type[RequestOrResponse], handle: Callable[..., object]) -> Processor:
+    async def process(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         answer = handle(body_type.decode(bytes(request.body)))
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is None:
+            return None
         return create_response(request, DLedgerResponseCode.SUCCESS, body=answer.encode())
 
     return process

@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from broker.common.errors import StoreError
+from broker.common.errors import DLedgerError, StoreError
 from broker.common.persist import write_atomic
 from broker.common.properties import read_properties
 from broker.dledger.layout import (
@@ -21,9 +20,11 @@ from broker.dledger.layout import (
     BODY_OFFSET,
     CHECKPOINT_FILE,
     COMMITTED_INDEX_KEY,
+    CURRENT_MAGIC,
     END_INDEX_KEY,
     INDEX_UNIT_SIZE,
     MAX_ENTRY_SIZE,
+    DLedgerEntry,
     EntryHeader,
     decode_entry_header,
     decode_index_unit,
@@ -33,8 +34,9 @@ from broker.dledger.layout import (
     index_problem,
     set_entry_pos,
 )
-from broker.dledger.member_state import MemberState
+from broker.dledger.member_state import MemberState, Role
 from broker.dledger.mmap_file_list import MmapFileList
+from broker.dledger.protocol import DLedgerResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +48,14 @@ RECOVER_FROM_LAST_FILES = 3  # recovery checks the log from the third last data 
 # rewrites the record's PHYSICALOFFSET there.
 AppendHook = Callable[[bytearray, int], None]
 
+# Told the new committed index each time it moves forward (the broker dispatches up to it).
+CommitListener = Callable[[int], None]
 
-@dataclass(slots=True, frozen=True)
-class DLedgerEntry:
-    index: int
-    term: int
-    pos: int
-    size: int
-    body: bytes
 
-    @property
-    def body_pos(self) -> int:
-        return self.pos + BODY_OFFSET
+def _check(expression: bool, code: DLedgerResponseCode, message: str, leader_id: str | None = None) -> None:
+    """DLedger's PreConditions.check: a DLedgerError with ``code`` when ``expression`` is false."""
+    if not expression:
+        raise DLedgerError(code, f"{code.name} {message}", leader_id)
 
 
 class DLedgerMmapFileStore:
@@ -73,6 +71,8 @@ class DLedgerMmapFileStore:
         self.ledger_end_term = -1
         self.committed_index = -1
         self.committed_pos = -1
+        self.append_hooks: list[AppendHook] = []
+        self.commit_listeners: list[CommitListener] = []
 
     @property
     def checkpoint_path(self) -> str:
@@ -167,28 +167,32 @@ class DLedgerMmapFileStore:
 
     # -- write ----------------------------------------------------------------------------------------------------
 
-    def _append_index(self, index: int, pos: int, size: int, term: int) -> None:
+    def _append_index(self, index: int, pos: int, size: int, term: int, magic: int = CURRENT_MAGIC) -> None:
         expected = index * INDEX_UNIT_SIZE
         if not self.index.files:
             self.index.queue.last_file_for_write(expected)
-        at = self.index.append(encode_index_unit(pos, size, index, term), use_blank=False)
+        at = self.index.append(encode_index_unit(pos, size, index, term, magic), use_blank=False)
         if at != expected:
             raise StoreError(f"index unit {index} went to {at}, not {expected}")
 
+    def add_append_hook(self, hook: AppendHook) -> None:
+        """Patch every entry appended as leader once its pos is known, before it is written (addAppendHook)."""
+        if hook not in self.append_hooks:
+            self.append_hooks.append(hook)
+
     def append_as_leader(self, body: bytes, hook: AppendHook | None = None) -> DLedgerEntry:
-        """Append ``body`` as the next entry of the current term; ``hook`` may patch the entry once its pos is
-        known (before anything is written)."""
+        """Append ``body`` as the next entry of the current term; the append hooks (and ``hook``) may patch the
+        entry once its pos is known (before anything is written)."""
         state = self.member_state
-        if not state.is_leader:
-            raise StoreError(f"{state.self_id} is {state.role}, not the leader")
+        _check(state.is_leader, DLedgerResponseCode.NOT_LEADER, f"{state.self_id} is {state.role}", state.leader_id)
         if BODY_OFFSET + len(body) > MAX_ENTRY_SIZE:
             raise StoreError(f"an entry of {BODY_OFFSET + len(body)} bytes is more than DLedger's {MAX_ENTRY_SIZE}")
         index, term = self.ledger_end_index + 1, state.current_term
         entry = encode_entry(body, index, term, 0)
         pos = self.data.pre_append(len(entry))
         set_entry_pos(entry, pos)
-        if hook is not None:
-            hook(entry, pos)
+        for each in (*self.append_hooks, hook) if hook is not None else self.append_hooks:
+            each(entry, pos)
         at = self.data.append(entry)
         if at != pos:
             raise StoreError(f"entry {index} went to {at}, not {pos}")
@@ -197,6 +201,58 @@ class DLedgerMmapFileStore:
         if self.ledger_begin_index == -1:
             self.ledger_begin_index = index
         return DLedgerEntry(index, term, pos, len(entry), bytes(entry[BODY_OFFSET:]))
+
+    def append_as_follower(self, entry: DLedgerEntry, leader_term: int, leader_id: str | None) -> DLedgerEntry:
+        """Write the leader's ``entry`` as it is (header fields included) at its own pos, as the log's next entry."""
+        self._check_follower(leader_term, leader_id)
+        _check(entry.index == self.ledger_end_index + 1, DLedgerResponseCode.INCONSISTENT_INDEX,
+               f"entry {entry.index} after {self.ledger_end_index}")
+        self._write_entry(entry)
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = entry.index
+        return entry
+
+    def truncate(self, entry: DLedgerEntry, leader_term: int, leader_id: str | None) -> int:
+        """DLedgerMmapFileStore.truncate: make the leader's ``entry`` this log's last one, dropping everything after
+        it (and writing it, unless the same entry is there already); returns its index."""
+        self._check_follower(leader_term, leader_id)
+        try:
+            existed = entry.same_as(self.get(entry.index))
+        except StoreError:
+            existed = False
+        data_end = entry.pos + entry.size if existed else entry.pos
+        if data_end != self.data.max_wrote_position:
+            log.warning("truncating at entry %d (pos %d), the data ends at %d: usual on a former leader",
+                        entry.index, data_end, self.data.max_wrote_position)
+        _truncate_or_rebuild(self.data, data_end)
+        _truncate_or_rebuild(self.index, entry.index * INDEX_UNIT_SIZE)
+        if existed:
+            self._append_index(entry.index, entry.pos, entry.size, entry.term)
+            self._set_ledger_end(entry.index, entry.term)
+        else:
+            self._write_entry(entry)
+        first = decode_entry_header(self.data.files[0].buffer, 0)
+        self.ledger_begin_index = first.index if first.magic == CURRENT_MAGIC else entry.index
+        if self.committed_index > entry.index:
+            self.committed_index, self.committed_pos = entry.index, entry.pos + entry.size
+        return entry.index
+
+    def _check_follower(self, leader_term: int, leader_id: str | None) -> None:
+        state = self.member_state
+        _check(state.role is Role.FOLLOWER, DLedgerResponseCode.NOT_FOLLOWER, f"role={state.role}", state.leader_id)
+        _check(leader_term == state.current_term, DLedgerResponseCode.INCONSISTENT_TERM,
+               f"term {leader_term} != {state.current_term}", state.leader_id)
+        _check(leader_id == state.leader_id, DLedgerResponseCode.INCONSISTENT_LEADER,
+               f"leaderId {leader_id} != {state.leader_id}", state.leader_id)
+
+    def _write_entry(self, entry: DLedgerEntry) -> None:
+        """Write a leader's entry at its pos, its index unit after it, and move the log's end to it."""
+        data = encode_entry(entry.body, entry.index, entry.term, entry.pos, entry.magic, entry.channel,
+                            entry.chain_crc, entry.body_crc)
+        at = self.data.append(data)
+        _check(at == entry.pos, DLedgerResponseCode.DISK_ERROR, f"entry {entry.index} went to {at}, not {entry.pos}")
+        self._append_index(entry.index, entry.pos, len(data), entry.term, entry.magic)
+        self._set_ledger_end(entry.index, entry.term)
 
     def _set_ledger_end(self, index: int, term: int) -> None:
         """The log's end, here and in the member state, whose votes show it (DLedger's updateLedgerIndexAndTerm)."""
@@ -230,6 +286,11 @@ class DLedgerMmapFileStore:
         index = min(index, self.ledger_end_index)
         pos, size = self.entry_pos_and_size(index)
         self.committed_index, self.committed_pos = index, pos + size
+        for listener in self.commit_listeners:
+            try:
+                listener(index)
+            except Exception:  # a listener's failure must not undo the commit nor stop replication
+                log.exception("commit listener %r failed at index %d", listener, index)
 
     # -- read -----------------------------------------------------------------------------------------------------
 
@@ -253,7 +314,8 @@ class DLedgerMmapFileStore:
         header = decode_entry_header(view)
         if header.pos != pos or header.index != index:
             raise StoreError(f"entry {index} at {pos} reads as entry {header.index} at {header.pos}")
-        return DLedgerEntry(header.index, header.term, header.pos, header.size, bytes(view[BODY_OFFSET:]))
+        return DLedgerEntry(header.index, header.term, header.pos, header.size, bytes(view[BODY_OFFSET:]),
+                            header.magic, header.channel, header.chain_crc, header.body_crc)
 
     # -- persist --------------------------------------------------------------------------------------------------
 
@@ -270,6 +332,15 @@ class DLedgerMmapFileStore:
         self.persist_checkpoint()
         self.data.close()
         self.index.close()
+
+
+def _truncate_or_rebuild(files: MmapFileList, offset: int) -> None:
+    """Cut ``files`` at ``offset``; when they do not reach it (a follower far behind), start them over there
+    (MmapFileList.rebuildWithPos)."""
+    files.truncate(offset)
+    if files.max_wrote_position != offset:
+        files.queue.delete_all()
+        files.queue.last_file_for_write(offset)
 
 
 def _walk_problem(header: EntryHeader, at: int, room: int, last_index: int, last_term: int) -> str | None:

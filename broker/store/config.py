@@ -102,6 +102,7 @@ class MessageStoreConfig:
     d_leger_self_id: str = ""  # this member's id among the peers
     preferred_leader_id: str = ""  # ids (";"-separated) DLedger hands leadership to when they can take it
     store_path_d_ledger_commit_log: str = ""  # "" means {store_path_root_dir}/dledger-<selfId>/data
+    enable_batch_push: bool = False  # a DLedger leader pushes several entries a request
 
     @property
     def commit_log_dir(self) -> str:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.common.errors import ConfigError, StoreError
+from broker.common.errors import ConfigError, DLedgerError, StoreError
 from broker.common.message import pack_host
 from broker.common.record import BLANK_MAGIC, decode_record, encode_record
 from broker.dledger.commit_log import DLedgerCommitLog, DLedgerSetup
@@ -24,6 +24,7 @@ from broker.dledger.layout import (
     encode_index_unit,
 )
 from broker.dledger.member_state import MemberState, Role
+from broker.dledger.protocol import DLedgerResponseCode
 from broker.dledger.store import DLedgerMmapFileStore
 from broker.store.config import MessageStoreConfig, parse_peers
 from broker.store.mapped_file import MappedFileQueue
@@ -142,8 +143,9 @@ def test_truncate_after_an_index(tmp_path: Path) -> None:
 def test_only_a_leader_appends(tmp_path: Path) -> None:
     store = open_store(tmp_path, leader=False)
     assert store.member_state.role is Role.CANDIDATE
-    with pytest.raises(StoreError, match="not the leader"):
+    with pytest.raises(DLedgerError, match="NOT_LEADER .* is CANDIDATE") as refused:
         store.append_as_leader(b"x")
+    assert refused.value.code == DLedgerResponseCode.NOT_LEADER
 
 
 def test_a_data_file_of_another_size_is_refused(tmp_path: Path) -> None:
