@@ -134,6 +134,17 @@ class RemotingConnectError(RemotingError, ConnectionError):
         self.address = address
 
 
+class DLedgerError(RmqError):
+    """A DLedger append (or request) refused with one of DLedger's response codes (``broker.dledger.protocol``'s
+    DLedgerResponseCode: NOT_LEADER, LEADER_PENDING_FULL, WAIT_QUORUM_ACK_TIMEOUT, ...); ``leader_id`` is the
+    leader this member knows, if any."""
+
+    def __init__(self, code: int, message: str, *, leader_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.leader_id = leader_id
+
+
 # -- metadata ---------------------------------------------------------------------------------------------------------
 
 

@@ -33,6 +33,11 @@ from broker.store.dispatch import (
 from broker.store.mapped_file import MappedFileQueue
 
 
+def set_record_offset(entry: bytearray, pos: int) -> None:
+    """DLedgerCommitLog's append hook: the record's PHYSICALOFFSET is where it lands, its entry's pos + 48."""
+    set_physical_offset(entry, pos + BODY_OFFSET, BODY_OFFSET)
+
+
 @dataclass(frozen=True, slots=True)
 class DLedgerSetup:
     """DLedgerConfig as RocketMQ's DLedgerCommitLog fills it from MessageStoreConfig."""
@@ -104,8 +109,7 @@ class DLedgerCommitLog:
         size = record_size(record)
         if size != len(record):
             raise StoreError(f"a record of {len(record)} bytes whose TOTALSIZE says {size}")
-        entry = self.store.append_as_leader(
-            record, lambda data, pos: set_physical_offset(data, pos + BODY_OFFSET, BODY_OFFSET))
+        entry = self.store.append_as_leader(record, set_record_offset)
         if len(self.setup.peers) == 1:
             self.store.update_committed_index(entry.term, entry.index)
         return PutRecordResult(entry.body_pos, size, entry)

@@ -48,3 +48,14 @@ class DLedgerConfig:
         config = cls(group=store.d_leger_group, self_id=store.d_leger_self_id, peers=store.d_leger_peer_map,
                      store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id)
         return dataclasses.replace(config, **timings)
+
+
+def slave_broker_id(self_id: str) -> int:
+    """The brokerId a member registers with as a slave (Apache's DLedgerCommitLog.getId): the number after the self
+    id's first character, plus one (n0: 1, n2: 3); a leader registers as 0. ConfigError for an id of another form,
+    where Apache's broker fails to start."""
+    number = self_id[1:]
+    if not number.isdigit() or not number.isascii():
+        raise ConfigError(f"dLegerSelfId {self_id!r} must be a letter and a number (n0, n1, ...): a follower's "
+                          "brokerId is that number + 1")
+    return int(number) + 1

@@ -1,4 +1,4 @@
-"""DLedgerServer: one member of a DLedger group, as far as the election goes: its state, its RPC, its elector.
+"""DLedgerServer: one member of a DLedger group: its state, its RPC, its elector, and the leader's append.
 
 The member loads its term and vote from ``currterm`` (``member_state``), listens on its peer address, and elects
 with the others. Requests meant for another member or group are refused before the elector sees them, with
@@ -7,6 +7,10 @@ UNKNOWN_MEMBER or UNKNOWN_GROUP and the leader this member knows, as DLedgerServ
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.common.errors import DLedgerError
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.elector import LeaderElector, RoleChangeHandler
 from broker.dledger.layout import member_dir
@@ -23,6 +27,15 @@ from broker.dledger.protocol import (
     VoteResponse,
 )
 from broker.dledger.rpc import DLedgerRpcService
+from broker.dledger.store import DLedgerMmapFileStore
+
+CommitListener = Callable[[int], None]  # hears the committed index each time it moves
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    index: int  # the entry's index
+    pos: int  # the entry's pos in the data files (its body, a CommitLog record, starts 48 bytes later)
 
 
 class DLedgerServer:
@@ -36,9 +49,13 @@ class DLedgerServer:
         >>> await server.start()  # doctest: +SKIP
     """
 
-    def __init__(self, config: DLedgerConfig, member_state: MemberState | None = None) -> None:
-        """``member_state``: the store's, when the log is open (its end goes into votes); else one of our own."""
+    def __init__(self, config: DLedgerConfig, member_state: MemberState | None = None,
+                 store: DLedgerMmapFileStore | None = None) -> None:
+        """``member_state``: the store's, when the log is open (its end goes into votes); else one of our own.
+        ``store``: the open log that ``append`` writes (a member without one only elects)."""
         self.config = config
+        self.store = store
+        self._commit_listeners: list[CommitListener] = []
         if member_state is None:
             member_state = MemberState(member_dir(config.store_base_dir, config.self_id), config.self_id)
             member_state.load()
@@ -50,10 +67,31 @@ class DLedgerServer:
     def add_role_change_handler(self, handler: RoleChangeHandler) -> None:
         self.elector.add_role_change_handler(handler)
 
+    def add_commit_listener(self, listener: CommitListener) -> None:
+        self._commit_listeners.append(listener)
+
     async def start(self) -> DLedgerServer:
         await self.rpc.start()
+        if self.member_state.is_leader:  # a group of one leads from the open: its handlers hear it as if elected
+            if self.store is not None:  # and it is a quorum of everything it holds
+                self.store.update_committed_index(self.member_state.current_term, self.store.ledger_end_index)
+            self.elector.change_role_to_leader(self.member_state.current_term)
         await self.elector.start()
         return self
+
+    async def append(self, body: bytes) -> AppendResult:
+        """Append ``body`` as the leader's next entry; returns once it is committed. This is the group of one's
+        append (an entry is committed as soon as it is in the local store); DLedgerError NOT_LEADER on another
+        member or with more than one member (no replication here)."""
+        state = self.member_state
+        if not state.is_leader or self.store is None or len(self.config.peers) != 1:
+            raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"{state.self_id} cannot append: it is {state.role}"
+                               f"{', leader ' + state.leader_id if state.leader_id else ''}", leader_id=state.leader_id)
+        entry = self.store.append_as_leader(body)
+        self.store.update_committed_index(entry.term, entry.index)
+        for listener in self._commit_listeners:
+            listener(self.store.committed_index)
+        return AppendResult(entry.index, entry.pos)
 
     async def stop(self) -> None:
         await self.elector.stop()

@@ -73,6 +73,8 @@ class DLedgerMmapFileStore:
         self.ledger_end_term = -1
         self.committed_index = -1
         self.committed_pos = -1
+        self.append_hook: AppendHook | None = None  # what a leader's appends use when they pass none (DLedger's
+        # appendHooks: DLedgerCommitLog's sets each record's PHYSICALOFFSET)
 
     @property
     def checkpoint_path(self) -> str:
@@ -177,7 +179,8 @@ class DLedgerMmapFileStore:
 
     def append_as_leader(self, body: bytes, hook: AppendHook | None = None) -> DLedgerEntry:
         """Append ``body`` as the next entry of the current term; ``hook`` may patch the entry once its pos is
-        known (before anything is written)."""
+        known (before anything is written); without one, ``append_hook``."""
+        hook = hook or self.append_hook
         state = self.member_state
         if not state.is_leader:
             raise StoreError(f"{state.self_id} is {state.role}, not the leader")
