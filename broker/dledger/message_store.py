@@ -23,6 +23,7 @@ import os
 import time
 
 from broker.common.errors import DLedgerError, StoreError
+from broker.common.record import MessageRecord
 from broker.dledger.commit_log import DLedgerCommitLog, DLedgerSetup, set_record_offset
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.layout import BODY_OFFSET
@@ -94,11 +95,11 @@ class DLedgerRecordLog(CommitLog):
     """The CommitLog face of a DLedger log: reads as CommitLog's, over ``DividedQueue``; encodes puts, which
     DLedgerMessageStore appends."""
 
-    def __init__(self, config: MessageStoreConfig, store_host: bytes, dledger: DLedgerCommitLog) -> None:
+    def __init__(self, config: MessageStoreConfig, store_host: bytes, dledger: DLedgerCommitLog,
+                 plain_queue: MappedFileQueue) -> None:
         super().__init__(config, store_host)
-        self.plain_queue = self.queue
         self.dledger = dledger
-        self.queue = DividedQueue(self.plain_queue, dledger)  # type: ignore[assignment]
+        self.queue = DividedQueue(plain_queue, dledger)  # type: ignore[assignment]
         self._scratch = bytearray(1 << 20)
 
     def encode(self, msgs: list[StoreMessage | EncodedRecord], store_ts: int) -> tuple[list[bytearray], list[int],
@@ -115,6 +116,14 @@ class DLedgerRecordLog(CommitLog):
         ends = [*record_offsets[1:], total]
         records = [self._scratch[start:end] for start, end in zip(record_offsets, ends, strict=True)]
         return records, queue_offsets, pending
+
+    def stored_record(self, msg: StoreMessage, append: AppendMessageResult, index: int = 0) -> MessageRecord:
+        """As CommitLog's, each record's size read from it: the records of a put lie in separate entries."""
+        offset = append.record_offsets[index]
+        size = self.size_at(offset) or 0
+        one = AppendMessageResult(offset, size, append.store_timestamp, [append.queue_offsets[index]], [offset],
+                                  append.store_host)
+        return super().stored_record(msg, one)
 
     def put(self, msgs: list[StoreMessage | EncodedRecord]) -> AppendMessageResult:
         raise StoreError("a DLedger CommitLog is written through DLedgerMessageStore.put_messages_async")
@@ -146,7 +155,8 @@ class DLedgerMessageStore(MessageStore):
         self.dledger = DLedgerCommitLog(DLedgerSetup.from_store_config(config))
         self.dledger.store.append_hook = set_record_offset
         self.server = DLedgerServer(dledger_config, self.dledger.member_state, self.dledger.store)
-        self.commit_log = DLedgerRecordLog(self.config, store_host, self.dledger)
+        self.plain_log = self.commit_log  # the CommitLog written before DLedger mode, if any: read below the divide
+        self.commit_log = DLedgerRecordLog(self.config, store_host, self.dledger, self.plain_log.queue)
         self.reput = self.dispatch = DLedgerReput(self.dledger, self.reput)
         self.server.add_commit_listener(lambda _index: self.dispatch.wakeup())
         self._put_lock = asyncio.Lock()
@@ -167,11 +177,11 @@ class DLedgerMessageStore(MessageStore):
         os.makedirs(config.store_path_root_dir, exist_ok=True)
         last_exit_ok = not os.path.exists(config.abort_path)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
-        plain = self.commit_log.plain_queue
+        plain = self.plain_log.queue
         plain.load()
         if plain.files:  # the CommitLog written before DLedger mode: ends at its last whole record
             start = plain.files[max(len(plain.files) - _NORMAL_RECOVERY_FILES, 0)].file_from_offset
-            plain.truncate(valid_end(_PlainView(plain), start))
+            plain.truncate(valid_end(self.plain_log, start))
         self.consume_queues.load()
         if self.index is not None:
             self.index.load(last_exit_ok, self.checkpoint.value.index_msg_timestamp)
@@ -240,11 +250,4 @@ class DLedgerMessageStore(MessageStore):
         offsets = [o.pos + BODY_OFFSET for o in outcomes]  # type: ignore[union-attr]
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             offsets[0], sum(len(r) for r in records), store_ts, queue_offsets, offsets, log_.store_host))
-
-
-class _PlainView:
-    """What recovery's ``valid_end`` reads of the old CommitLog: its files."""
-
-    def __init__(self, queue: MappedFileQueue) -> None:
-        self.queue = queue
 

@@ -84,9 +84,14 @@ class DLedgerServer:
         append (an entry is committed as soon as it is in the local store); DLedgerError NOT_LEADER on another
         member or with more than one member (no replication here)."""
         state = self.member_state
-        if not state.is_leader or self.store is None or len(self.config.peers) != 1:
-            raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"{state.self_id} cannot append: it is {state.role}"
-                               f"{', leader ' + state.leader_id if state.leader_id else ''}", leader_id=state.leader_id)
+        if not state.is_leader or self.store is None:
+            raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"{state.self_id} is {state.role.name}, not the leader"
+                               f"{' (the leader is ' + state.leader_id + ')' if state.leader_id else ''}",
+                               leader_id=state.leader_id)
+        if len(self.config.peers) != 1:
+            raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"{state.self_id} leads a group of "
+                               f"{len(self.config.peers)}, and this build replicates to no other member",
+                               leader_id=state.leader_id)
         entry = self.store.append_as_leader(body)
         self.store.update_committed_index(entry.term, entry.index)
         for listener in self._commit_listeners:

@@ -1,0 +1,265 @@
+"""Brokers in DLedger mode (enableDLegerCommitLog=true), in this process on loopback with one NameServer and short
+DLedger timings (heartbeats every 100 ms, a new election after 3 missed).
+
+A group of one: our Producer and LitePullConsumer send and read, its schedule service delivers a delayed message; a
+restart keeps messages and queue offsets. Bad DLedger keys stop the start with errors that name them. A group of
+three: exactly one member registers as master (brokerId 0) and runs the master-only services (delayed delivery,
+transaction checks), the two others register as slaves (brokerId = their self id's number + 1), refuse SEND as
+Apache's slave does (SYSTEM_BUSY, [REJECTREQUEST]) and copy the master's topics; stopping the master moves all of it
+to another member, and clients' routes follow.
+
+Writes in the group of three need DLedger's replication, which is not in this slice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.client import LitePullConfig, LitePullConsumer, Message, Producer, SendStatus
+from broker.client.blocking import BlockingClient
+from broker.client.protocol import create_topic_request, send_message_header, send_message_request
+from broker.common.errors import ConfigError
+from broker.common.message import MessageQueue
+from broker.common.topic import TopicConfig
+from broker.namesrv.config import NamesrvConfig
+from broker.namesrv.server import NamesrvController
+from broker.remoting.client import RemotingClient
+from broker.remoting.codes import ResponseCode
+from broker.remoting.route import TopicRouteData
+from broker.remoting.server import REJECT_REQUEST_REMARK
+from broker.server.broker_controller import BrokerController
+from broker.server.config import load_broker_config
+from broker.store.config import BrokerRole
+from broker.tools.local_cluster import free_port
+from tests.helpers import client_config, mqadmin_ok, run
+from tests.integration.in_process import broker_configs
+
+TIMINGS = {"heart_beat_time_interval_ms": 100, "max_heart_beat_leak": 3, "min_vote_interval_ms": 50,
+           "max_vote_interval_ms": 150}
+ROLE_TIMEOUT_S = 15.0
+SYNC_MS = 1000  # slaveSynchronizeInterval: a follower copies its master's metadata every second
+
+
+def dledger_store(peers: dict[str, int], self_id: str) -> dict[str, object]:
+    return {"enable_d_leger_commit_log": True, "d_leger_group": "broker-a", "d_leger_self_id": self_id,
+            "d_leger_peers": ";".join(f"{member}-127.0.0.1:{port}" for member, port in peers.items())}
+
+
+def member(tmp: Path, namesrv: str, peers: dict[str, int], self_id: str, port: int | None = None,
+           **fields: object) -> BrokerController:
+    broker, store = broker_configs(tmp / self_id, port, namesrv_addr=namesrv, store=dledger_store(peers, self_id),
+                                   slave_synchronize_interval=SYNC_MS, **fields)
+    broker.change_role(-1, broker.broker_role)  # as load_broker_config makes it in DLedger mode
+    return BrokerController(broker, store, bind_host="127.0.0.1", dledger_timings=TIMINGS)
+
+
+@contextlib.asynccontextmanager
+async def namesrv_running(tmp: Path) -> AsyncIterator[NamesrvController]:
+    namesrv = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
+                                              kv_config_path=str(tmp / "kvConfig.json")))
+    await namesrv.start()
+    try:
+        yield namesrv
+    finally:
+        await namesrv.stop()
+
+
+async def until(condition, what: str, timeout: float = ROLE_TIMEOUT_S):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        await asyncio.sleep(0.05)
+    return value
+
+
+def master_of(controllers: list[BrokerController]) -> BrokerController | None:
+    masters = [c for c in controllers if c.started and c.broker_config.broker_id == 0]
+    return masters[0] if len(masters) == 1 else None
+
+
+async def registered(namesrv: NamesrvController) -> dict[int, str]:
+    """broker-a's {brokerId: address} as the NameServer routes it (mqadmin clusterList, run beside the loop)."""
+    out = await asyncio.to_thread(mqadmin_ok, "clusterList", "-n", namesrv.address)
+    rows = [line.split() for line in out.splitlines() if "broker-a" in line]
+    return {int(row[2]): row[3] for row in rows}
+
+
+# -- a group of one -------------------------------------------------------------------------------------------------
+
+
+def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_path: Path) -> None:
+    peers = {"n0": free_port()}
+
+    async def send_and_read(namesrv: NamesrvController, count: int, start: int) -> list[int]:
+        async with Producer("dl_pg", client_config=client_config(namesrv.address, "p")) as producer:
+            results = [await producer.send(Message("DLedgerTopic", b"body-%d" % (start + i), keys=[f"k{start + i}"]))
+                       for i in range(count)]
+        assert {r.send_status for r in results} == {SendStatus.SEND_OK}
+        config = LitePullConfig(auto_commit=False)
+        async with LitePullConsumer("dl_cg", config=config,
+                                    client_config=client_config(namesrv.address, "c")) as consumer:
+            queues = await consumer.fetch_message_queues("DLedgerTopic")
+            consumer.assign(queues)
+            for mq in queues:
+                await consumer.seek(mq, 0)
+            got = []
+            deadline = time.monotonic() + 10
+            while len(got) < start + count and time.monotonic() < deadline:
+                got += await consumer.poll(500)
+        assert sorted(m.body for m in got) == sorted(b"body-%d" % i for i in range(start + count))
+        by_id = {m.offset_msg_id: m for m in got}
+        for result in results:  # each message where its send said, with the queue offset it said
+            assert by_id[result.offset_msg_id].queue_offset == result.queue_offset
+        return [r.queue_offset for r in results]
+
+    async def scenario() -> None:
+        async with namesrv_running(tmp_path) as namesrv:
+            broker = member(tmp_path, namesrv.address, peers, "n0")
+            await broker.start()
+            try:
+                master = await until(lambda: master_of([broker]), "the member of a group of one becomes master")
+                assert master.broker_config.broker_role is BrokerRole.SYNC_MASTER
+                assert await registered(namesrv) == {0: broker.broker_addr}
+                await send_and_read(namesrv, 12, 0)
+                await check_delayed_delivery(namesrv)
+            finally:
+                await broker.shutdown()
+            port = broker.broker_config.listen_port
+            again = member(tmp_path, namesrv.address, peers, "n0", port)
+            await again.start()
+            try:
+                await until(lambda: master_of([again]), "master again after the restart")
+                offsets = await send_and_read(namesrv, 8, 12)
+                assert sum(1 for o in offsets if o >= 1) == len(offsets)  # queue offsets went on from the old ones
+            finally:
+                await again.shutdown()
+
+    run(scenario())
+
+
+async def check_delayed_delivery(namesrv: NamesrvController) -> None:
+    """The master's schedule service delivers a delayed message (level 1: 1 s) through the DLedger put."""
+    msg = Message("DLedgerDelayed", b"later")
+    msg.delay_time_level = 1
+    async with Producer("dl_pg_delay", client_config=client_config(namesrv.address, "pd")) as producer:
+        sent = await producer.send(msg)
+    assert sent.send_status is SendStatus.SEND_OK
+    sent_at = time.monotonic()
+    async with LitePullConsumer("dl_cg_delay", config=LitePullConfig(auto_commit=False),
+                                client_config=client_config(namesrv.address, "cd")) as consumer:
+        consumer.assign([sent.message_queue])
+        await consumer.seek(sent.message_queue, 0)
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = await consumer.poll(500)
+    assert [m.body for m in got] == [b"later"] and time.monotonic() - sent_at > 0.5
+
+
+@pytest.mark.parametrize("peers, self_id, message", [
+    ("n0-127.0.0.1:40911;n1-127.0.0.1:40912", "n2", "dLegerSelfId 'n2' is not among dLegerPeers"),
+    ("n0-127.0.0.1:40911;n1:40912", "n0", "dLegerPeers: 'n1:40912' is not id-host:port"),
+    ("a-127.0.0.1:40911", "a", "dLegerSelfId 'a' must be a letter and a number"),
+])
+def test_bad_dledger_keys_stop_the_start_with_an_error_naming_them(tmp_path: Path, peers: str, self_id: str,
+                                                                   message: str) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text(f"enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerPeers={peers}\n"
+                    f"dLegerSelfId={self_id}\nstorePathRootDir={tmp_path / 'store'}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_broker_config(path)
+
+
+def test_a_dledger_broker_starts_without_an_id_until_elected(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerPeers=n0-127.0.0.1:40911\n"
+                    f"dLegerSelfId=n0\nbrokerId=0\nstorePathRootDir={tmp_path / 'store'}\n")
+    broker, store = load_broker_config(path)
+    assert (broker.broker_id, store.enable_d_leger_commit_log) == (-1, True)  # as BrokerStartup sets it
+
+
+# -- a group of three -------------------------------------------------------------------------------------------------
+
+
+def test_group_of_three_has_one_master_whose_role_and_services_move_when_it_stops(tmp_path: Path) -> None:
+    peers = {f"n{i}": free_port() for i in range(3)}
+
+    async def scenario() -> None:
+        async with namesrv_running(tmp_path) as namesrv:
+            members = [member(tmp_path, namesrv.address, peers, self_id) for self_id in peers]
+            await asyncio.gather(*(m.start() for m in members))
+            try:
+                await check_roles(namesrv, members)
+                master = master_of(members)
+                assert master is not None
+                await check_follower_refuses_send(members, master)
+                await check_followers_copy_topics(members, master)
+                await master.shutdown()  # the group elects another; it serves as master and registers as 0
+                rest = [m for m in members if m is not master]
+                await until(lambda: master_of(rest), "another member becomes master")
+                await check_roles(namesrv, rest)
+                route = await asyncio.to_thread(route_of, namesrv.address, "DLedgerShared")
+                assert route.broker_datas[0].broker_addrs[0] == master_of(rest).broker_addr
+            finally:
+                await asyncio.gather(*(m.shutdown() for m in members))
+
+    run(scenario(), timeout=90)
+
+
+def route_of(namesrv_addr: str, topic: str) -> TopicRouteData:
+    with BlockingClient(namesrv_addr) as client:
+        return client.get_route(topic, refresh=True)
+
+
+async def check_roles(namesrv: NamesrvController, members: list[BrokerController]) -> None:
+    """One master (brokerId 0, SYNC_MASTER) with the master-only services, the others slaves under their DLedger
+    brokerId without them; the NameServer lists exactly those ids."""
+    master = await until(lambda: master_of(members), "one master")
+    slaves = [m for m in members if m is not master]
+    await until(lambda: all(m.broker_config.broker_role is BrokerRole.SLAVE for m in slaves), "the others slaves")
+    assert master.broker_config.broker_role is BrokerRole.SYNC_MASTER
+    ids = {m.broker_config.broker_id for m in slaves}
+    expected_ids = {int(m.store.dledger.setup.self_id[1:]) + 1 for m in slaves}
+    assert ids == expected_ids
+    assert master.schedule_message_service.started and master.transactional_message_check_service.active
+    assert not any(m.schedule_message_service.started or m.transactional_message_check_service.active
+                   for m in slaves)
+    want = {0: master.broker_addr, **{m.broker_config.broker_id: m.broker_addr for m in slaves}}
+    await until_async(lambda: registered(namesrv), want, "the NameServer lists the roles")
+    for broker, active in ((master, "true"), (slaves[0], "false")):  # brokerActive: the master-only services run
+        status = await asyncio.to_thread(mqadmin_ok, "brokerStatus", "-b", broker.broker_addr)
+        assert re.search(rf"^brokerActive\s*:\s*{active}$", status, re.M), status
+
+
+async def until_async(read, want, what: str, timeout: float = ROLE_TIMEOUT_S) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while (seen := await read()) != want:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: {seen} != {want}")
+        await asyncio.sleep(0.2)
+
+
+async def check_follower_refuses_send(members: list[BrokerController], master: BrokerController) -> None:
+    follower = next(m for m in members if m is not master)
+    msg = Message("DLedgerShared", b"refused")
+    header = send_message_header("pg", msg, MessageQueue("DLedgerShared", "broker-a", 0), 0, batch=False)
+    async with RemotingClient() as client:
+        response = await client.invoke(follower.broker_addr, send_message_request(header, msg.body), 3000)
+    assert (response.code, response.remark) == (ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)  # Apache's slave
+
+
+async def check_followers_copy_topics(members: list[BrokerController], master: BrokerController) -> None:
+    async with RemotingClient() as client:
+        response = await client.invoke(master.broker_addr, create_topic_request(TopicConfig("DLedgerShared")), 3000)
+    assert response.code == ResponseCode.SUCCESS
+    followers = [m for m in members if m is not master]
+    await until(lambda: all(f.topic_config_manager.contains_topic("DLedgerShared") for f in followers),
+                "the followers copy the master's topic")
