@@ -160,11 +160,12 @@ class BrokerConfig:
     def effective_register_name_server_period(self) -> int:
         return max(10_000, min(self.register_name_server_period, 60_000))
 
-    def log_settings(self) -> LogSettings:
-        """The log files' settings; with isolateLogEnable, under {brokerName}_{brokerId} as Apache's are."""
+    def log_settings(self, d_leger_self_id: str = "") -> LogSettings:
+        """The log files' settings; with isolateLogEnable, under {brokerName}_{brokerId} as Apache's are, or
+        {brokerName}_{dLegerSelfId} in DLedger mode (whose brokerId changes with the elections)."""
         log_dir = self.log_dir
         if self.isolate_log_enable:
-            log_dir = os.path.join(log_dir, f"{self.broker_name}_{self.broker_id}")
+            log_dir = os.path.join(log_dir, f"{self.broker_name}_{d_leger_self_id or self.broker_id}")
         return LogSettings(log_dir, self.log_max_file_size, self.log_max_index, self.log_console_level)
 
     def delay_level_table(self) -> tuple[int, ...]:

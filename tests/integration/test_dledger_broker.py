@@ -18,14 +18,22 @@ import contextlib
 import re
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from broker.client import LitePullConfig, LitePullConsumer, Message, Producer, SendStatus
 from broker.client.blocking import BlockingClient
-from broker.client.protocol import create_topic_request, send_message_header, send_message_request
+from broker.client.blocking_remoting import BlockingRemotingClient
+from broker.client.protocol import (
+    cluster_info_request,
+    create_topic_request,
+    send_message_header,
+    send_message_request,
+)
 from broker.common.errors import ConfigError
+from broker.common.fastjson import decode_json
 from broker.common.message import MessageQueue
 from broker.common.topic import TopicConfig
 from broker.namesrv.config import NamesrvConfig
@@ -39,6 +47,7 @@ from broker.server.config import load_broker_config
 from broker.store.config import BrokerRole
 from broker.tools.local_cluster import free_port
 from tests.helpers import client_config, mqadmin_ok, run
+from tests.integration.cluster import REPO, ServerProcess, start_broker, start_namesrv
 from tests.integration.in_process import broker_configs
 
 TIMINGS = {"heart_beat_time_interval_ms": 100, "max_heart_beat_leak": 3, "min_vote_interval_ms": 50,
@@ -178,12 +187,12 @@ def test_bad_dledger_keys_stop_the_start_with_an_error_naming_them(tmp_path: Pat
         load_broker_config(path)
 
 
-def test_a_dledger_broker_starts_without_an_id_until_elected(tmp_path: Path) -> None:
-    path = tmp_path / "broker.conf"
-    path.write_text("enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerPeers=n0-127.0.0.1:40911\n"
-                    f"dLegerSelfId=n0\nbrokerId=0\nstorePathRootDir={tmp_path / 'store'}\n")
-    broker, store = load_broker_config(path)
-    assert (broker.broker_id, store.enable_d_leger_commit_log) == (-1, True)  # as BrokerStartup sets it
+def test_the_shipped_group_of_three_loads_with_no_broker_id_until_elected() -> None:
+    loaded = [load_broker_config(REPO / "conf" / "dledger" / f"broker-n{i}.conf") for i in range(3)]
+    assert [(b.broker_id, s.enable_d_leger_commit_log, s.d_leger_self_id) for b, s in loaded] == [
+        (-1, True, f"n{i}") for i in range(3)]  # -1 as BrokerStartup sets it
+    assert len({s.d_leger_peers for _, s in loaded}) == 1 and len({b.listen_port for b, _ in loaded}) == 3
+    assert len({s.store_path_root_dir for _, s in loaded}) == 3
 
 
 # -- a group of three -------------------------------------------------------------------------------------------------
@@ -263,3 +272,49 @@ async def check_followers_copy_topics(members: list[BrokerController], master: B
     followers = [m for m in members if m is not master]
     await until(lambda: all(f.topic_config_manager.contains_topic("DLedgerShared") for f in followers),
                 "the followers copy the master's topic")
+
+
+# -- real processes, DLedger's own timings -----------------------------------------------------------------------------
+
+
+def test_processes_elect_register_and_fail_over_when_the_master_is_killed(tmp_path: Path) -> None:
+    """Three ``python -m broker`` processes with DLedger's default timings (2 s heartbeats): one registers as master;
+    once it is killed (no unregistering), another registers as master, and the last one stays a slave."""
+    namesrv = start_namesrv(tmp_path / "namesrv")
+    peers = {f"n{i}": free_port() for i in range(3)}
+    peer_keys = ";".join(f"{member}-127.0.0.1:{port}" for member, port in peers.items())
+
+    def start(self_id: str) -> ServerProcess:
+        return start_broker(tmp_path / self_id, namesrv.addr, enableDLegerCommitLog="true",
+                            dLegerGroup="broker-a", dLegerPeers=peer_keys, dLegerSelfId=self_id)
+
+    with ThreadPoolExecutor(3) as pool:  # each is ready once registered, which takes the group's election
+        brokers = list(pool.map(start, peers))
+    try:
+        ids = wait_for_ids(namesrv.addr, lambda ids: len(ids) == 3 and 0 in ids)
+        master = next(b for b in brokers if b.addr == ids[0])
+        assert set(ids) == {0} | {int(self_id[1:]) + 1 for self_id, b in zip(peers, brokers, strict=True)
+                                  if b is not master}
+        master.kill()
+        after = wait_for_ids(namesrv.addr, lambda ids: len(ids) == 2 and 0 in ids and ids[0] != master.addr)
+        assert set(after.values()) == {b.addr for b in brokers if b is not master}
+    finally:
+        for broker in brokers:
+            if broker.alive():
+                broker.stop()
+        namesrv.stop()
+
+
+def wait_for_ids(namesrv_addr: str, done, timeout: float = 30.0) -> dict[int, str]:  # noqa: ANN001
+    """broker-a's {brokerId: address} in the NameServer's cluster info, once ``done`` says so."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with BlockingRemotingClient(namesrv_addr) as client:
+            response = client.invoke(cluster_info_request(), 2000)
+        addrs = decode_json(response.body.decode())["brokerAddrTable"].get("broker-a", {}).get("brokerAddrs", {})
+        ids = {int(k): v for k, v in addrs.items()}
+        if done(ids):
+            return ids
+        if time.monotonic() > deadline:
+            raise AssertionError(f"broker-a's ids at the NameServer: {ids}")
+        time.sleep(0.2)
