@@ -25,15 +25,12 @@ import pytest
 
 from broker.client import LitePullConfig, LitePullConsumer, Message, Producer, SendStatus
 from broker.client.blocking import BlockingClient
-from broker.client.blocking_remoting import BlockingRemotingClient
 from broker.client.protocol import (
-    cluster_info_request,
     create_topic_request,
     send_message_header,
     send_message_request,
 )
 from broker.common.errors import ConfigError
-from broker.common.fastjson import decode_json
 from broker.common.message import MessageQueue
 from broker.common.topic import TopicConfig
 from broker.namesrv.config import NamesrvConfig
@@ -46,7 +43,7 @@ from broker.server.broker_controller import BrokerController
 from broker.server.config import load_broker_config
 from broker.store.config import BrokerRole
 from broker.tools.local_cluster import free_port
-from tests.helpers import client_config, mqadmin_ok, run
+from tests.helpers import broker_ids, client_config, mqadmin_ok, run
 from tests.integration.cluster import REPO, ServerProcess, start_broker, start_namesrv
 from tests.integration.in_process import broker_configs
 
@@ -306,15 +303,10 @@ def test_processes_elect_register_and_fail_over_when_the_master_is_killed(tmp_pa
 
 
 def wait_for_ids(namesrv_addr: str, done, timeout: float = 30.0) -> dict[int, str]:  # noqa: ANN001
-    """broker-a's {brokerId: address} in the NameServer's cluster info, once ``done`` says so."""
+    """broker-a's {brokerId: address} at the NameServer, once ``done`` says so."""
     deadline = time.monotonic() + timeout
-    while True:
-        with BlockingRemotingClient(namesrv_addr) as client:
-            response = client.invoke(cluster_info_request(), 2000)
-        addrs = decode_json(response.body.decode())["brokerAddrTable"].get("broker-a", {}).get("brokerAddrs", {})
-        ids = {int(k): v for k, v in addrs.items()}
-        if done(ids):
-            return ids
+    while not done(ids := broker_ids(namesrv_addr, "broker-a")):
         if time.monotonic() > deadline:
             raise AssertionError(f"broker-a's ids at the NameServer: {ids}")
         time.sleep(0.2)
+    return ids
