@@ -36,12 +36,10 @@ from broker.store.dispatch import DISPATCH_BATCH, ReputMessageService
 from broker.store.flush import FlushConsumeQueueService, FlushRealTimeService
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.message_store import MessageStore
-from broker.store.recovery import valid_end
+from broker.store.recovery import NORMAL_RECOVERY_FILES, valid_end
 from broker.store.results import AppendMessageResult, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
-
-_NORMAL_RECOVERY_FILES = 3
 
 # DLedgerCommitLog.asyncPutMessage: the code an append answered with, as the put's status
 _AFTER_APPEND = {DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
@@ -162,7 +160,7 @@ class DLedgerMessageStore(MessageStore):
         self._put_lock = asyncio.Lock()
 
     @property
-    def committed(self) -> bool:
+    def caught_up(self) -> bool:
         """Every entry of the log is committed and dispatched: what a new leader waits for before it serves as a
         master (DLedgerRoleChangeHandler)."""
         store = self.dledger.store
@@ -180,7 +178,7 @@ class DLedgerMessageStore(MessageStore):
         plain = self.plain_log.queue
         plain.load()
         if plain.files:  # the CommitLog written before DLedger mode: ends at its last whole record
-            start = plain.files[max(len(plain.files) - _NORMAL_RECOVERY_FILES, 0)].file_from_offset
+            start = plain.files[max(len(plain.files) - NORMAL_RECOVERY_FILES, 0)].file_from_offset
             plain.truncate(valid_end(self.plain_log, start))
         self.consume_queues.load()
         if self.index is not None:

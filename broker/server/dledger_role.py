@@ -73,7 +73,7 @@ class DLedgerRoleChangeHandler:
             await controller.change_to_slave(self.broker_id)
         elif role is Role.LEADER:
             dledger = self.store.dledger.store
-            while dledger.ledger_end_index != -1 and not self.store.committed:
+            while dledger.ledger_end_index != -1 and not self.store.caught_up:
                 if not dledger.member_state.is_leader:
                     return False
                 await asyncio.sleep(COMMIT_POLL_S)

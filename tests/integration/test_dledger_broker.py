@@ -51,6 +51,7 @@ TIMINGS = {"heart_beat_time_interval_ms": 100, "max_heart_beat_leak": 3, "min_vo
            "max_vote_interval_ms": 150}
 ROLE_TIMEOUT_S = 15.0
 SYNC_MS = 1000  # slaveSynchronizeInterval: a follower copies its master's metadata every second
+CHECK_MS = 100  # transactionCheckInterval: the master's check rounds, counted
 
 
 def dledger_store(peers: dict[str, int], self_id: str) -> dict[str, object]:
@@ -61,7 +62,7 @@ def dledger_store(peers: dict[str, int], self_id: str) -> dict[str, object]:
 def member(tmp: Path, namesrv: str, peers: dict[str, int], self_id: str, port: int | None = None,
            **fields: object) -> BrokerController:
     broker, store = broker_configs(tmp / self_id, port, namesrv_addr=namesrv, store=dledger_store(peers, self_id),
-                                   slave_synchronize_interval=SYNC_MS, **fields)
+                                   slave_synchronize_interval=SYNC_MS, transaction_check_interval=CHECK_MS, **fields)
     broker.change_role(-1, broker.broker_role)  # as load_broker_config makes it in DLedger mode
     return BrokerController(broker, store, bind_host="127.0.0.1", dledger_timings=TIMINGS)
 
@@ -235,9 +236,11 @@ async def check_roles(namesrv: NamesrvController, members: list[BrokerController
     ids = {m.broker_config.broker_id for m in slaves}
     expected_ids = {int(m.store.dledger.setup.self_id[1:]) + 1 for m in slaves}
     assert ids == expected_ids
-    assert master.schedule_message_service.started and master.transactional_message_check_service.active
-    assert not any(m.schedule_message_service.started or m.transactional_message_check_service.active
-                   for m in slaves)
+    assert master.schedule_message_service.started and not any(m.schedule_message_service.started for m in slaves)
+    rounds = [m.transactional_message_check_service.rounds for m in members]
+    await asyncio.sleep(3 * CHECK_MS / 1000)
+    assert [m.transactional_message_check_service.rounds > r for m, r in zip(members, rounds, strict=True)] == [
+        m is master for m in members]  # transaction checks run on the master only
     want = {0: master.broker_addr, **{m.broker_config.broker_id: m.broker_addr for m in slaves}}
     await until_async(lambda: registered(namesrv), want, "the NameServer lists the roles")
     for broker, active in ((master, "true"), (slaves[0], "false")):  # brokerActive: the master-only services run
