@@ -74,6 +74,9 @@ def _waits_for_slaves(first: StoreMessage | EncodedRecord) -> bool:
     return props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
 CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
+# A DLedger follower syncs its master's metadata every 10 s, whatever slaveSynchronizeInterval says (Apache's
+# DLedgerRoleChangeHandler); a shorter slaveSynchronizeInterval is kept (tests use one).
+DLEDGER_SYNC_INTERVAL_MS = 10_000
 
 
 class BrokerController:
@@ -93,7 +96,9 @@ class BrokerController:
                               if store_config.enable_d_leger_commit_log else None)
         self.store = self.dledger_store or MessageStore(store_config, store_host)
         # -- replication (broker/replication): slaves connect to haListenPort; a SLAVE follows its master
-        self.ha_service = HAService(self.store, store_config, broker_config.broker_role, bind_host)
+        # (never started in DLedger mode, whose members copy entries through DLedger: no HA client either)
+        ha_role = broker_config.broker_role if self.dledger_store is None else BrokerRole.ASYNC_MASTER
+        self.ha_service = HAService(self.store, store_config, ha_role, bind_host)
         self._sync_master = broker_config.broker_role is BrokerRole.SYNC_MASTER
         self.topic_config_manager = TopicConfigManager(broker_config, root, on_topic_created=self._topic_created)
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
@@ -125,7 +130,9 @@ class BrokerController:
         # -- master and slave: a slave copies its master's metadata (broker/server/slave_synchronize.py)
         self.slave_synchronize = SlaveSynchronize(
             broker_addr=self.broker_addr, client=self.outer_client,
-            interval_ms=broker_config.slave_synchronize_interval, topic_config_manager=self.topic_config_manager,
+            interval_ms=(broker_config.slave_synchronize_interval if self.dledger_store is None
+                         else min(broker_config.slave_synchronize_interval, DLEDGER_SYNC_INTERVAL_MS)),
+            topic_config_manager=self.topic_config_manager,
             consumer_offset_manager=self.consumer_offset_manager,
             subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service)
