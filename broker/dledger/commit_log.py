@@ -125,6 +125,22 @@ class DLedgerCommitLog:
         """The end of the committed entries: what readers and dispatch may see."""
         return max(self.store.committed_pos, self.store.data.min_offset)
 
+    def entry_start(self, offset: int) -> int:
+        """The pos of the entry holding data offset ``offset`` (a record's PHYSICALOFFSET, which an index file's
+        offsets are, or an entry's own pos): where dispatch may begin. ``offset`` itself outside every entry."""
+        store = self.store
+        low, high = store.ledger_begin_index, store.ledger_end_index
+        while 0 <= low <= high:
+            middle = (low + high) // 2
+            pos, size = store.entry_pos_and_size(middle)
+            if offset < pos:
+                high = middle - 1
+            elif offset >= pos + size:
+                low = middle + 1
+            else:
+                return pos
+        return offset
+
     def get_message(self, offset: int, size: int) -> memoryview | None:
         """The ``size`` bytes of the record at PHYSICALOFFSET ``offset`` (an entry's pos + 48), if committed."""
         if offset + size > self.max_offset:

@@ -190,7 +190,8 @@ class DLedgerMessageStore(MessageStore):
         reput_from = self.consume_queues.max_physic_offset
         if self.index is not None:
             reput_from = min(reput_from, self.index.truncate(end))
-        self.reput.reput_from_offset = max(min(reput_from, end), self.dledger.min_offset)
+        # an index file's offsets are records' (an entry's pos + 48): dispatch starts at the entry holding one
+        self.reput.reput_from_offset = self.dledger.entry_start(max(min(reput_from, end), self.dledger.min_offset))
         self.reput.do_reput()
         self.recover_topic_queue_table()
         self.commit_log.last_store_timestamp = max(self.reput.last_store_timestamp,

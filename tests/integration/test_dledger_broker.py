@@ -313,3 +313,29 @@ def wait_for_ids(namesrv_addr: str, done, timeout: float = 30.0) -> dict[int, st
             raise AssertionError(f"broker-a's ids at the NameServer: {ids}")
         time.sleep(0.2)
     return ids
+
+
+def test_a_killed_group_of_one_restarts_with_every_acknowledged_message(tmp_path: Path) -> None:
+    """SIGKILL after the sends (no shutdown: DLedger's checkpoint and the store's are stale, the abort file is left);
+    the restarted member recovers the log, commits what it holds, dispatches it and takes sends again, each queue
+    going on from its last offset."""
+    namesrv = start_namesrv(tmp_path / "namesrv")
+    keys = {"enableDLegerCommitLog": "true", "dLegerGroup": "broker-a", "dLegerPeers": f"n0-127.0.0.1:{free_port()}",
+            "dLegerSelfId": "n0", "defaultTopicQueueNums": 2}
+    broker = start_broker(tmp_path / "first", namesrv.addr, store_dir=tmp_path / "store", **keys)
+    try:
+        with BlockingClient(namesrv.addr) as client:
+            sent = [client.send(Message("DLedgerKilled", b"m%d" % i)) for i in range(40)]
+            batch = client.send_batch([Message("DLedgerKilled", b"b%d" % i) for i in range(5)], sent[0].message_queue)
+        broker.kill()
+        broker = start_broker(tmp_path / "again", namesrv.addr, store_dir=tmp_path / "store",
+                              port=int(broker.addr.rsplit(":", 1)[1]), **keys)
+        with BlockingClient(namesrv.addr) as client:
+            queues = sorted({r.message_queue for r in sent}, key=lambda mq: mq.queue_id)
+            stored = {m.body for mq in queues for m in client.pull(mq, 0, 64, decode=True).messages}
+            assert stored == {b"m%d" % i for i in range(40)} | {b"b%d" % i for i in range(5)}
+            after = client.send(Message("DLedgerKilled", b"after"), sent[0].message_queue)
+            assert after.queue_offset == batch.queue_offset + 5
+    finally:
+        broker.close()
+        namesrv.close()

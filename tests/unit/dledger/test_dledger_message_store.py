@@ -64,6 +64,9 @@ def test_a_put_of_several_messages_is_an_entry_each_with_its_queue_offset(store:
     assert result.append.queue_offsets == [0, 0, 1, 1, 2]
     entries = [store.dledger.store.get(i) for i in range(5)]
     assert result.append.record_offsets == [e.pos + BODY_OFFSET for e in entries]
+    end = entries[-1].pos + entries[-1].size
+    assert [store.dledger.entry_start(o) for o in (*result.append.record_offsets, entries[2].pos, end)] == [
+        *(e.pos for e in entries), entries[2].pos, end]  # where dispatch may begin, from a record's offset too
     for i, msg in enumerate(msgs):  # what the put says it stored is what reads find
         stored = store.stored_record(msg, result.append, i)
         read = store.lookup_message(result.append.record_offsets[i])
