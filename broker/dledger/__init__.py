@@ -8,7 +8,10 @@ offset, dispatched to ConsumeQueue and IndexFile).
 
 The election: ``protocol`` (DLedger's request and response codes and JSON bodies), ``rpc`` (the members' calls over
 RocketMQ remoting), ``elector`` (LeaderElector: votes, heartbeats, stepping down), ``server`` (DLedgerServer: one
-member), ``config`` (DLedgerConfig: the broker's dLeger keys and DLedger's timings).
+member, the leader's append), ``config`` (DLedgerConfig: the broker's dLeger keys and DLedger's timings).
+
+The broker's store in DLedger mode: ``message_store`` (DLedgerMessageStore: puts appended and answered once
+committed, dispatch of committed entries, reads across ``dividedCommitlogOffset``).
 
 May import: ``broker.common``, ``broker.store`` and ``broker.remoting``. This face re-exports nothing.
 """
