@@ -1,12 +1,12 @@
 """Brokers in DLedger mode (enableDLegerCommitLog=true), in this process on loopback with one NameServer and short
-DLedger timings (heartbeats every 100 ms, a new election after 3 missed).
+DLedger timings (heartbeats every 100 ms, a new election after 3 missed), and as processes on DLedger's own.
 
 A group of one: our Producer and LitePullConsumer send and read, its schedule service delivers a delayed message; a
-restart keeps messages and queue offsets. Bad DLedger keys stop the start with errors that name them. A group of
-three: exactly one member registers as master (brokerId 0) and runs the master-only services (delayed delivery,
-transaction checks), the two others register as slaves (brokerId = their self id's number + 1), refuse SEND as
-Apache's slave does (SYSTEM_BUSY, [REJECTREQUEST]) and copy the master's topics; stopping the master moves all of it
-to another member, and clients' routes follow.
+restart, and a SIGKILL, keep messages and queue offsets. Bad DLedger keys stop the start with errors that name them.
+A group of three: exactly one member registers as master (brokerId 0) and runs the master-only services (delayed
+delivery, transaction checks), the two others register as slaves (brokerId = their self id's number + 1), refuse
+SEND as Apache's slave does (SYSTEM_BUSY, [REJECTREQUEST]) and copy the master's topics and offsets; stopping (or
+killing) the master moves all of it to another member, and clients' routes follow.
 
 Writes in the group of three need DLedger's replication, which is not in this slice.
 """
@@ -29,16 +29,20 @@ from broker.client.protocol import (
     create_topic_request,
     send_message_header,
     send_message_request,
+    update_consumer_offset_request,
 )
 from broker.common.errors import ConfigError
+from broker.common.fastjson import encode_json
 from broker.common.message import MessageQueue
 from broker.common.topic import TopicConfig
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.server import NamesrvController
 from broker.remoting.client import RemotingClient
-from broker.remoting.codes import ResponseCode
+from broker.remoting.codes import RequestCode, ResponseCode
+from broker.remoting.command import create_request
 from broker.remoting.route import TopicRouteData
 from broker.remoting.server import REJECT_REQUEST_REMARK
+from broker.remoting.subscription import SubscriptionGroupConfig
 from broker.server.broker_controller import BrokerController
 from broker.server.config import load_broker_config
 from broker.store.config import BrokerRole
@@ -208,7 +212,7 @@ def test_group_of_three_has_one_master_whose_role_and_services_move_when_it_stop
                 master = master_of(members)
                 assert master is not None
                 await check_follower_refuses_send(members, master)
-                await check_followers_copy_topics(members, master)
+                await check_followers_copy_metadata(members, master)
                 await master.shutdown()  # the group elects another; it serves as master and registers as 0
                 rest = [m for m in members if m is not master]
                 await until(lambda: master_of(rest), "another member becomes master")
@@ -265,13 +269,22 @@ async def check_follower_refuses_send(members: list[BrokerController], master: B
     assert (response.code, response.remark) == (ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)  # Apache's slave
 
 
-async def check_followers_copy_topics(members: list[BrokerController], master: BrokerController) -> None:
+async def check_followers_copy_metadata(members: list[BrokerController], master: BrokerController) -> None:
+    """A topic, a subscription group and a consumer offset set on the master reach both followers
+    (SlaveSynchronize)."""
+    group = encode_json(SubscriptionGroupConfig("dl_cg").to_json()).encode()
+    mq = MessageQueue("DLedgerShared", "broker-a", 1)
     async with RemotingClient() as client:
-        response = await client.invoke(master.broker_addr, create_topic_request(TopicConfig("DLedgerShared")), 3000)
-    assert response.code == ResponseCode.SUCCESS
+        answers = [await client.invoke(master.broker_addr, request, 3000) for request in (
+            create_topic_request(TopicConfig("DLedgerShared")),
+            create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group),
+            update_consumer_offset_request("dl_cg", mq, 7))]
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 3
     followers = [m for m in members if m is not master]
-    await until(lambda: all(f.topic_config_manager.contains_topic("DLedgerShared") for f in followers),
-                "the followers copy the master's topic")
+    await until(lambda: all(f.topic_config_manager.contains_topic("DLedgerShared")
+                            and f.subscription_group_manager.contains_subscription_group("dl_cg")
+                            and f.consumer_offset_manager.query_offset("dl_cg", "DLedgerShared", 1) == 7
+                            for f in followers), "the followers copy the master's topic, group and offset")
 
 
 # -- real processes, DLedger's own timings -----------------------------------------------------------------------------
