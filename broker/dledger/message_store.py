@@ -233,7 +233,7 @@ class DLedgerMessageStore(MessageStore):
                 outcomes: list[AppendResult | BaseException] = []
                 try:
                     outcomes.append(await self.server.append(records[0]))
-                except DLedgerError as err:
+                except Exception as err:  # noqa: BLE001  (a refusal, or the store failing: both answered below)
                     outcomes.append(err)
             else:  # started in order, as tasks run in the order they were made
                 outcomes = await asyncio.gather(*(self.server.append(r) for r in records), return_exceptions=True)
@@ -242,10 +242,13 @@ class DLedgerMessageStore(MessageStore):
                 log_.queue_offsets.update(pending)
                 log_.last_store_timestamp = store_ts
         failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if failed is not None:
-            if not isinstance(failed, DLedgerError):
-                raise failed
+        if isinstance(failed, DLedgerError):
             return PutMessageResult(put_status_of(failed, appended), reason=str(failed))
+        if isinstance(failed, Exception):  # asyncPutMessage's "Put message error": UNKNOWN_ERROR
+            log.error("DLedger put failed: %s", failed, exc_info=failed)
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, reason=str(failed))
+        if failed is not None:  # cancelled
+            raise failed
         offsets = [o.pos + BODY_OFFSET for o in outcomes]  # type: ignore[union-attr]
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             offsets[0], sum(len(r) for r in records), store_ts, queue_offsets, offsets, log_.store_host))

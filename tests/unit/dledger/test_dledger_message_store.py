@@ -93,9 +93,12 @@ def test_refusals_answer_as_apache_and_take_queue_offsets_only_when_written(stor
     unsure = asyncio.run(store.put_messages_async([message(1)]))
     assert unsure.status is PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
     monkeypatch.setattr(store.server, "append", append)
+    huge = StoreMessage("TopicD", 0, bytes(store.config.max_message_size - 100))  # a record, not a DLedger entry
+    too_big = asyncio.run(store.put_messages_async([huge]))
+    assert too_big.status is PutMessageStatus.UNKNOWN_ERROR and "4194304" in too_big.reason
     stored = asyncio.run(store.put_messages_async([message(2)]))
     assert stored.status is PutMessageStatus.PUT_OK
-    assert stored.append.queue_offsets == [1]  # message 1's entry holds offset 0, message 0 took none
+    assert stored.append.queue_offsets == [1]  # message 1's entry holds offset 0; messages 0 and huge took none
 
 
 def test_an_old_commit_log_stays_readable_below_the_divide(tmp_path: Path) -> None:
