@@ -109,7 +109,7 @@ async def registered(namesrv: NamesrvController) -> dict[int, str]:
 def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_path: Path) -> None:
     peers = {"n0": free_port()}
 
-    async def send_and_read(namesrv: NamesrvController, count: int, start: int) -> list[int]:
+    async def send_and_read(namesrv: NamesrvController, count: int, start: int) -> list[tuple[int, int]]:
         async with Producer("dl_pg", client_config=client_config(namesrv.address, "p")) as producer:
             results = [await producer.send(Message("DLedgerTopic", b"body-%d" % (start + i), keys=[f"k{start + i}"]))
                        for i in range(count)]
@@ -129,7 +129,7 @@ def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_p
         by_id = {m.offset_msg_id: m for m in got}
         for result in results:  # each message where its send said, with the queue offset it said
             assert by_id[result.offset_msg_id].queue_offset == result.queue_offset
-        return [r.queue_offset for r in results]
+        return [(r.message_queue.queue_id, r.queue_offset) for r in results]
 
     async def scenario() -> None:
         async with namesrv_running(tmp_path) as namesrv:
@@ -139,7 +139,7 @@ def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_p
                 master = await until(lambda: master_of([broker]), "the member of a group of one becomes master")
                 assert master.broker_config.broker_role is BrokerRole.SYNC_MASTER
                 assert await registered(namesrv) == {0: broker.broker_addr}
-                await send_and_read(namesrv, 12, 0)
+                first = await send_and_read(namesrv, 12, 0)
                 await check_delayed_delivery(namesrv)
             finally:
                 await broker.shutdown()
@@ -148,8 +148,10 @@ def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_p
             await again.start()
             try:
                 await until(lambda: master_of([again]), "master again after the restart")
-                offsets = await send_and_read(namesrv, 8, 12)
-                assert sum(1 for o in offsets if o >= 1) == len(offsets)  # queue offsets went on from the old ones
+                both = first + await send_and_read(namesrv, 8, 12)
+                for queue_id in {q for q, _ in both}:  # each queue's offsets went on from where they were
+                    offsets = sorted(o for q, o in both if q == queue_id)
+                    assert offsets == list(range(len(offsets)))
             finally:
                 await again.shutdown()
 
