@@ -66,8 +66,8 @@ def dledger_store(peers: dict[str, int], self_id: str) -> dict[str, object]:
 def member(tmp: Path, namesrv: str, peers: dict[str, int], self_id: str, port: int | None = None,
            **fields: object) -> BrokerController:
     broker, store = broker_configs(tmp / self_id, port, namesrv_addr=namesrv, store=dledger_store(peers, self_id),
-                                   slave_synchronize_interval=SYNC_MS, transaction_check_interval=CHECK_MS, **fields)
-    broker.change_role(-1, broker.broker_role)  # as load_broker_config makes it in DLedger mode
+                                   slave_synchronize_interval=SYNC_MS, transaction_check_interval=CHECK_MS,
+                                   broker_id=-1, **fields)  # -1: as load_broker_config makes it in DLedger mode
     return BrokerController(broker, store, bind_host="127.0.0.1", dledger_timings=TIMINGS)
 
 
