@@ -152,7 +152,7 @@ class DLedgerMessageStore(MessageStore):
         super().__init__(dataclasses.replace(config, dispatch_mode=DispatchMode.THREAD), store_host)
         self.dledger = DLedgerCommitLog(DLedgerSetup.from_store_config(config))
         self.dledger.store.append_hook = set_record_offset
-        self.server = DLedgerServer(dledger_config, self.dledger.member_state, self.dledger.store)
+        self.server = DLedgerServer(dledger_config, member_state=self.dledger.member_state, store=self.dledger.store)
         self.plain_log = self.commit_log  # the CommitLog written before DLedger mode, if any: read below the divide
         self.commit_log = DLedgerRecordLog(self.config, store_host, self.dledger, self.plain_log.queue)
         self.reput = self.dispatch = DLedgerReput(self.dledger, self.reput)
