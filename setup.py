@@ -14,7 +14,7 @@ from setuptools import Extension, find_namespace_packages, setup
 setup(
     packages=[*find_namespace_packages(include=["broker*", "connector*", "jobs*"]), "rmq_conf"],
     package_dir={"rmq_conf": "conf"},
-    package_data={"rmq_conf": ["*.conf"], "broker.console": ["static/*.*", "static/pages/*.js"]},
+    package_data={"rmq_conf": ["*.conf", "dledger/*.conf"], "broker.console": ["static/*.*", "static/pages/*.js"]},
     ext_modules=[Extension("broker._speedups",
                            ["broker/_speedups.c", "broker/_speedups_remoting.c", "broker/_speedups_batch.c",
                             "broker/_speedups_pull.c", "broker/_speedups_read.c",

@@ -138,6 +138,18 @@ def client_config(namesrv_addr: str, name: str, **options: Any) -> ClientConfig:
     return ClientConfig(namesrv_addr=namesrv_addr, client_ip=HOST, instance_name=name, **options)
 
 
+def broker_ids(namesrv_addr: str, broker_name: str) -> dict[int, str]:
+    """``broker_name``'s {brokerId: address} in a NameServer's cluster info (what ``mqadmin clusterList`` lists)."""
+    from broker.client.blocking_remoting import BlockingRemotingClient
+    from broker.client.protocol import cluster_info_request
+    from broker.common.fastjson import decode_json
+
+    with BlockingRemotingClient(namesrv_addr) as client:
+        response = client.invoke(cluster_info_request(), 2000)
+    table = decode_json(response.body.decode())["brokerAddrTable"]
+    return {int(k): v for k, v in table.get(broker_name, {}).get("brokerAddrs", {}).items()}
+
+
 def unique_topic(node: pytest.Item, prefix: str = "T") -> str:
     """A topic name no other test of the session uses, for clusters shared between modules: ``prefix``, the test's
     module and its name, cleaned to TopicValidator's characters; a longer one is cut and ends with a checksum."""

@@ -12,5 +12,8 @@ members' calls over RocketMQ remoting), ``elector`` (LeaderElector: votes, heart
 taking the pushes), ``server`` (DLedgerServer: one member; ``append`` returns once committed), ``config``
 (DLedgerConfig: the broker's dLeger keys and DLedger's timings).
 
+The broker's store in DLedger mode: ``message_store`` (DLedgerMessageStore: puts appended and answered once
+committed, dispatch of committed entries, reads across ``dividedCommitlogOffset``).
+
 May import: ``broker.common``, ``broker.store`` and ``broker.remoting``. This face re-exports nothing.
 """

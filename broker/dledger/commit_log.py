@@ -33,6 +33,11 @@ from broker.store.dispatch import (
 from broker.store.mapped_file import MappedFileQueue
 
 
+def set_record_offset(entry: bytearray, pos: int) -> None:
+    """DLedgerCommitLog's append hook: the record's PHYSICALOFFSET is where it lands, its entry's pos + 48."""
+    set_physical_offset(entry, pos + BODY_OFFSET, BODY_OFFSET)
+
+
 @dataclass(frozen=True, slots=True)
 class DLedgerSetup:
     """DLedgerConfig as RocketMQ's DLedgerCommitLog fills it from MessageStoreConfig."""
@@ -73,7 +78,7 @@ class DLedgerCommitLog:
                                           setup.data_file_size, setup.index_file_size)
         self.divided_commit_log_offset = -1
         # every entry appended as leader, here or through DLedgerServer.append, gets its record's PHYSICALOFFSET
-        self.store.add_append_hook(lambda data, pos: set_physical_offset(data, pos + BODY_OFFSET, BODY_OFFSET))
+        self.store.add_append_hook(set_record_offset)
 
     def open(self, old_commit_log: MappedFileQueue | None = None) -> None:
         """Load and recover the log; a group of one leads at once. ``old_commit_log``, the plain CommitLog already
@@ -121,6 +126,22 @@ class DLedgerCommitLog:
     def max_offset(self) -> int:
         """The end of the committed entries: what readers and dispatch may see."""
         return max(self.store.committed_pos, self.store.data.min_offset)
+
+    def entry_start(self, offset: int) -> int:
+        """The pos of the entry holding data offset ``offset`` (a record's PHYSICALOFFSET, which an index file's
+        offsets are, or an entry's own pos): where dispatch may begin. ``offset`` itself outside every entry."""
+        store = self.store
+        low, high = store.ledger_begin_index, store.ledger_end_index
+        while 0 <= low <= high:
+            middle = (low + high) // 2
+            pos, size = store.entry_pos_and_size(middle)
+            if offset < pos:
+                high = middle - 1
+            elif offset >= pos + size:
+                low = middle + 1
+            else:
+                return pos
+        return offset
 
     def get_message(self, offset: int, size: int) -> memoryview | None:
         """The ``size`` bytes of the record at PHYSICALOFFSET ``offset`` (an entry's pos + 48), if committed."""

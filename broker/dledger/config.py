@@ -64,3 +64,14 @@ class DLedgerConfig:
                      mapped_file_size_for_entry_data=store.mapped_file_size_commit_log,
                      enable_batch_push=store.enable_batch_push)
         return dataclasses.replace(config, **timings)
+
+
+def slave_broker_id(self_id: str) -> int:
+    """The brokerId a member registers with as a slave (Apache's DLedgerCommitLog.getId): the number after the self
+    id's first character, plus one (n0: 1, n2: 3); a leader registers as 0. ConfigError for an id of another form,
+    where Apache's broker fails to start."""
+    number = self_id[1:]
+    if not number.isdigit() or not number.isascii():
+        raise ConfigError(f"dLegerSelfId {self_id!r} must be a letter and a number (n0, n1, ...): a follower's "
+                          "brokerId is that number + 1")
+    return int(number) + 1

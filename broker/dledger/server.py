@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from broker.common.errors import DLedgerError
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.elector import LeaderElector, RoleChangeHandler
 from broker.dledger.entry_handler import EntryHandler
-from broker.dledger.layout import data_dir, index_dir, member_dir
+from broker.dledger.layout import DLedgerEntry, data_dir, index_dir, member_dir
 from broker.dledger.member_state import MemberState, Role
 from broker.dledger.protocol import (
     AppendEntryRequest,
@@ -37,7 +38,7 @@ from broker.dledger.protocol import (
     VoteRequest,
     VoteResponse,
 )
-from broker.dledger.pusher import DLedgerEntryPusher
+from broker.dledger.pusher import DLedgerEntryPusher, PendingAppend
 from broker.dledger.rpc import DLedgerRpcService
 from broker.dledger.store import CommitListener, DLedgerMmapFileStore
 
@@ -46,7 +47,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """A committed entry: its index in the log and its pos in the data files."""
+    """A committed entry: its index in the log and its pos in the data files (its body, a CommitLog record, starts
+    48 bytes later)."""
 
     index: int
     pos: int
@@ -106,6 +108,10 @@ class DLedgerServer:
         await self.rpc.start()
         await self.entry_handler.start()
         self.pusher.start()
+        if self.member_state.is_leader:  # a group of one leads from the open: its handlers hear it as if elected,
+            # and it is a quorum of everything it holds
+            self.store.update_committed_index(self.member_state.current_term, self.store.ledger_end_index)
+            self.elector.change_role_to_leader(self.member_state.current_term)
         await self.elector.start()
         self._flush_task = asyncio.create_task(self._flush_loop(), name=f"dledger-flush-{self.config.self_id}")
         return self
@@ -155,6 +161,12 @@ class DLedgerServer:
         DLedgerError with DLedger's code: NOT_LEADER (naming the leader) on another member, LEADER_PENDING_FULL
         with too many appends waiting, WAIT_QUORUM_ACK_TIMEOUT without a quorum within maxWaitAckTimeMs,
         TERM_CHANGED when leadership was lost meanwhile (the entry may or may not survive)."""
+        return await self.start_append(body)
+
+    def start_append(self, body: bytes) -> Awaitable[AppendResult]:
+        """``append`` in two halves: the entry is in this member's log when this returns (or DLedgerError
+        NOT_LEADER / LEADER_PENDING_FULL is raised), and the awaitable answers once a quorum holds it. A caller
+        that must keep its own order (the broker's queue offsets) needs no lock across the quorum's wait."""
         state = self.member_state
         if not state.is_leader:
             raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"NOT_LEADER: {state.self_id} of group {state.group} is "
@@ -167,9 +179,15 @@ class DLedgerServer:
         entry = self.store.append_as_leader(body)
         if state.peer_size == 1:
             self.store.update_committed_index(entry.term, entry.index)
-            return AppendResult(entry.index, entry.pos)
+            done: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+            done.set_result(AppendResult(entry.index, entry.pos))
+            return done
         pending = self.pusher.wait_ack(entry)
         self.pusher.wake_up_dispatchers()
+        return self._quorum_of(entry, term, pending)
+
+    async def _quorum_of(self, entry: DLedgerEntry, term: int, pending: PendingAppend) -> AppendResult:
+        state = self.member_state
         # the QuorumAckChecker fails it after maxWaitAckTimeMs; this is only a backstop
         timer = asyncio.get_running_loop().call_later(
             2 * self.config.max_wait_ack_time_ms / 1000, pending.complete,

@@ -9,7 +9,8 @@ request family), ``metadata/`` (topics, subscription groups and consumer offsets
 ``message_properties`` (the order a broker writes a message's properties in), ``auth_pipeline`` (ACL 1.0's and ACL
 2.0's check of every request before its processor).
 
-May import: ``broker.common``, ``broker.remoting``, ``broker.store``, ``broker.replication`` and ``broker.auth``.
+May import: ``broker.common``, ``broker.remoting``, ``broker.store``, ``broker.replication``, ``broker.dledger`` and
+``broker.auth``.
 Nothing outside this room imports it but its entry points (``python -m broker``, ``mqbroker``) and tests. This
 face re-exports nothing.
 """

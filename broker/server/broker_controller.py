@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from broker.auth.plain import WATCH_INTERVAL_S, PlainPermissionManager
 from broker.auth.store import AuthStore
 from broker.common.message import PROPERTY_WAIT_STORE_MSG_OK, pack_host
 from broker.common.record import decode_record
+from broker.dledger.message_store import DLedgerMessageStore
 from broker.remoting.client import RemotingClient
 from broker.remoting.route import MASTER_ID
 from broker.remoting.server import RemotingServer
@@ -29,6 +30,7 @@ from broker.replication.ha_service import HAService
 from broker.server.auth_pipeline import AuthPipeline
 from broker.server.config import BrokerConfig
 from broker.server.consumer_manager import ConsumerManager
+from broker.server.dledger_role import DLedgerRoleChangeHandler
 from broker.server.filter.message_filter import ConsumerFilterManager
 from broker.server.metadata.groups import SubscriptionGroupManager
 from broker.server.metadata.offsets import ConsumerOffsetManager
@@ -72,19 +74,31 @@ def _waits_for_slaves(first: StoreMessage | EncodedRecord) -> bool:
     return props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
 CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
+# A DLedger follower syncs its master's metadata every 10 s, whatever slaveSynchronizeInterval says (Apache's
+# DLedgerRoleChangeHandler); a shorter slaveSynchronizeInterval is kept (tests use one).
+DLEDGER_SYNC_INTERVAL_MS = 10_000
 
 
 class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig, *,
-                 bind_host: str = "0.0.0.0") -> None:
+                 bind_host: str = "0.0.0.0", dledger_timings: Mapping[str, int] | None = None) -> None:
+        """``dledger_timings``: DLedgerConfig's timing fields by name, for a broker in DLedger mode (tests shorten
+        them; DLedger's defaults otherwise)."""
         if store_config.ha_listen_port <= 0:  # as BrokerStartup: the HA port follows the listen port
             store_config = dataclasses.replace(store_config, ha_listen_port=broker_config.listen_port + 1)
         self.broker_config = broker_config
         self.store_config = store_config
         root = store_config.store_path_root_dir
-        self.store = MessageStore(store_config, pack_host(broker_config.broker_ip1, broker_config.listen_port))
+        store_host = pack_host(broker_config.broker_ip1, broker_config.listen_port)
+        # -- DLedger mode (enableDLegerCommitLog): the CommitLog is a Raft log; elections make this broker a master or
+        # a slave (dledger_role.py), so it starts as neither: brokerId -1, no registration, no master-only service
+        self.dledger_store = (DLedgerMessageStore(store_config, store_host, **(dledger_timings or {}))
+                              if store_config.enable_d_leger_commit_log else None)
+        self.store = self.dledger_store or MessageStore(store_config, store_host)
         # -- replication (broker/replication): slaves connect to haListenPort; a SLAVE follows its master
-        self.ha_service = HAService(self.store, store_config, broker_config.broker_role, bind_host)
+        # (never started in DLedger mode, whose members copy entries through DLedger: no HA client either)
+        ha_role = broker_config.broker_role if self.dledger_store is None else BrokerRole.ASYNC_MASTER
+        self.ha_service = HAService(self.store, store_config, ha_role, bind_host)
         self._sync_master = broker_config.broker_role is BrokerRole.SYNC_MASTER
         self.topic_config_manager = TopicConfigManager(broker_config, root, on_topic_created=self._topic_created)
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, root)
@@ -116,11 +130,15 @@ class BrokerController:
         # -- master and slave: a slave copies its master's metadata (broker/server/slave_synchronize.py)
         self.slave_synchronize = SlaveSynchronize(
             broker_addr=self.broker_addr, client=self.outer_client,
-            interval_ms=broker_config.slave_synchronize_interval, topic_config_manager=self.topic_config_manager,
+            interval_ms=(broker_config.slave_synchronize_interval if self.dledger_store is None
+                         else min(broker_config.slave_synchronize_interval, DLEDGER_SYNC_INTERVAL_MS)),
+            topic_config_manager=self.topic_config_manager,
             consumer_offset_manager=self.consumer_offset_manager,
             subscription_group_manager=self.subscription_group_manager,
             schedule_message_service=self.schedule_message_service)
         self._slave_puts_refused = 0
+        self.dledger_role_handler = (DLedgerRoleChangeHandler(self, self.dledger_store)
+                                     if self.dledger_store is not None else None)
         # SYNC_FLUSH puts wait for the disk: they run in threads so waiting puts share one flush and the event
         # loop keeps serving. ASYNC_FLUSH puts only copy into the page cache and run inline.
         self._put_executor = (ThreadPoolExecutor(16, thread_name_prefix="put")
@@ -164,7 +182,8 @@ class BrokerController:
     async def _start_serving(self) -> None:
         if self.metrics is not None:  # first, as Apache's: a metrics port taken stops the start before it serves
             await self.metrics.start()
-        self.ha_service.start(self._loop)
+        if self.dledger_store is None:  # DLedger members replicate through DLedger, not HA
+            self.ha_service.start(self._loop)
         self.stats = BrokerStats(self.store)
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
@@ -176,6 +195,9 @@ class BrokerController:
         await self.server.start()
         self.started = True
         await self._start_role_services()
+        if self.dledger_role_handler is not None and self.dledger_store is not None:
+            self.dledger_role_handler.start()
+            await self.dledger_store.server.start()
         self.every(self.broker_config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self.every(CLIENT_SCAN_INTERVAL, self._scan_clients)
         if self.plain_acl is not None:  # AclFileWatchService: the ACL files reloaded when they change
@@ -193,6 +215,7 @@ class BrokerController:
         if not self.started:
             return
         self.started = False
+        await self._stop_dledger()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -214,6 +237,7 @@ class BrokerController:
     async def _close_failed_start(self) -> None:
         """Close what a failed start opened, persisting nothing: its metadata may not have been loaded."""
         self.started = False
+        await self._stop_dledger()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -224,6 +248,12 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.ha_service.shutdown)
         await loop.run_in_executor(None, self.store.shutdown)
+
+    async def _stop_dledger(self) -> None:
+        """The member leaves the group first: no role change comes after this."""
+        if self.dledger_store is not None and self.dledger_role_handler is not None:
+            await self.dledger_store.server.stop()
+            await self.dledger_role_handler.stop()
 
     def _start_auth(self) -> None:
         """Apache's AuthenticationMetadataManager.initUser, then the request pipeline (ACL 1.0's check, then
@@ -278,12 +308,46 @@ class BrokerController:
     async def _start_role_services(self) -> None:
         """Java's changeSpecialServiceStatus(brokerId == MASTER_ID) and the slave's sync schedule: a master delivers
         delayed messages and checks transactions; a slave does neither (its master does) and copies its master's
-        metadata instead."""
-        if self.broker_config.broker_id == MASTER_ID:
-            await self.schedule_message_service.start()  # delayed delivery
-            self.transactional_message_check_service.start()  # a check round every transactionCheckInterval
+        metadata instead. In DLedger mode the role changes decide (the sync schedule waits, paused, till then)."""
+        if self.dledger_store is not None:
+            self.slave_synchronize.pause()
+            self.slave_synchronize.start(self.every)
+        elif self.broker_config.broker_id == MASTER_ID:
+            await self._change_special_service_status(True)
         elif self.broker_config.broker_role is BrokerRole.SLAVE:
             self.slave_synchronize.start(self.every)
+
+    async def _change_special_service_status(self, should_start: bool) -> None:
+        """The master-only services: delayed delivery and a transaction check round every
+        transactionCheckInterval."""
+        if should_start:
+            await self.schedule_message_service.start()
+            self.transactional_message_check_service.start()
+        else:
+            await self.schedule_message_service.stop()
+            self.transactional_message_check_service.stop()
+
+    async def change_to_slave(self, broker_id: int) -> None:
+        """A DLedger follower serves as a slave: master-only services stop, metadata sync starts, and every
+        NameServer hears of it at once (BrokerController.changeToSlave)."""
+        log.info("Begin to change to slave brokerName=%s brokerId=%s", self.broker_config.broker_name, broker_id)
+        self.broker_config.change_role(broker_id or 1, BrokerRole.SLAVE)  # a slave never keeps id 0
+        await self._change_special_service_status(False)
+        self.slave_synchronize.resume()
+        await register_broker_all(self)
+        log.info("Finish to change to slave brokerName=%s brokerId=%s", self.broker_config.broker_name, broker_id)
+
+    async def change_to_master(self, role: BrokerRole) -> None:
+        """A DLedger leader serves as the master: metadata sync stops, master-only services start, then brokerId 0
+        and an immediate registration (BrokerController.changeToMaster)."""
+        if role is BrokerRole.SLAVE:
+            return
+        log.info("Begin to change to master brokerName=%s", self.broker_config.broker_name)
+        self.slave_synchronize.pause()
+        await self._change_special_service_status(True)
+        self.broker_config.change_role(MASTER_ID, role)
+        await register_broker_all(self)
+        log.info("Finish to change to master brokerName=%s", self.broker_config.broker_name)
 
     def on_registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
         """handleRegisterBrokerResult: what a NameServer answered REGISTER_BROKER about this broker's master."""
@@ -389,6 +453,8 @@ class BrokerController:
         said not to wait: the WAIT property, as Java's needHandleHA). A slave stores no message."""
         if self.broker_config.broker_role is BrokerRole.SLAVE:
             return self._slave_put_refused()
+        if self.dledger_store is not None:  # answered once the DLedger group committed it
+            return await self.dledger_store.put_messages_async(msgs)
         if self._put_executor is None:
             result = self.store.put_messages(msgs)
         else:

@@ -31,6 +31,7 @@ from broker.common.message import local_address
 from broker.common.properties import absolute_paths, parse_fields, read_config_file, to_camel
 from broker.common.topic import PERM_READ, PERM_WRITE
 from broker.common.validation import RMQ_SYS_TRACE_TOPIC
+from broker.dledger.config import DLedgerConfig, slave_broker_id
 from broker.metrics.config import METRICS_KEYS, MetricsConfig, parse_metrics_config
 from broker.server.config_keys import check_keys, warning_line
 from broker.store.config import BrokerRole, MessageStoreConfig
@@ -144,6 +145,12 @@ class BrokerConfig:
     # Keys of the properties file that no config here knows, as read.
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    def change_role(self, broker_id: int, role: BrokerRole) -> None:
+        """DLedger mode's role switch (Apache's setBrokerId and setBrokerRole): the one change a running broker
+        makes to its config, in place, so that every part holding the config sees the new role."""
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "broker_role", role)
+
     @property
     def broker_addr(self) -> str:
         """The address the broker registers with the NameServer: brokerIP1:listenPort."""
@@ -153,11 +160,12 @@ class BrokerConfig:
     def effective_register_name_server_period(self) -> int:
         return max(10_000, min(self.register_name_server_period, 60_000))
 
-    def log_settings(self) -> LogSettings:
-        """The log files' settings; with isolateLogEnable, under {brokerName}_{brokerId} as Apache's are."""
+    def log_settings(self, d_leger_self_id: str = "") -> LogSettings:
+        """The log files' settings; with isolateLogEnable, under {brokerName}_{brokerId} as Apache's are, or
+        {brokerName}_{dLegerSelfId} in DLedger mode (whose brokerId changes with the elections)."""
         log_dir = self.log_dir
         if self.isolate_log_enable:
-            log_dir = os.path.join(log_dir, f"{self.broker_name}_{self.broker_id}")
+            log_dir = os.path.join(log_dir, f"{self.broker_name}_{d_leger_self_id or self.broker_id}")
         return LogSettings(log_dir, self.log_max_file_size, self.log_max_index, self.log_console_level)
 
     def delay_level_table(self) -> tuple[int, ...]:
@@ -249,6 +257,9 @@ def configs_from_properties(props: Mapping[str, str]) -> tuple[BrokerConfig, Mes
     broker = dataclasses.replace(broker, auth=parse_auth_config(props, broker.broker_cluster_name))
     store = MessageStoreConfig.from_properties({k: v for k, v in props.items() if k in store_keys})
     broker = check_broker_config(broker)
+    if store.enable_d_leger_commit_log:
+        check_dledger_config(store)
+        broker = dataclasses.replace(broker, broker_id=-1)  # BrokerStartup: no id until DLedger gives a role
     return broker, _store_for(broker, store)
 
 
@@ -260,6 +271,13 @@ def _store_for(broker: BrokerConfig, store: MessageStoreConfig) -> MessageStoreC
     if broker.broker_role is BrokerRole.SLAVE:
         changes["access_message_in_memory_max_ratio"] = store.access_message_in_memory_max_ratio - 10
     return dataclasses.replace(store, **changes) if changes else store
+
+
+def check_dledger_config(store: MessageStoreConfig) -> None:
+    """What Apache's broker fails on at start in DLedger mode, as errors that name the key: dLegerGroup,
+    dLegerPeers, dLegerSelfId among them and of the form n0 (a follower's brokerId comes from it)."""
+    DLedgerConfig.from_store_config(store)
+    slave_broker_id(store.d_leger_self_id)
 
 
 def check_broker_config(config: BrokerConfig) -> BrokerConfig:

@@ -57,7 +57,6 @@ class WarnedFamily:
 
 REFUSED: tuple[RefusedKey, ...] = (
     RefusedKey("migrateAuthFromV1Enabled", "rmq does not migrate ACL 1.0 accounts to ACL 2.0 users"),
-    RefusedKey("enableDLegerCommitLog", "rmq has no DLedger CommitLog (Raft replication)"),
     RefusedKey("enableControllerMode", "rmq has no controller mode (automatic master election)"),
     RefusedKey("duplicationEnable", "rmq has no duplication mode"),
     RefusedKey("enableSlaveActingMaster", "an rmq slave never acts as master"),

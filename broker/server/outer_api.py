@@ -38,7 +38,11 @@ def _unregister_header(controller: BrokerController) -> UnRegisterBrokerRequestH
 
 
 async def register_broker_all(controller: BrokerController) -> None:
+    """REGISTER_BROKER to every NameServer; nothing from a DLedger member that no election gave a role yet
+    (brokerId -1)."""
     config = controller.broker_config
+    if config.broker_id < 0:
+        return
     body = encode_json({"topicConfigSerializeWrapper": controller.topic_config_manager.build_register_body(),
                         "filterServerList": []}).encode()
     header = RegisterBrokerRequestHeader(
@@ -54,6 +58,8 @@ async def register_broker_all(controller: BrokerController) -> None:
 
 
 async def unregister_broker_all(controller: BrokerController) -> None:
+    if controller.broker_config.broker_id < 0:
+        return
     await _call_all(controller, RequestCode.UNREGISTER_BROKER, _unregister_header(controller).to_ext(), b"")
 
 

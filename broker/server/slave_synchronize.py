@@ -70,6 +70,17 @@ class SlaveSynchronize:
         self._first_check_s = min(FIRST_CHECK_S, self.interval_s)
         self.last_sync = self._created  # Java's lastSyncTimeMs starts when the BrokerController is made
         self.syncs = 0
+        self.active = True  # a DLedger member syncs only while it is a follower (pause / resume)
+
+    def pause(self) -> None:
+        """Stop syncing (a DLedger member became leader) and forget the master."""
+        self.active = False
+        self.set_master_addr(None)
+
+    def resume(self) -> None:
+        """Sync again (a DLedger member became follower); the master comes with the next registration's answer."""
+        self.active = True
+        self.set_master_addr(None)
 
     def set_master_addr(self, master_addr: str | None) -> None:
         if master_addr != self.master_addr:
@@ -84,7 +95,7 @@ class SlaveSynchronize:
 
     async def check(self) -> None:
         now = time.monotonic()
-        if now - self._created < self._first_check_s or now - self.last_sync <= self.interval_s:
+        if not self.active or now - self._created < self._first_check_s or now - self.last_sync <= self.interval_s:
             return
         await self.sync_all()
         self.last_sync = time.monotonic()

@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
         held.to_stderr()
         print(format_config(broker_config, store_config))
         return
-    settings = broker_config.log_settings()
+    settings = broker_config.log_settings(store_config.d_leger_self_id if store_config.enable_d_leger_commit_log
+                                          else "")
     try:
         start_logging(settings, BROKER_LAYOUT, held)
     except OSError as err:

@@ -310,14 +310,20 @@ class CommitLog:
 
     def _pack(self, mf: MappedFile, msgs: list[StoreMessage | EncodedRecord], store_ts: int) -> PackedRecords:
         """``pack_records`` for ``mf``'s write position, leaving room for the BLANK filler that ends a file."""
-        limit = self.config.max_message_size
         room = mf.free_space - END_FILE_MIN_BLANK_LENGTH
         if self._scratch is None:
             buf, pos = mf.buffer, mf.wrote_position
         else:
             buf, pos, room = self._scratch, 0, min(room, len(self._scratch))
+        return self.pack_into(buf, pos, room, mf.end_offset, msgs, store_ts)
+
+    def pack_into(self, buf: bytearray | memoryview, pos: int, room: int, base: int,
+                  msgs: list[StoreMessage | EncodedRecord], store_ts: int) -> PackedRecords:
+        """``pack_records`` at ``buf[pos:]`` (``room`` bytes), the first record's offset ``base``, with this log's
+        next queue offsets (returned as pending, not applied); EncodeError when a message cannot be stored."""
+        limit = self.config.max_message_size
         try:
-            return pack_records(buf, pos, room, mf.end_offset, msgs, store_ts, self.store_host, limit,
+            return pack_records(buf, pos, room, base, msgs, store_ts, self.store_host, limit,
                                 limit + RECORD_HEADROOM, self.queue_offsets, _encoded_properties)
         except ValueError as err:
             status, reason = err.args

@@ -305,12 +305,16 @@ class ReputMessageService(ServiceThread):
             raise CorruptRecord(mf.file_from_offset + at, reason) from None
         if blank:  # the rest of the file is filler
             pos = mf.file_size
-        requests = dispatch_requests(records, self.tags_code_of)
+        return self.hand_over(dispatch_requests(records, self.tags_code_of), mf.file_from_offset + pos)
+
+    def hand_over(self, requests: list[DispatchRequest], next_offset: int) -> int:
+        """Give ``requests`` to the dispatchers, move on to ``next_offset``, then tell the arrival listeners;
+        returns how many requests there were."""
         if requests:
             for dispatcher in self.dispatchers:
                 dispatcher.dispatch(requests)
             self.last_store_timestamp = requests[-1].store_timestamp
-        self.reput_from_offset = mf.file_from_offset + pos
+        self.reput_from_offset = next_offset
         if self.arrival_listeners:
             arrivals = arrivals_of(requests)
             for listener in self.arrival_listeners:  # after the units are readable

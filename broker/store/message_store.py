@@ -100,10 +100,9 @@ class MessageStore:
         self.reput.reput_from_offset = recover(self.commit_log, self.consume_queues, self.index, self.checkpoint,
                                                last_exit_ok=last_exit_ok)
         self.reput.do_reput()
-        self.commit_log.queue_offsets = {}
         for cq in self.consume_queues.queues():
             cq.correct_min_offset(self.commit_log.min_offset)
-            self.commit_log.queue_offsets[cq.topic, cq.queue_id] = cq.max_offset
+        self.recover_topic_queue_table()
         # Store times never go backwards across a restart, even if the clock does.
         self.commit_log.last_store_timestamp = max(self.reput.last_store_timestamp,
                                                    self.checkpoint.value.physic_msg_timestamp)
@@ -111,6 +110,12 @@ class MessageStore:
             pass
         self._start_services()
         self.running = True
+
+    def recover_topic_queue_table(self) -> None:
+        """Each queue's next offset from its ConsumeQueue (RocketMQ's recoverTopicQueueTable): at start, and when a
+        DLedger member becomes leader with the entries it took from the old one dispatched."""
+        self.commit_log.queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                                         for cq in self.consume_queues.queues()}
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None

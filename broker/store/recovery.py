@@ -19,7 +19,7 @@ from broker.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
 
-_NORMAL_RECOVERY_FILES = 3
+NORMAL_RECOVERY_FILES = 3
 
 
 def valid_end(commit_log: CommitLog, start: int) -> int:
@@ -51,7 +51,7 @@ def recover(commit_log: CommitLog, consume_queues: ConsumeQueueStore, index: Ind
     consume_queues.recover()
     files = commit_log.queue.files
     if last_exit_ok:
-        start = files[max(len(files) - _NORMAL_RECOVERY_FILES, 0)].file_from_offset if files else 0
+        start = files[max(len(files) - NORMAL_RECOVERY_FILES, 0)].file_from_offset if files else 0
     else:
         start = crash_start_offset(commit_log, checkpoint, index is not None)
     end = valid_end(commit_log, start)

@@ -130,8 +130,8 @@ ROOM_RULES = {
     "broker.replication": ("broker.common", "broker.store"),
     "broker.dledger": ("broker.common", "broker.store", "broker.remoting"),
     "broker.auth": ("broker.common", "broker.remoting"),
-    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.auth",
-                      "broker.metrics", "broker._speedups"),
+    "broker.server": ("broker.common", "broker.remoting", "broker.store", "broker.replication", "broker.dledger",
+                      "broker.auth", "broker.metrics", "broker._speedups"),
     "connector": ("broker.common", "broker.remoting", "broker.client", "broker._speedups"),
 }
 

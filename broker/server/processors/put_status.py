@@ -16,6 +16,8 @@ from broker.store.results import PutMessageStatus
 if TYPE_CHECKING:
     from broker.store.config import MessageStoreConfig
 
+IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"  # both tables: a DLedger put no quorum acknowledged
+
 
 def send_put_status(status: PutMessageStatus, config: MessageStoreConfig) -> tuple[int, str | None]:
     """handlePutMessageResult's code and remark for a send's put (a stored message's too: PUT_OK, the timeouts)."""
@@ -39,6 +41,8 @@ def send_put_status(status: PutMessageStatus, config: MessageStoreConfig) -> tup
                 "down, etc.")
         case PutMessageStatus.OS_PAGE_CACHE_BUSY:
             return ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        case PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
+            return ResponseCode.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH
         case PutMessageStatus.UNKNOWN_ERROR:
             return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
     return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
@@ -76,6 +80,8 @@ def end_put_failure(status: PutMessageStatus, max_message_size: int) -> tuple[in
             return ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."
         case PutMessageStatus.OS_PAGE_CACHE_BUSY:
             return ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"
+        case PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH:
+            return ResponseCode.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH
         case PutMessageStatus.UNKNOWN_ERROR:
             return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
         case PutMessageStatus.FLUSH_SLAVE_TIMEOUT | PutMessageStatus.SLAVE_NOT_AVAILABLE:

@@ -24,10 +24,24 @@ class TransactionalMessageCheckService:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         self.rounds = 0
+        self.active = False
+        self._scheduled = False
 
     def start(self) -> None:
-        """Run a round every transactionCheckInterval until the controller shuts down (it owns the task)."""
-        self.controller.every(self.controller.broker_config.transaction_check_interval / 1000, self.run_round)
+        """Run a round every transactionCheckInterval until ``stop`` or the controller's shutdown (it owns the
+        task)."""
+        self.active = True
+        if not self._scheduled:
+            self._scheduled = True
+            self.controller.every(self.controller.broker_config.transaction_check_interval / 1000, self._tick)
+
+    def stop(self) -> None:
+        """No more rounds (a DLedger member stopped being the master) until ``start`` again."""
+        self.active = False
+
+    async def _tick(self) -> None:
+        if self.active:
+            await self.run_round()
 
     async def run_round(self) -> int:
         begin = time.monotonic()

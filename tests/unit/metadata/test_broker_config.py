@@ -225,7 +225,6 @@ def test_format_config_reads_back_as_the_same_configs(tmp_path, broker_config):
     "line, key",
     [
         ("migrateAuthFromV1Enabled = TRUE", "migrateAuthFromV1Enabled"),
-        ("enableDLegerCommitLog=true", "enableDLegerCommitLog"),
         ("enableControllerMode=true", "enableControllerMode"),
         ("duplicationEnable=true", "duplicationEnable"),
         ("enableSlaveActingMaster=true", "enableSlaveActingMaster"),
