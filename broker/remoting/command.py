@@ -284,12 +284,10 @@ def _encode_rocketmq_header_py(code: int, language: LanguageCode, version: int, 
 def decode(frame: Frame) -> RemotingCommand:
     """The command in ``frame``. Raises MalformedCommand naming what is wrong, with the opaque when it was read."""
     if frame.serialize_type == SerializeType.ROCKETMQ:
-        fields = rocketmq_header_fields(frame.header)
-        if fields is None:
+        cmd = rocketmq_command(frame.header, frame.body)
+        if cmd is None:
             _decode_rocketmq_header(frame.header)  # raises, naming what is wrong
-        code, language, version, opaque, flag, remark, ext_fields = fields
-        return RemotingCommand(code, _LANGUAGES.get(language, LanguageCode.OTHER), version, opaque, flag, remark,
-                               ext_fields, frame.body, SerializeType.ROCKETMQ)
+        return cmd
     return RemotingCommand(**_decode_json_header(frame.header), body=frame.body, serialize_type=frame.serialize_type)
 
 
@@ -416,11 +414,25 @@ def _rocketmq_header_fields_py(header: bytes) -> tuple[int, int, int, int, int, 
             fields["ext_fields"])
 
 
+def _rocketmq_command_py(header: bytes, body: bytes | memoryview) -> RemotingCommand | None:
+    """The command of a ROCKETMQ frame, or None when its header is malformed (``_speedups.rocketmq_command`` in C,
+    which makes the frozen dataclass without its ``__init__``)."""
+    fields = rocketmq_header_fields(header)
+    if fields is None:
+        return None
+    code, language, version, opaque, flag, remark, ext_fields = fields
+    return RemotingCommand(code, _LANGUAGES.get(language, LanguageCode.OTHER), version, opaque, flag, remark,
+                           ext_fields, body, SerializeType.ROCKETMQ)
+
+
 try:
-    from broker._speedups import encode_rocketmq_header, rocketmq_header_fields
+    from broker._speedups import bind_command, encode_rocketmq_header, rocketmq_command, rocketmq_header_fields
 except ImportError:  # built without a C compiler: the same headers, slower
     encode_rocketmq_header = _encode_rocketmq_header_py
     rocketmq_header_fields = _rocketmq_header_fields_py
+    rocketmq_command = _rocketmq_command_py
+else:
+    bind_command(RemotingCommand, _LANGUAGES, LanguageCode.OTHER)
 
 
 def _too_short(header: bytes) -> str:
