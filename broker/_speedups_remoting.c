@@ -344,16 +344,10 @@ PyDoc_STRVAR(encode_rocketmq_header_doc,
 "The ROCKETMQ header of a command; None when a value does not fit its field or ext_fields is not a dict of\n"
 "str: str (the Python twin then raises the error that names it).");
 
-static PyObject *encode_rocketmq_header(PyObject *Py_UNUSED(module), PyObject *args) {
-    long long code, language, version, opaque, flag;
-    PyObject *remark, *ext;
-    if (!PyArg_ParseTuple(args, "LLLLLOO:encode_rocketmq_header", &code, &language, &version, &opaque, &flag,
-                          &remark, &ext)) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError))
-            return NULL;
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
+/* The header's bytes after ``room`` bytes left for the caller (a frame's prefix), or None (a new reference) for
+ * what the Python twin refuses or converts. */
+static PyObject *encode_header(long long code, long long language, long long version, long long opaque, long long flag,
+                               PyObject *remark, PyObject *ext, Py_ssize_t room) {
     if (!in_range(code, INT16_MIN, INT16_MAX) || !in_range(language, 0, 255) || !in_range(version, INT16_MIN, INT16_MAX)
         || !in_range(opaque, INT32_MIN, INT32_MAX) || !in_range(flag, INT32_MIN, INT32_MAX) || !PyDict_CheckExact(ext)
         || (remark != Py_None && !PyUnicode_Check(remark)))
@@ -368,7 +362,7 @@ static PyObject *encode_rocketmq_header(PyObject *Py_UNUSED(module), PyObject *a
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t total = MINIMUM_SIZE, dict_pos = 0, i = 0;
+    Py_ssize_t total = MINIMUM_SIZE, dict_pos = 0, i = 0;  /* the header's size, without the room */
     PyObject *key, *value;
     while (PyDict_Next(ext, &dict_pos, &key, &value)) {
         if (i >= 2 * n || !PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) {
@@ -391,10 +385,10 @@ static PyObject *encode_rocketmq_header(PyObject *Py_UNUSED(module), PyObject *a
             goto done;
         total += remark_size;
     }
-    result = PyBytes_FromStringAndSize(NULL, total);
+    result = PyBytes_FromStringAndSize(NULL, room + total);
     if (result == NULL)
         goto done;
-    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result) + room;
     p = put_u16(p, (uint16_t)code);
     *p++ = (uint8_t)language;
     p = put_u16(p, (uint16_t)version);
@@ -425,12 +419,80 @@ done:
     return result;
 }
 
+static PyObject *encode_rocketmq_header(PyObject *Py_UNUSED(module), PyObject *args) {
+    long long code, language, version, opaque, flag;
+    PyObject *remark, *ext;
+    if (!PyArg_ParseTuple(args, "LLLLLOO:encode_rocketmq_header", &code, &language, &version, &opaque, &flag,
+                          &remark, &ext)) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return encode_header(code, language, version, opaque, flag, remark, ext, 0);
+}
+
+PyDoc_STRVAR(rocketmq_frame_doc,
+"rocketmq_frame(command) -> [head, body] | None\n\n"
+"command.encode_parts of a ROCKETMQ command whose body is bytes: the frame's prefix and header in one bytes, then\n"
+"the body; None for what the Python path converts or refuses (another serialize type or body, a value that does\n"
+"not fit, extFields not a dict of str: str).");
+
+static PyObject *rocketmq_frame(PyObject *Py_UNUSED(module), PyObject *cmd) {
+    if (!bound(&command_class))
+        return NULL;
+    if (Py_TYPE(cmd) != command_class.type)
+        Py_RETURN_NONE;
+    enum { CODE, LANGUAGE, VERSION, OPAQUE, FLAG, REMARK, EXT, BODY, SERIALIZE_TYPE };
+    PyObject *values[MAX_SLOTS] = {NULL}, *result = NULL, *head = NULL;
+    long long numbers[5];
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        values[i] = Py_TYPE(command_class.slots[i])->tp_descr_get(command_class.slots[i], cmd, (PyObject *)command_class.type);
+        if (values[i] == NULL)
+            goto done;
+    }
+    if (values[SERIALIZE_TYPE] != PyTuple_GET_ITEM(serialize_types, 1) || !PyBytes_CheckExact(values[BODY]) ||
+        Py_TYPE(values[LANGUAGE]) != Py_TYPE(language_other))  /* a plain int: the Python path converts it */
+        goto plain_python;
+    for (int i = 0; i < 5; i++) {
+        if (!PyLong_Check(values[i]))
+            goto plain_python;
+        int overflow;
+        numbers[i] = PyLong_AsLongLongAndOverflow(values[i], &overflow);
+        if (overflow)
+            goto plain_python;
+    }
+    head = encode_header(numbers[CODE], numbers[LANGUAGE], numbers[VERSION], numbers[OPAQUE], numbers[FLAG],
+                         values[REMARK], values[EXT], FRAME_PREFIX_SIZE);
+    if (head == NULL || head == Py_None) {
+        result = head;
+        head = NULL;
+        goto done;
+    }
+    Py_ssize_t header_length = PyBytes_GET_SIZE(head) - FRAME_PREFIX_SIZE;
+    Py_ssize_t length = MARKER_SIZE + header_length + PyBytes_GET_SIZE(values[BODY]);
+    if (header_length > 0xFFFFFF || length > INT32_MAX)
+        goto plain_python;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(head);
+    put_u32(put_u32(p, (uint32_t)length), 1u << 24 | (uint32_t)header_length);
+    result = Py_BuildValue("[OO]", head, values[BODY]);
+    goto done;
+plain_python:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(head);
+    for (int i = 0; i < MAX_SLOTS; i++)
+        Py_XDECREF(values[i]);
+    return result;
+}
+
 PyMethodDef rmq_remoting_methods[] = {
     {"rocketmq_header_fields", rocketmq_header_fields, METH_O, rocketmq_header_fields_doc},
     {"bind_frame", bind_frame, METH_VARARGS, bind_frame_doc},
     {"bind_command", bind_command, METH_VARARGS, bind_command_doc},
     {"rocketmq_command", (PyCFunction)(void (*)(void))rocketmq_command, METH_FASTCALL, rocketmq_command_doc},
     {"cut_frames", (PyCFunction)(void (*)(void))cut_frames, METH_FASTCALL, cut_frames_doc},
+    {"rocketmq_frame", rocketmq_frame, METH_O, rocketmq_frame_doc},
     {"encode_rocketmq_header", encode_rocketmq_header, METH_VARARGS, encode_rocketmq_header_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,7 @@
-"""The frame cutter and the ROCKETMQ command maker in C (``_speedups.cut_frames``, ``_speedups.rocketmq_command``)
-against their Python twins (``frame._cut_frames_py``, ``command._rocketmq_command_py``): the same frames, commands,
-ends and faults on random byte streams, whole, cut, damaged or malformed."""
+"""The frame cutter, the ROCKETMQ command maker and its frame writer in C (``_speedups.cut_frames``,
+``rocketmq_command``, ``rocketmq_frame``) against their Python twins (``frame._cut_frames_py``,
+``command._rocketmq_command_py``, ``command._rocketmq_frame_py``): the same frames, commands, ends, faults and bytes
+on random streams and commands, whole, cut, damaged or malformed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from hypothesis import strategies as st
 from broker import _speedups  # built in place by pip install -e .
 from broker.remoting import command, frame
 from broker.remoting.codes import SerializeType
-from broker.remoting.command import RemotingCommand, _encode_rocketmq_header_py, _rocketmq_command_py
+from broker.remoting.command import (
+    RemotingCommand,
+    _encode_rocketmq_header_py,
+    _rocketmq_command_py,
+    _rocketmq_frame_py,
+)
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, Frame, FrameDecoder, _cut_frames_py, encode_frame
 from tests.unit.test_speedups import encode_either, header_fields
 
@@ -20,6 +26,7 @@ from tests.unit.test_speedups import encode_either, header_fields
 def test_the_remoting_path_uses_the_c_loops():
     assert frame.cut_frames is _speedups.cut_frames
     assert command.rocketmq_command is _speedups.rocketmq_command
+    assert command.rocketmq_frame is _speedups.rocketmq_frame
 
 
 frames = st.lists(st.tuples(st.sampled_from(list(SerializeType)), st.binary(max_size=40), st.binary(max_size=60)),
@@ -85,3 +92,25 @@ def test_rocketmq_command_keeps_a_body_view_and_an_unknown_language():
     c = _speedups.rocketmq_command(bytes(header), body)
     assert c == _rocketmq_command_py(bytes(header), body)
     assert c.body is body and c.language.name == "OTHER" and c.remark == "r"
+
+
+@settings(max_examples=500, deadline=None)
+@given(fields=header_fields, body=st.binary(max_size=20), plain_language=st.booleans())
+def test_rocketmq_frame_c_writes_what_python_writes_or_leaves_it_to_python(fields, body, plain_language):
+    code, language, version, opaque, flag, remark, ext_fields = fields
+    cmd = RemotingCommand(code, int(language) if plain_language else language, version, opaque, flag, remark,
+                          ext_fields, body, SerializeType.ROCKETMQ)
+    c = _speedups.rocketmq_frame(cmd)
+    python = encode_either(lambda: _rocketmq_frame_py(cmd), ())
+    if c is None:
+        assert plain_language or python == "refused" or any("\ud800" <= ch <= "\udfff" for ch in str(fields))
+    else:
+        assert not plain_language and c == python and type(c[0]) is bytes and c[1] is body
+
+
+def test_rocketmq_frame_leaves_other_commands_to_python():
+    cmd = RemotingCommand(310, body=b"x", serialize_type=SerializeType.ROCKETMQ)
+    assert _speedups.rocketmq_frame(cmd) == command._rocketmq_frame_py(cmd) == command.encode_parts(cmd)
+    for other in (RemotingCommand(310, body=b"x"), RemotingCommand(310, body=(b"x", b"y"), serialize_type=1),
+                  RemotingCommand(310, body=bytearray(b"x"), serialize_type=SerializeType.ROCKETMQ), "not one"):
+        assert _speedups.rocketmq_frame(other) is None
