@@ -1,7 +1,9 @@
 """The remoting frame: how RemotingCommands are cut out of a TCP byte stream. Sans-IO, in the style of h11.
 
 Rule 1: the frame layout is defined here once (``FRAME_PREFIX``), with its one encoder (``encode_frame``) and one
-decoder (``FrameDecoder``). What is inside the header (JSON or ROCKETMQ) belongs to ``command.py``.
+decoder (``FrameDecoder``). What is inside the header (JSON or ROCKETMQ) belongs to ``command.py``. The decoder's
+loop over the frames of a read is ``_speedups.cut_frames`` in C where the extension is built (its twin
+``_cut_frames_py``, tests/unit/test_speedups_frames.py), which repeats the layout's sizes and the checks' words.
 
 Layout (``RemotingCommand.encode`` / ``NettyDecoder``), big-endian::
 
@@ -147,7 +149,6 @@ class FrameDecoder:
         """Take the buffered bytes out (the caller completes the frame and feeds it back whole)."""
         data, self._buffer = self._buffer, bytearray()
         return data
-
 
 
 def _cut_frames_py(buffer: Buffer, max_frame_length: int,
