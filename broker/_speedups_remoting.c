@@ -7,6 +7,11 @@
  *   it is malformed (command.py then walks it again to name what, with the same messages as before).
  * - encode_rocketmq_header (command._encode_rocketmq_header_py): the header's bytes, or None for what the Python
  *   twin must refuse or convert itself (a value out of range, an extFields entry that is not str: str, a non-dict).
+ * - cut_frames (frame._cut_frames_py): the whole frames of a read, with the decoder's checks and their words.
+ * - rocketmq_command (command._rocketmq_command_py): a ROCKETMQ frame's RemotingCommand, its slots filled directly.
+ * - rocketmq_frame (command._rocketmq_frame_py): a ROCKETMQ command's frame prefix and header as one bytes.
+ *   These three are the event loop's own work per request (bench/request_cost.py --sockets);
+ *   tests/unit/test_speedups_frames.py holds them to their twins.
  *
  * In Python the two cost about 7 and 3 us a command, a third of the broker's own work on a single send; here well
  * under one. The layout (the box in command.py's docstring) is repeated here as the sizes below.
