@@ -10,12 +10,18 @@ Cases: SEND_MESSAGE_V2 of 128 B and 1 KB, SEND_BATCH_MESSAGE of 16 such messages
 (what a push consumer asks; its subscription carried in the request). ``--profile`` prints cProfile's top functions
 of each case.
 
+``--sockets N`` adds what the exchange-only cases leave out: the same single sends by N blocking senders over
+loopback connections (a thread of this process, each sender waiting for its answer as the Java client's sync send
+does), so the event loop (uvloop, as the broker runs), the connection's bytes in, the request's task or its lack,
+and the answer's write count too. The CPU is still the loop thread's, divided by the requests answered.
+
 Examples
 --------
     python bench/request_cost.py                   # every case, 20,000 requests each (sends) and 4,000 pulls
     python bench/request_cost.py --profile         # + where the time goes
     python bench/request_cost.py --rounds 20       # the least and the median of 20 rounds: for a loaded machine
     python bench/request_cost.py --idle 20         # + an idle broker's CPU (its timers) before the cases
+    python bench/request_cost.py --sockets 8       # + single sends through 8 loopback connections
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ import io
 import logging
 import os
 import pstats
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -105,25 +113,71 @@ async def drive(controller: BrokerController, frames: Callable[[int], bytes], co
     return time.thread_time() - begin
 
 
+def sender(port: int, frames: list[bytes], count: int, start: threading.Barrier) -> None:
+    """One blocking sync sender: a frame, then its whole answer, ``count`` times."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start.wait()
+        for i in range(count):
+            sock.sendall(frames[i % len(frames)])
+            answer = sock.recv(65536)
+            while len(answer) < 4 or len(answer) < 4 + int.from_bytes(answer[:4], "big"):
+                answer += sock.recv(65536)
+
+
+async def drive_sockets(controller: BrokerController, frames: list[bytes], senders: int, count: int) -> float:
+    """CPU seconds of the loop's thread while ``senders`` threads send ``count`` requests each over loopback."""
+    start = threading.Barrier(senders + 1)
+    threads = [threading.Thread(target=sender, args=(controller.server.port, frames, count, start), daemon=True)
+               for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    await asyncio.sleep(0.2)  # the connections accepted
+    await asyncio.get_running_loop().run_in_executor(None, start.wait)
+    begin = time.thread_time()
+    while any(thread.is_alive() for thread in threads):
+        await asyncio.sleep(0.005)
+    return time.thread_time() - begin
+
+
+def run_socket_case(controller: BrokerController, label: str, frames: list[bytes], senders: int, count: int,
+                    rounds: int, profile: bool) -> None:
+    """``count`` single sends over ``senders`` connections in ``rounds`` rounds: as ``run_case``."""
+    loop = asyncio.get_event_loop()
+    loop.run_until_complete(drive_sockets(controller, frames, senders, 200))  # warm-up
+    size = max(count // rounds // senders, 1)
+    costs = [loop.run_until_complete(drive_sockets(controller, frames, senders, size)) * 1e6 / (size * senders)
+             for _ in range(rounds)]
+    median = f"  median {statistics.median(costs):7.1f} us/request" if rounds > 1 else ""
+    print(f"{label:24} {min(costs):7.1f} us/request  {min(costs):6.2f} us/msg{median}", flush=True)
+    if profile:
+        print_profile(lambda: loop.run_until_complete(drive_sockets(controller, frames, senders, size)))
+
+
+def print_profile(run: Callable[[], object]) -> None:
+    """cProfile's top functions (by their own time) of ``run()`` in this thread."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(TOP)
+    print("\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip()), "\n")
+
+
 def run_case(controller: BrokerController, label: str, frames: Callable[[int], bytes], count: int, per: int,
              profile: bool, rounds: int = 1) -> None:
     """``count`` requests in ``rounds`` rounds: the least CPU per request of a round, and with rounds the median
     (on a loaded machine the least is the steadier figure: a round the scheduler interrupted only costs more)."""
     loop = asyncio.get_event_loop()
     loop.run_until_complete(drive(controller, frames, min(count, 2000)))  # warm-up
-    profiler = cProfile.Profile() if profile else None
     size = max(count // rounds, 1)
     costs = [loop.run_until_complete(drive(controller, frames, size)) * 1e6 / size for _ in range(rounds)]
     per_request = min(costs)
     median = f"  median {statistics.median(costs):7.1f} us/request" if rounds > 1 else ""
     print(f"{label:24} {per_request:7.1f} us/request  {per_request / per:6.2f} us/msg{median}", flush=True)
-    if profiler is not None:
-        profiler.enable()
-        loop.run_until_complete(drive(controller, frames, count))
-        profiler.disable()
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(TOP)
-        print("\n".join(line for line in out.getvalue().splitlines()[6:] if line.strip()), "\n")
+    if profile:
+        print_profile(lambda: loop.run_until_complete(drive(controller, frames, count)))
 
 
 async def start(store_dir: Path) -> BrokerController:
@@ -137,6 +191,15 @@ async def start(store_dir: Path) -> BrokerController:
     return controller
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's, as the broker runs (``run_server``), unless RMQ_EVENT_LOOP=asyncio."""
+    if os.environ.get("RMQ_EVENT_LOOP", "uvloop") == "asyncio":
+        return asyncio.new_event_loop()
+    import uvloop
+
+    return uvloop.new_event_loop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000, help="sends per case")
@@ -146,10 +209,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="first, the loop thread's CPU over this many seconds with no request (timers, polls)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="split each case into rounds; print the least and the median CPU per request")
+    parser.add_argument("--sockets", type=int, default=0,
+                        help="then single sends by this many blocking senders over loopback connections")
+    parser.add_argument("--only-sockets", action="store_true", help="skip the exchange-only cases")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # a Java consumer's pulls and sends log nothing on a healthy broker either
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
     with tempfile.TemporaryDirectory(prefix="request-cost-") as tmp:
         controller = loop.run_until_complete(start(Path(tmp)))
@@ -160,12 +226,18 @@ def main(argv: list[str] | None = None) -> None:
                 loop.run_until_complete(asyncio.sleep(args.idle))
                 idle_ms = (time.thread_time() - begin) * 1000 / args.idle
                 print(f"{'idle':24} {idle_ms:7.2f} ms CPU per second of the loop's thread", flush=True)
-            for size in (128, 1024):
+            for size in () if args.only_sockets else (128, 1024):
                 for batch in (1, 16):
                     frames = [java_send_frame(size, batch, q) for q in range(QUEUES)]
                     label = f"send {size} B" + (f" batch {batch}" if batch > 1 else "")
                     run_case(controller, label, lambda i, f=frames: f[i % QUEUES], args.requests // batch, batch,
                              args.profile, args.rounds)
+            for size in (128, 1024) if args.sockets else ():
+                frames = [java_send_frame(size, 1, q) for q in range(QUEUES)]
+                run_socket_case(controller, f"socket send {size} B", frames, args.sockets, args.requests,
+                                args.rounds, args.profile)
+            if args.only_sockets:
+                return
             stored = controller.store.max_offset_in_queue(TOPIC, 0)
             loop.run_until_complete(asyncio.sleep(1))  # dispatch catches up
             pulls = [java_pull_frame(q, o) for q in range(QUEUES) for o in range(0, stored - PULL_BATCH, PULL_BATCH)]

@@ -273,21 +273,15 @@ static PyObject *cached_name(NameCache *cache, const char *p, Py_ssize_t n) {
  * whose name and value are both non-empty. */
 PyObject *rmq_decode_properties(const uint8_t *p, Py_ssize_t n, NameCache *names) {
     PyObject *props = PyDict_New();
-    const uint8_t *end = p + n;
-    while (props != NULL && p < end) {
-        const uint8_t *item_end = memchr(p, 0x02, (size_t)(end - p));
-        if (item_end == NULL)
-            item_end = end;
-        const uint8_t *sep = memchr(p, 0x01, (size_t)(item_end - p));
-        if (sep != NULL && sep > p && sep + 1 < item_end) {
-            PyObject *name = cached_name(names, (const char *)p, sep - p);
-            PyObject *value = name ? PyUnicode_DecodeUTF8((const char *)sep + 1, item_end - sep - 1, NULL) : NULL;
-            if (value == NULL || PyDict_SetItem(props, name, value) < 0)
-                Py_CLEAR(props);
-            Py_XDECREF(name);
-            Py_XDECREF(value);
-        }
-        p = item_end + 1;
+    PropertyWalk walk = property_walk(p, n);
+    Span name_at, value_at;
+    while (props != NULL && next_property(&walk, &name_at, &value_at)) {
+        PyObject *name = cached_name(names, (const char *)name_at.p, name_at.n);
+        PyObject *value = name ? PyUnicode_DecodeUTF8((const char *)value_at.p, value_at.n, NULL) : NULL;
+        if (value == NULL || PyDict_SetItem(props, name, value) < 0)
+            Py_CLEAR(props);
+        Py_XDECREF(name);
+        Py_XDECREF(value);
     }
     return props;
 }
@@ -298,26 +292,20 @@ PyObject *rmq_decode_properties(const uint8_t *p, Py_ssize_t n, NameCache *names
  * value plus a dict entry each cost more than the rest of the scan. */
 static PyObject *wanted_properties(const uint8_t *p, Py_ssize_t n, PyObject *wanted) {
     PyObject *props = PyDict_New();
-    const uint8_t *end = p + n;
     Py_ssize_t count = PyTuple_GET_SIZE(wanted);
-    while (props != NULL && p < end) {
-        const uint8_t *item_end = memchr(p, 0x02, (size_t)(end - p));
-        if (item_end == NULL)
-            item_end = end;
-        const uint8_t *sep = memchr(p, 0x01, (size_t)(item_end - p));
-        if (sep != NULL && sep > p && sep + 1 < item_end) {
-            for (Py_ssize_t i = 0; i < count; i++) {
-                PyObject *name = PyTuple_GET_ITEM(wanted, i);
-                if (PyUnicode_GET_LENGTH(name) != sep - p || memcmp(PyUnicode_DATA(name), p, (size_t)(sep - p)))
-                    continue;
-                PyObject *value = PyUnicode_DecodeUTF8((const char *)sep + 1, item_end - sep - 1, NULL);
-                if (value == NULL || PyDict_SetItem(props, name, value) < 0)
-                    Py_CLEAR(props);
-                Py_XDECREF(value);
-                break;
-            }
+    PropertyWalk walk = property_walk(p, n);
+    Span name_at, value_at;
+    while (props != NULL && next_property(&walk, &name_at, &value_at)) {
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *name = PyTuple_GET_ITEM(wanted, i);
+            if (PyUnicode_GET_LENGTH(name) != name_at.n || memcmp(PyUnicode_DATA(name), name_at.p, (size_t)name_at.n))
+                continue;
+            PyObject *value = PyUnicode_DecodeUTF8((const char *)value_at.p, value_at.n, NULL);
+            if (value == NULL || PyDict_SetItem(props, name, value) < 0)
+                Py_CLEAR(props);
+            Py_XDECREF(value);
+            break;
         }
-        p = item_end + 1;
     }
     return props;
 }

@@ -91,6 +91,45 @@ typedef struct {
     Py_ssize_t n;
 } Span;
 
+static inline int span_equals(Span s, const char *text) {
+    size_t n = strlen(text);
+    return (size_t)s.n == n && memcmp(s.p, text, n) == 0;
+}
+
+/* MessageDecoder.string2messageProperties' walk over PROPERTIES bytes (name \x01 value \x02 ...): the entries whose
+ * name and value are both non-empty, in order (a name met twice comes twice: Java's map keeps the last value). The
+ * store's dispatch, the send's record, the pull's columns and the properties dict all read them this one way:
+ *
+ *     PropertyWalk walk = property_walk(p, n);
+ *     Span name, value;
+ *     while (next_property(&walk, &name, &value)) ...
+ */
+typedef struct {
+    const uint8_t *p, *end;
+} PropertyWalk;
+
+static inline PropertyWalk property_walk(const uint8_t *p, Py_ssize_t n) {
+    return (PropertyWalk){p, p + n};
+}
+
+/* The next entry kept into *name and *value: 1, or 0 at the end. */
+static inline int next_property(PropertyWalk *walk, Span *name, Span *value) {
+    while (walk->p < walk->end) {
+        const uint8_t *item = walk->p;
+        const uint8_t *item_end = memchr(item, 0x02, (size_t)(walk->end - item));
+        if (item_end == NULL)
+            item_end = walk->end;
+        walk->p = item_end + 1;
+        const uint8_t *sep = memchr(item, 0x01, (size_t)(item_end - item));
+        if (sep != NULL && sep > item && sep + 1 < item_end) {
+            *name = (Span){item, sep - item};
+            *value = (Span){sep + 1, item_end - sep - 1};
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* A record's SYSFLAG as a put writes it: the message's, with the host bits set by the hosts' lengths. */
 static inline int32_t stored_sys_flag(int32_t sys_flag, Span born_host, Span store_host) {
     return (sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)) | (born_host.n == HOST_V6_LENGTH ? BORNHOST_V6 : 0) |

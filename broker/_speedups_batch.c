@@ -171,11 +171,6 @@ static const char *const READ_NAMES[P_COUNT] = {"TRAN_MSG", "PGROUP", "UNIQ_KEY"
 static const char *const GENERAL_NAMES[] = {"DELAY", "TRANSACTION_CHECK_TIMES", "REAL_TOPIC", "REAL_QID",
                                             "__transactionId__", "POP_CK", "MSG_REGION", "TRACE_ON", "CLUSTER"};
 
-static int span_is(Span s, const char *text) {
-    size_t n = strlen(text);
-    return (size_t)s.n == n && memcmp(s.p, text, n) == 0;
-}
-
 /* Reads the entries of an item's PROPERTIES into ``found`` (P_*); 0 when the item is not of the common shape: an
  * entry without a name, value or separator, not ending in \x02, a name read twice, or a name of GENERAL_NAMES. */
 static int half_batch_fast(Span props, Span found[P_COUNT]) {
@@ -189,14 +184,14 @@ static int half_batch_fast(Span props, Span found[P_COUNT]) {
             return 0;
         Span name = {p, sep - p}, value = {sep + 1, entry_end - sep - 1};
         for (int i = 0; i < P_COUNT; i++) {
-            if (span_is(name, READ_NAMES[i])) {
+            if (span_equals(name, READ_NAMES[i])) {
                 if (found[i].p != NULL)
                     return 0;
                 found[i] = value;
             }
         }
         for (size_t i = 0; i < sizeof(GENERAL_NAMES) / sizeof(GENERAL_NAMES[0]); i++) {
-            if (span_is(name, GENERAL_NAMES[i]))
+            if (span_equals(name, GENERAL_NAMES[i]))
                 return 0;
         }
         p = entry_end + 1;

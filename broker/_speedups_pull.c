@@ -153,27 +153,19 @@ static int record_parts(const uint8_t *r, Py_ssize_t room, Parts *parts) {
  * and UNIQ_KEY is noted. Returns the number of entries kept. */
 static Py_ssize_t put_entries(const uint8_t *p, Py_ssize_t n, Column *keys, Column *values, Py_ssize_t entry,
                               Span *tags, Span *msg_keys, Span *uniq_key) {
-    const uint8_t *end = p + n;
+    PropertyWalk walk = property_walk(p, n);
+    Span name, value;
     Py_ssize_t kept = 0;
-    while (p < end) {
-        const uint8_t *item_end = memchr(p, 0x02, (size_t)(end - p));
-        if (item_end == NULL)
-            item_end = end;
-        const uint8_t *sep = memchr(p, 0x01, (size_t)(item_end - p));
-        if (sep != NULL && sep > p && sep + 1 < item_end) {
-            Py_ssize_t name_length = sep - p;
-            Span value = {sep + 1, item_end - sep - 1};
-            column_put(keys, entry + kept, p, name_length);
-            column_put(values, entry + kept, value.p, value.n);
-            kept++;
-            if (name_length == 4 && memcmp(p, "TAGS", 4) == 0)
-                *tags = value;
-            else if (name_length == 4 && memcmp(p, "KEYS", 4) == 0)
-                *msg_keys = value;
-            else if (name_length == 8 && memcmp(p, "UNIQ_KEY", 8) == 0)
-                *uniq_key = value;
-        }
-        p = item_end + 1;
+    while (next_property(&walk, &name, &value)) {
+        column_put(keys, entry + kept, name.p, name.n);
+        column_put(values, entry + kept, value.p, value.n);
+        kept++;
+        if (span_equals(name, "TAGS"))
+            *tags = value;
+        else if (span_equals(name, "KEYS"))
+            *msg_keys = value;
+        else if (span_equals(name, "UNIQ_KEY"))
+            *uniq_key = value;
     }
     return kept;
 }

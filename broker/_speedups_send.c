@@ -62,11 +62,6 @@ static int utf8_of(PyObject *text, Span *out) {
     return 1;
 }
 
-static int span_equals(Span s, const char *text) {
-    size_t n = strlen(text);
-    return (size_t)s.n == n && memcmp(s.p, text, n) == 0;
-}
-
 typedef struct {
     Span name, value;
 } Entry;
@@ -94,26 +89,19 @@ static int put_entry(Entries *entries, Span name, Span value) {
  * last value of a name); 0 when one is out of the common shape (see the file's head). */
 static int producer_entries(Span text, Entries *entries) {
     static const char *const GENERAL_NAMES[] = {"DELAY", "TRAN_MSG", "POP_CK"};
-    const uint8_t *p = text.p, *end = text.p + text.n;
-    while (p < end) {
-        const uint8_t *item_end = memchr(p, 0x02, (size_t)(end - p));
-        if (item_end == NULL)
-            item_end = end;
-        const uint8_t *sep = memchr(p, 0x01, (size_t)(item_end - p));
-        if (sep != NULL && sep > p && sep + 1 < item_end) {
-            Span name = {p, sep - p}, value = {sep + 1, item_end - sep - 1};
-            for (Py_ssize_t i = 0; i < name.n; i++) {
-                if (name.p[i] >= 0x80)
-                    return 0;
-            }
-            for (size_t i = 0; i < sizeof(GENERAL_NAMES) / sizeof(GENERAL_NAMES[0]); i++) {
-                if (span_equals(name, GENERAL_NAMES[i]))
-                    return 0;
-            }
-            if (!put_entry(entries, name, value))
+    PropertyWalk walk = property_walk(text.p, text.n);
+    Span name, value;
+    while (next_property(&walk, &name, &value)) {
+        for (Py_ssize_t i = 0; i < name.n; i++) {
+            if (name.p[i] >= 0x80)
                 return 0;
         }
-        p = item_end + 1;
+        for (size_t i = 0; i < sizeof(GENERAL_NAMES) / sizeof(GENERAL_NAMES[0]); i++) {
+            if (span_equals(name, GENERAL_NAMES[i]))
+                return 0;
+        }
+        if (!put_entry(entries, name, value))
+            return 0;
     }
     return 1;
 }

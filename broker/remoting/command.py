@@ -200,11 +200,18 @@ def encode(cmd: RemotingCommand) -> bytes:
 def encode_parts(cmd: RemotingCommand) -> list[Buffer]:
     """``encode`` as buffers to send back to back, the body's parts not copied."""
     if cmd.serialize_type == SerializeType.ROCKETMQ:
-        header = _encode_rocketmq_header(cmd)
-    else:
-        header = _encode_json_header(cmd)
+        parts = rocketmq_frame(cmd)  # C: the prefix and header in one bytes, then the body; None for the rest
+        return parts if parts is not None else _rocketmq_frame_py(cmd)
     body = cmd.body
-    return encode_frame_parts(cmd.serialize_type, header, body if type(body) is tuple else (body,))
+    return encode_frame_parts(cmd.serialize_type, _encode_json_header(cmd), body if type(body) is tuple else (body,))
+
+
+def _rocketmq_frame_py(cmd: RemotingCommand) -> list[Buffer]:
+    """The frame of a ROCKETMQ command as buffers (``_speedups.rocketmq_frame`` in C, which answers None for what
+    this one converts or refuses)."""
+    body = cmd.body
+    return encode_frame_parts(SerializeType.ROCKETMQ, _encode_rocketmq_header(cmd),
+                              body if type(body) is tuple else (body,))
 
 
 def _check_ext_fields(ext_fields: Mapping[str, str]) -> None:
@@ -284,12 +291,10 @@ def _encode_rocketmq_header_py(code: int, language: LanguageCode, version: int, 
 def decode(frame: Frame) -> RemotingCommand:
     """The command in ``frame``. Raises MalformedCommand naming what is wrong, with the opaque when it was read."""
     if frame.serialize_type == SerializeType.ROCKETMQ:
-        fields = rocketmq_header_fields(frame.header)
-        if fields is None:
+        cmd = rocketmq_command(frame.header, frame.body)
+        if cmd is None:
             _decode_rocketmq_header(frame.header)  # raises, naming what is wrong
-        code, language, version, opaque, flag, remark, ext_fields = fields
-        return RemotingCommand(code, _LANGUAGES.get(language, LanguageCode.OTHER), version, opaque, flag, remark,
-                               ext_fields, frame.body, SerializeType.ROCKETMQ)
+        return cmd
     return RemotingCommand(**_decode_json_header(frame.header), body=frame.body, serialize_type=frame.serialize_type)
 
 
@@ -416,11 +421,32 @@ def _rocketmq_header_fields_py(header: bytes) -> tuple[int, int, int, int, int, 
             fields["ext_fields"])
 
 
+def _rocketmq_command_py(header: bytes, body: bytes | memoryview) -> RemotingCommand | None:
+    """The command of a ROCKETMQ frame, or None when its header is malformed (``_speedups.rocketmq_command`` in C,
+    which makes the frozen dataclass without its ``__init__``)."""
+    fields = rocketmq_header_fields(header)
+    if fields is None:
+        return None
+    code, language, version, opaque, flag, remark, ext_fields = fields
+    return RemotingCommand(code, _LANGUAGES.get(language, LanguageCode.OTHER), version, opaque, flag, remark,
+                           ext_fields, body, SerializeType.ROCKETMQ)
+
+
 try:
-    from broker._speedups import encode_rocketmq_header, rocketmq_header_fields
+    from broker._speedups import (
+        bind_command,
+        encode_rocketmq_header,
+        rocketmq_command,
+        rocketmq_frame,
+        rocketmq_header_fields,
+    )
 except ImportError:  # built without a C compiler: the same headers, slower
     encode_rocketmq_header = _encode_rocketmq_header_py
     rocketmq_header_fields = _rocketmq_header_fields_py
+    rocketmq_command = _rocketmq_command_py
+    rocketmq_frame = _rocketmq_frame_py  # type: ignore[assignment]
+else:
+    bind_command(RemotingCommand, _LANGUAGES, LanguageCode.OTHER)
 
 
 def _too_short(header: bytes) -> str:

@@ -1,7 +1,9 @@
 """The remoting frame: how RemotingCommands are cut out of a TCP byte stream. Sans-IO, in the style of h11.
 
 Rule 1: the frame layout is defined here once (``FRAME_PREFIX``), with its one encoder (``encode_frame``) and one
-decoder (``FrameDecoder``). What is inside the header (JSON or ROCKETMQ) belongs to ``command.py``.
+decoder (``FrameDecoder``). What is inside the header (JSON or ROCKETMQ) belongs to ``command.py``. The decoder's
+loop over the frames of a read is ``_speedups.cut_frames`` in C where the extension is built (its twin
+``_cut_frames_py``, tests/unit/test_speedups_frames.py), which repeats the layout's sizes and the checks' words.
 
 Layout (``RemotingCommand.encode`` / ``NettyDecoder``), big-endian::
 
@@ -19,7 +21,7 @@ field passes, one byte more does not).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.common.errors import LocalProtocolError, MalformedFrame
@@ -118,24 +120,18 @@ class FrameDecoder:
             source: Buffer = self._buffer
         else:
             source = data
-        frames: list[Frame] = []
-        pos = 0
-        try:
-            while True:
-                frame_end = self._next_frame_end(source, pos)
-                if frame_end < 0:
-                    break
-                frames.append(self._cut(source, pos, frame_end, body_type if source is data else bytes))
-                pos = frame_end
-        except MalformedFrame as err:
-            err.frames = frames
-            self._error = err
-            raise
-        finally:
-            if source is self._buffer:
-                del self._buffer[:pos]  # O(1) for a bytearray's head
-            elif pos < len(source):
-                self._buffer += memoryview(source)[pos:]
+        if body_type is bytes or source is not data:
+            frames, pos, fault = cut_frames(source, self.max_frame_length)
+        else:
+            frames, pos, fault = _cut_frames_py(source, self.max_frame_length, body_type)
+        if source is self._buffer:
+            del self._buffer[:pos]  # O(1) for a bytearray's head
+        elif pos < len(source):
+            self._buffer += memoryview(source)[pos:]
+        if fault is not None:
+            self._error = MalformedFrame(fault)
+            self._error.frames = frames
+            raise self._error
         return frames
 
     def missing(self) -> int:
@@ -154,38 +150,70 @@ class FrameDecoder:
         data, self._buffer = self._buffer, bytearray()
         return data
 
-    def _next_frame_end(self, buffer: Buffer, pos: int) -> int:
-        """Where the frame at ``pos`` ends, or -1 when it is not all here; validates as soon as bytes allow."""
-        available = len(buffer) - pos
-        if available < LENGTH_FIELD_SIZE:
-            return -1
-        (length,) = LENGTH_FIELD.unpack_from(buffer, pos)
-        if length < MARKER_SIZE:
-            raise MalformedFrame(f"frame length {length} is less than the {MARKER_SIZE}-byte header marker")
-        if length + LENGTH_FIELD_SIZE > self.max_frame_length:
-            raise MalformedFrame(
-                f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds the maximum frame length {self.max_frame_length}"
-            )
-        if available < PREFIX_SIZE:
-            return -1
-        (length, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
-        header_length = marker & HEADER_LENGTH_MASK
-        if header_length > length - MARKER_SIZE:
-            raise MalformedFrame(f"header length {header_length} exceeds frame length {length} - {MARKER_SIZE}")
-        type_code = (marker >> SERIALIZE_TYPE_SHIFT) & 0xFF
-        if type_code not in _SERIALIZE_TYPES:
-            raise MalformedFrame(f"unknown serialize type {type_code} in header marker {marker & 0xFFFFFFFF:#010x}")
-        frame_end = pos + LENGTH_FIELD_SIZE + length
-        return frame_end if frame_end <= len(buffer) else -1
 
-    @staticmethod
-    def _cut(buffer: Buffer, pos: int, frame_end: int, body_type: type[bytes] | type[memoryview]) -> Frame:
-        (_, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
-        header_start = pos + PREFIX_SIZE
-        body_start = header_start + (marker & HEADER_LENGTH_MASK)
-        serialize_type = _SERIALIZE_TYPES[(marker >> SERIALIZE_TYPE_SHIFT) & 0xFF]
-        if body_type is memoryview:  # the caller's buffer, kept: the body is a view of it
-            view = memoryview(buffer)
-            return Frame(serialize_type, bytes(view[header_start:body_start]), view[body_start:frame_end])
-        with memoryview(buffer) as view:  # one copy per field (slicing the bytearray itself would make two)
-            return Frame(serialize_type, bytes(view[header_start:body_start]), bytes(view[body_start:frame_end]))
+def _cut_frames_py(buffer: Buffer, max_frame_length: int,
+                   body_type: type[bytes] | type[memoryview] = bytes) -> tuple[list[Frame], int, str | None]:
+    """The whole frames at the head of ``buffer``, where the rest begins, and MalformedFrame's text for the frame
+    there when it is malformed (else None); ``_speedups.cut_frames`` in C, for bodies as bytes."""
+    frames: list[Frame] = []
+    pos = 0
+    try:
+        while True:
+            frame_end = _next_frame_end(buffer, pos, max_frame_length)
+            if frame_end < 0:
+                return frames, pos, None
+            frames.append(_cut(buffer, pos, frame_end, body_type))
+            pos = frame_end
+    except MalformedFrame as err:
+        return frames, pos, err.reason
+
+
+def _next_frame_end(buffer: Buffer, pos: int, max_frame_length: int) -> int:
+    """Where the frame at ``pos`` ends, or -1 when it is not all here; validates as soon as bytes allow."""
+    available = len(buffer) - pos
+    if available < LENGTH_FIELD_SIZE:
+        return -1
+    (length,) = LENGTH_FIELD.unpack_from(buffer, pos)
+    if length < MARKER_SIZE:
+        raise MalformedFrame(f"frame length {length} is less than the {MARKER_SIZE}-byte header marker")
+    if length + LENGTH_FIELD_SIZE > max_frame_length:
+        raise MalformedFrame(
+            f"frame of {length + LENGTH_FIELD_SIZE} bytes exceeds the maximum frame length {max_frame_length}"
+        )
+    if available < PREFIX_SIZE:
+        return -1
+    (length, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
+    header_length = marker & HEADER_LENGTH_MASK
+    if header_length > length - MARKER_SIZE:
+        raise MalformedFrame(f"header length {header_length} exceeds frame length {length} - {MARKER_SIZE}")
+    type_code = (marker >> SERIALIZE_TYPE_SHIFT) & 0xFF
+    if type_code not in _SERIALIZE_TYPES:
+        raise MalformedFrame(f"unknown serialize type {type_code} in header marker {marker & 0xFFFFFFFF:#010x}")
+    frame_end = pos + LENGTH_FIELD_SIZE + length
+    return frame_end if frame_end <= len(buffer) else -1
+
+
+def _cut(buffer: Buffer, pos: int, frame_end: int, body_type: type[bytes] | type[memoryview]) -> Frame:
+    (_, marker) = FRAME_PREFIX.unpack_from(buffer, pos)
+    header_start = pos + PREFIX_SIZE
+    body_start = header_start + (marker & HEADER_LENGTH_MASK)
+    serialize_type = _SERIALIZE_TYPES[(marker >> SERIALIZE_TYPE_SHIFT) & 0xFF]
+    if body_type is memoryview:  # the caller's buffer, kept: the body is a view of it
+        view = memoryview(buffer)
+        return Frame(serialize_type, bytes(view[header_start:body_start]), view[body_start:frame_end])
+    with memoryview(buffer) as view:  # one copy per field (slicing the bytearray itself would make two)
+        return Frame(serialize_type, bytes(view[header_start:body_start]), bytes(view[body_start:frame_end]))
+
+
+def _bind_speedups() -> Callable[[Buffer, int], tuple[list[Frame], int, str | None]]:
+    """``_speedups.cut_frames``, told the classes it makes, or the twin."""
+    try:
+        from broker._speedups import bind_frame
+        from broker._speedups import cut_frames as cut_frames_c
+    except ImportError:  # built without a C compiler: the same frames, slower
+        return _cut_frames_py
+    bind_frame(Frame, tuple(sorted(SerializeType, key=int)))
+    return cut_frames_c
+
+
+cut_frames = _bind_speedups()

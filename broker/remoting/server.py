@@ -24,6 +24,7 @@ from broker.remoting.connection import (
     READ_CHUNK,
     CloseReason,
     RemotingConnection,
+    is_eager,
     not_supported_response,
 )
 from broker.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
@@ -90,6 +91,7 @@ class RemotingServer:
         self._extra_servers: list[asyncio.Server] = []
         self._processors: dict[int, Processor] = {int(code): p for code, p in (processors or {}).items()}
         self._rejects: dict[int, RejectRequest] = {}
+        self._eager_codes: set[int] = {code for code, p in self._processors.items() if is_eager(p)}
         self._default_processor = default_processor
         self._default_reject: RejectRequest | None = None
         self.max_frame_length = max_frame_length
@@ -114,6 +116,10 @@ class RemotingServer:
         """Route requests with ``code`` to ``processor``, replacing any earlier one (Java's registerProcessor).
         While ``reject_request()`` is true they are answered SYSTEM_BUSY instead, unseen by the processor."""
         self._processors[int(code)] = processor
+        if is_eager(processor):
+            self._eager_codes.add(int(code))
+        else:
+            self._eager_codes.discard(int(code))
         if reject_request is None:
             self._rejects.pop(int(code), None)
         else:
@@ -193,6 +199,7 @@ class RemotingServer:
             max_frame_length=self.max_frame_length,
             max_concurrent_requests=self.max_concurrent_requests,
             on_close=self._connection_closed,
+            eager_codes=self._eager_codes,
         )
         if self._stopping:
             await conn.close(CloseReason.SHUTDOWN)

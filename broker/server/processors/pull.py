@@ -43,7 +43,7 @@ from broker.common.message import PullSysFlag
 from broker.common.topic import TopicConfig, is_readable
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
-from broker.remoting.connection import RemotingConnection, exception_simple_desc
+from broker.remoting.connection import RemotingConnection, eager, exception_simple_desc
 from broker.remoting.frame import Buffer
 from broker.remoting.headers import (
     HeaderError,
@@ -203,6 +203,7 @@ class PullMessageProcessor:
         """PullMessageProcessor.rejectRequest: a slave serves pulls only with slaveReadEnable."""
         return is_slave(self.broker_config) and not self.broker_config.slave_read_enable
 
+    @eager
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         return self.process_request(conn, request, suspendable=True)
 

@@ -47,7 +47,7 @@ from broker.common.message_batch import BatchMessage, decode_batch_body, decode_
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType, is_writeable, perm_to_string
 from broker.remoting.codes import RequestCode, ResponseCode
 from broker.remoting.command import RemotingCommand, create_response
-from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection
+from broker.remoting.connection import OVERLOAD_REMARK, RemotingConnection, eager
 from broker.remoting.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
 from broker.server.message_properties import java_ordered
 from broker.server.processors.common import (
@@ -165,6 +165,7 @@ class SendMessageProcessor:
         topic is created."""
         return sends_rejected(self.broker_config)
 
+    @eager
     async def process(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         ready = self.single_sends.record_of(conn.remote_address, request)
         if ready is not None:  # a single send of the common shape, its record made in one call (send_record.py)

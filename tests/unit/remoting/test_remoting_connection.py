@@ -16,7 +16,9 @@ from broker.remoting.connection import (
     READ_CHUNK,
     CloseReason,
     RemotingConnection,
+    eager,
     exception_simple_desc,
+    is_eager,
 )
 from broker.remoting.frame import FrameDecoder
 from broker.remoting.stream import FrameProtocol, open_stream
@@ -527,5 +529,57 @@ def test_frame_protocol_keeps_early_bytes_for_the_first_attach_then_hands_each_r
         assert protocol.attach(got.append) == [b"one", b"two"]
         protocol.data_received(b"three")
         assert got == [b"three"]
+
+    run(scenario())
+
+
+def test_eager_requests_are_answered_in_the_reads_callback_and_the_rest_in_a_task() -> None:
+    """An eager code's handler runs in the read's callback: answered at once, it needs no task, and the answers to one
+    read's requests go out in one write; one that waits (or is cancelled by close) carries on in a task as before;
+    one that raises is answered SYSTEM_ERROR. The peer sees the same answers either way."""
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        seen_tasks: list[asyncio.Task | None] = []
+
+        @eager
+        async def handler(conn, request):
+            seen_tasks.append(asyncio.current_task())
+            mode = request.ext_fields.get("mode")
+            if mode == "wait":
+                await gate.wait()
+            elif mode == "sleep":
+                await asyncio.sleep(0.01)
+                await asyncio.sleep(0)
+            elif mode == "fail":
+                raise ValueError("bad")
+            return create_response(request, ResponseCode.SUCCESS, mode, body=request.body)
+
+        assert is_eager(handler) and not is_eager(echo)
+        conn, reader, writer = await raw_pair(handler, eager_codes={int(RequestCode.SEND_MESSAGE)})
+        writes: list[int] = []
+        write_directly = conn._write_directly
+        conn._write_directly = lambda out: (writes.append(len(out)), write_directly(out))[1]
+        try:
+            requests = [create_request(RequestCode.SEND_MESSAGE, {"mode": mode}, b"%d" % i)
+                        for i, mode in enumerate(["now", "now", "fail", "sleep", "now"])]
+            writer.write(b"".join(encode(request) for request in requests))
+            answers = [decode_raw(frame) for frame in await read_frames(reader, 5)]
+            by_opaque = {answer.opaque: answer for answer in answers}
+            for request in requests:
+                answer = by_opaque[request.opaque]
+                mode = request.ext_fields["mode"]
+                assert answer.code == (ResponseCode.SYSTEM_ERROR if mode == "fail" else ResponseCode.SUCCESS)
+                assert answer.body == (b"" if mode == "fail" else request.body)
+            assert [answer.opaque for answer in answers[:4]] == [requests[i].opaque for i in (0, 1, 2, 4)]
+            assert seen_tasks == [None] * 5 and writes[0] == 1  # the four answered at once: one write, no task
+            held = create_request(RequestCode.SEND_MESSAGE, {"mode": "wait"})
+            writer.write(encode(held))
+            await asyncio.sleep(0.05)
+            assert len(conn._request_tasks) == 1
+        finally:
+            await conn.close()
+            writer.close()
+        await asyncio.wait_for(conn.wait_closed(), 2)  # the held one was cancelled with the connection
+        assert not conn._request_tasks
 
     run(scenario())
