@@ -64,7 +64,9 @@ def test_entries_cross_between_our_member_and_apaches(tmp_path: Path, ours_leads
         "dLegerGroup": GROUP, "dLegerPeers": dledger_peers, "dLegerSelfId": "n0"})
     commit_log = DLedgerCommitLog(DLedgerSetup.from_store_config(store_config))
     commit_log.open()
-    ours = DLedgerServer(DLedgerConfig.from_store_config(store_config), store=commit_log.store)
+    # a loaded CI machine can keep Apache's JVMs from acknowledging within DLedger's 2.5 s; the order is the test
+    ours = DLedgerServer(DLedgerConfig.from_store_config(store_config, max_wait_ack_time_ms=15_000),
+                         store=commit_log.store)
     loop = LoopThread(timeout=60)
     probe = DLedgerRpcClient(peers)
     running: dict[str, ApacheProcess] = {}
