@@ -146,10 +146,9 @@ class DLedgerReput(ReputMessageService):
 class DLedgerMessageStore(MessageStore):
     """MessageStore whose CommitLog is a DLedger log, and the member (``server``) that appends to it."""
 
-    def __init__(self, config: MessageStoreConfig, store_host: bytes, **dledger_timings: int) -> None:
-        """``dledger_timings``: DLedgerConfig's timing fields by name (tests shorten them); DLedger's defaults
-        otherwise, as Apache's broker runs. ConfigError for a bad dLeger key."""
-        dledger_config = DLedgerConfig.from_store_config(config, **dledger_timings)
+    def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
+        """ConfigError for a bad dLeger key."""
+        dledger_config = DLedgerConfig.from_store_config(config)
         super().__init__(dataclasses.replace(config, dispatch_mode=DispatchMode.THREAD), store_host)
         self.dledger = DLedgerCommitLog(DLedgerSetup.from_store_config(config))
         self.server = DLedgerServer(dledger_config, member_state=self.dledger.member_state, store=self.dledger.store)
