@@ -40,6 +40,7 @@ class Group:
     namesrv: ServerProcess
     ports: dict[str, int]
     peers: str
+    conf: dict[str, object] = field(default_factory=dict)  # more broker.conf keys for every member
     procs: dict[str, ServerProcess] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)
 
@@ -50,7 +51,7 @@ class Group:
                             store_dir=self.home / member / "store", port=self.ports[member], brokerName=GROUP,
                             enableDLegerCommitLog=True, dLegerGroup=GROUP, dLegerPeers=self.peers,
                             dLegerSelfId=member, defaultTopicQueueNums=QUEUES, slaveSynchronizeInterval=SLAVE_SYNC_MS,
-                            **TIMINGS)
+                            **TIMINGS, **self.conf)
         self.procs[member] = proc
         return proc
 
@@ -75,11 +76,12 @@ def holds_topic(addr: str, topic: str) -> bool:
 
 
 @contextlib.contextmanager
-def dledger_group(home: Path, topic: str) -> Iterator[Group]:
-    """The group started and ``topic`` created by a first send to the master and copied by both slaves."""
+def dledger_group(home: Path, topic: str, **conf: object) -> Iterator[Group]:
+    """The group started and ``topic`` created by a first send to the master and copied by both slaves; ``conf``:
+    more broker.conf keys for every member."""
     namesrv = start_namesrv(home / "namesrv")
     ports = {m: free_broker_port() for m in MEMBERS}
-    group = Group(home, namesrv, ports, ";".join(f"{m}-127.0.0.1:{free_port()}" for m in MEMBERS))
+    group = Group(home, namesrv, ports, ";".join(f"{m}-127.0.0.1:{free_port()}" for m in MEMBERS), conf)
     try:
         with ThreadPoolExecutor(len(MEMBERS)) as pool:  # together: each is ready once the group elected
             list(pool.map(group.start, MEMBERS))
