@@ -342,6 +342,9 @@ class BrokerController:
             return
         log.info("Begin to change to master brokerName=%s", self.broker_config.broker_name)
         self.slave_synchronize.pause()
+        # the halves and ops a follower got through the group's log never passed its put path: read the open
+        # transactions back from the store (and the synced CID_RMQ_SYS_TRANS offsets), so the checks see them
+        await self.transactional_message_service.start()
         await self._change_special_service_status(True)
         self.broker_config.change_role(MASTER_ID, role)
         await register_broker_all(self)

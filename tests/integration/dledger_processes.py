@@ -1,5 +1,5 @@
 """A DLedger group of three ``python -m broker`` processes (broker-a) and a NameServer, on short DLedger timings
-(rmq's ``dLeger*`` keys: heartbeats every 100 ms, an election after 3 missed, votes 50-150 ms apart), each member
+(rmq's ``dLeger*`` keys: heartbeats every 200 ms, an election after 3 missed, votes 50-150 ms apart), each member
 on fixed ports so that it restarts where it was, on its own store. Used by the failover tests and the Java
 client's (tests/interop).
 """
@@ -26,7 +26,7 @@ from tests.integration.cluster import ServerProcess, free_broker_port, free_port
 GROUP = "broker-a"
 QUEUES = 4
 MEMBERS = ("n0", "n1", "n2")
-HEART_BEAT_MS, LEAK, MIN_VOTE_MS, MAX_VOTE_MS = 100, 3, 50, 150
+HEART_BEAT_MS, LEAK, MIN_VOTE_MS, MAX_VOTE_MS = 200, 3, 50, 150
 TIMINGS = {"dLegerHeartBeatTimeIntervalMs": HEART_BEAT_MS, "dLegerMaxHeartBeatLeak": LEAK,
            "dLegerMinVoteIntervalMs": MIN_VOTE_MS, "dLegerMaxVoteIntervalMs": MAX_VOTE_MS}
 SLAVE_SYNC_MS = 500  # slaveSynchronizeInterval: a slave copies its master's topics this often
@@ -51,7 +51,7 @@ class Group:
                             store_dir=self.home / member / "store", port=self.ports[member], brokerName=GROUP,
                             enableDLegerCommitLog=True, dLegerGroup=GROUP, dLegerPeers=self.peers,
                             dLegerSelfId=member, defaultTopicQueueNums=QUEUES, slaveSynchronizeInterval=SLAVE_SYNC_MS,
-                            **TIMINGS, **self.conf)
+                            **{**TIMINGS, **self.conf})
         self.procs[member] = proc
         return proc
 
@@ -88,7 +88,7 @@ def dledger_group(home: Path, topic: str, **conf: object) -> Iterator[Group]:
         with BlockingClient(namesrv.addr) as client:
             client.send(Message(topic, b"first"))
         wait_until(f"every member holds {topic}", lambda: all(holds_topic(p.addr, topic)
-                                                                for p in group.procs.values()), timeout=10)
+                                                                for p in group.procs.values()), timeout=30)
         yield group
     finally:
         for proc in group.procs.values():

@@ -10,7 +10,8 @@
 - Minority loss: one follower down, writes go on; two down, a send fails with Apache's code for DLedger's answer
   and a remark naming the missing quorum; one back, writes resume.
 
-About 80 s on 2 loaded cores (load average 9): the 20 rounds 57 s, the follower 8 s, the minority 13 s.
+About 80 s on 2 loaded cores (load average 9, with 100 ms heartbeats then): the 20 rounds 57 s, the follower
+8 s, the minority 13 s. At load average 15 and more, members miss heartbeats and brokers their 30 s start.
 """
 
 from __future__ import annotations
