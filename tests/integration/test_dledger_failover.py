@@ -61,7 +61,6 @@ class Writer(threading.Thread):
         self.client = BlockingClient(namesrv_addr, timeout_ms=1000, retry_times_when_send_failed=0,
                                      route_ttl_s=ROUTE_TTL_S)
         self.log: list[tuple[float, int, SendResult | None, str | None]] = []
-        self.errors: list[Exception] = []
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -70,8 +69,7 @@ class Writer(threading.Thread):
             try:
                 result = self.client.send(Message(TOPIC, b"w%d" % n, keys=[f"w{n}", f"g{n // KEY_GROUP}"]))
                 self.log.append((time.monotonic(), n, result, self.client.broker_addr(result.message_queue)))
-            except Exception as err:  # noqa: BLE001  (logged: the tests look at what failed)
-                self.errors.append(err)
+            except Exception:  # noqa: BLE001  (a failed send is logged as such)
                 self.log.append((time.monotonic(), n, None, None))
                 self.stopped.wait(0.02)
             n += 1
