@@ -18,6 +18,7 @@ Examples
     python bench/dledger_failover.py                      # both targets, 10 s of sends, 5 failover rounds
     python bench/dledger_failover.py --targets apache --rounds 20
     python bench/dledger_failover.py --quick              # smoke run: 2 s of sends, 1 round
+    python bench/dledger_failover.py --targets ours --conf dLegerHeartBeatTimeIntervalMs=200  # rmq's timing keys
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Group:
 
 
 @contextlib.contextmanager
-def running_group(target: str, home: Path) -> Iterator[Group]:
+def running_group(target: str, home: Path, extra_conf: dict[str, str]) -> Iterator[Group]:
     peers = ";".join(f"{member}-127.0.0.1:{free_port()}" for member in MEMBERS)
     restarts = dict.fromkeys(MEMBERS, 0)
     with contextlib.ExitStack() as stack:
@@ -81,7 +82,8 @@ def running_group(target: str, home: Path) -> Iterator[Group]:
 
         def start(member: str) -> Any:
             conf = {"brokerName": GROUP, "enableDLegerCommitLog": True, "dLegerGroup": GROUP, "dLegerPeers": peers,
-                    "dLegerSelfId": member, "defaultTopicQueueNums": QUEUES, "sendMessageThreadPoolNums": 16}
+                    "dLegerSelfId": member, "defaultTopicQueueNums": QUEUES, "sendMessageThreadPoolNums": 16,
+                    **extra_conf}
             restarts[member] += 1
             member_home, store = home / f"{member}-{restarts[member]}", home / member / "store"
             if target == "apache":
@@ -230,8 +232,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="failover rounds per target")
     parser.add_argument("--failover-timeout", type=float, default=60.0, help="limit of one round's wait for an ack")
     parser.add_argument("--work-dir", type=Path, help="where members keep their stores (default: a temp dir)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker.conf key for every member of both targets (Apache's ignores rmq's own)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 s of sends, one round")
     args = parser.parse_args(argv)
+    bad = [item for item in args.conf if "=" not in item]
+    if bad:
+        parser.error(f"--conf wants KEY=VALUE, not {bad}")
+    args.conf = dict(item.split("=", 1) for item in args.conf)
     if args.quick:
         args.seconds, args.warmup, args.rounds = 2.0, 1.0, 1
     return args
@@ -245,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     java, admin = java_program(work / "client"), apache_client(work / "admin")
     results: dict[str, dict[str, Any]] = {}
     for target in args.targets:
-        with running_group(target, work / target) as group:
+        with running_group(target, work / target, args.conf) as group:
             create_topic(group, admin)
             figures = steady(group, java, args)
             print(f"  {target} steady: " + ", ".join(f"{k} {shown(v)}" for k, v in figures.items()), flush=True)

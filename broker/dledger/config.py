@@ -2,12 +2,12 @@
 
 The group, peers and self id come from the broker's keys (``dLegerGroup``, ``dLegerPeers``, ``dLegerSelfId``,
 ``preferredLeaderId``), as Apache's DLedgerCommitLog hands them over. Apache's broker passes no timings, so its
-members run on DLedger's defaults; ours take them as arguments (tests use short ones).
+members run on DLedger's defaults; ours read them from rmq's own keys (``dLegerHeartBeatTimeIntervalMs``,
+``dLegerMaxHeartBeatLeak``, ``dLegerMinVoteIntervalMs``, ``dLegerMaxVoteIntervalMs``), whose defaults are DLedger's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from broker.common.errors import ConfigError
@@ -43,10 +43,12 @@ class DLedgerConfig:
         if self.self_id not in self.peers:
             raise ConfigError(f"dLegerSelfId {self.self_id!r} is not among dLegerPeers {sorted(self.peers)}")
         if not 0 <= self.min_vote_interval_ms < self.max_vote_interval_ms:
-            raise ConfigError(f"minVoteIntervalMs {self.min_vote_interval_ms} must be below maxVoteIntervalMs "
-                              f"{self.max_vote_interval_ms}")
-        if self.heart_beat_time_interval_ms <= 0 or self.max_heart_beat_leak <= 0:
-            raise ConfigError("heartBeatTimeIntervalMs and maxHeartBeatLeak must be positive")
+            raise ConfigError(f"dLegerMinVoteIntervalMs {self.min_vote_interval_ms} must be at least 0 and below "
+                              f"dLegerMaxVoteIntervalMs {self.max_vote_interval_ms}")
+        for key, value in (("dLegerHeartBeatTimeIntervalMs", self.heart_beat_time_interval_ms),
+                           ("dLegerMaxHeartBeatLeak", self.max_heart_beat_leak)):
+            if value <= 0:
+                raise ConfigError(f"{key} must be positive, not {value}")
         for name in ("max_pending_requests_num", "max_wait_ack_time_ms", "max_push_time_out_ms",
                      "max_batch_push_size", "flush_file_interval_ms", "check_point_interval_ms"):
             if getattr(self, name) <= 0:
@@ -57,13 +59,16 @@ class DLedgerConfig:
         return self.peers[self.self_id]
 
     @classmethod
-    def from_store_config(cls, store: MessageStoreConfig, **timings: int) -> DLedgerConfig:
-        """The broker's DLedger keys, plus any of the timing fields by name (``heart_beat_time_interval_ms=200``)."""
-        config = cls(group=store.d_leger_group, self_id=store.d_leger_self_id, peers=store.d_leger_peer_map,
-                     store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id,
-                     mapped_file_size_for_entry_data=store.mapped_file_size_commit_log,
-                     enable_batch_push=store.enable_batch_push)
-        return dataclasses.replace(config, **timings)
+    def from_store_config(cls, store: MessageStoreConfig) -> DLedgerConfig:
+        """The broker's DLedger keys, Apache's and rmq's timings; ConfigError naming the key that is bad."""
+        return cls(group=store.d_leger_group, self_id=store.d_leger_self_id, peers=store.d_leger_peer_map,
+                   store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id,
+                   mapped_file_size_for_entry_data=store.mapped_file_size_commit_log,
+                   enable_batch_push=store.enable_batch_push,
+                   heart_beat_time_interval_ms=store.d_leger_heart_beat_time_interval_ms,
+                   max_heart_beat_leak=store.d_leger_max_heart_beat_leak,
+                   min_vote_interval_ms=store.d_leger_min_vote_interval_ms,
+                   max_vote_interval_ms=store.d_leger_max_vote_interval_ms)
 
 
 def slave_broker_id(self_id: str) -> int:

@@ -3,10 +3,10 @@
 A put is encoded as a plain put's records are (queue offsets, store time), then each record becomes an entry through
 ``DLedgerServer.append``: the answer waits until the group committed it, and DLedger's refusals become the put
 statuses Apache's DLedgerCommitLog gives (NOT_LEADER or LEADER_PENDING_FULL before the append: OS_PAGE_CACHE_BUSY;
-WAIT_QUORUM_ACK_TIMEOUT: IN_SYNC_REPLICAS_NOT_ENOUGH; INCONSISTENT_LEADER, LEADER_NOT_READY, DISK_FULL:
-SERVICE_NOT_AVAILABLE). Dispatch walks committed entries only, woken by the server's commit listener. Reads go
-through the plain CommitLog's code: below ``dividedCommitlogOffset`` in the old CommitLog files, above it in DLedger's
-data files, where each record sits 48 bytes into its entry.
+WAIT_QUORUM_ACK_TIMEOUT: IN_SYNC_REPLICAS_NOT_ENOUGH; INCONSISTENT_LEADER, NOT_LEADER, LEADER_NOT_READY, DISK_FULL:
+SERVICE_NOT_AVAILABLE; any other, such as TERM_CHANGED: UNKNOWN_ERROR). Dispatch walks committed entries only, woken
+by the server's commit listener. Reads go through the plain CommitLog's code: below ``dividedCommitlogOffset`` in the
+old CommitLog files, above it in DLedger's data files, where each record sits 48 bytes into its entry.
 
 Puts are serialised (one lock): queue offsets are taken in the order entries land in the log, and ``append`` writes
 its entry locally before it first waits. DLedger mode always dispatches in a thread, never in a dispatch process;
@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 
 # DLedgerCommitLog.asyncPutMessage: the code an append answered with, as the put's status
 _AFTER_APPEND = {DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
-                 DLedgerResponseCode.LEADER_PENDING_FULL: PutMessageStatus.OS_PAGE_CACHE_BUSY}
+                 DLedgerResponseCode.LEADER_PENDING_FULL: PutMessageStatus.OS_PAGE_CACHE_BUSY,
+                 **dict.fromkeys((DLedgerResponseCode.INCONSISTENT_LEADER, DLedgerResponseCode.NOT_LEADER,
+                                  DLedgerResponseCode.LEADER_NOT_READY, DLedgerResponseCode.DISK_FULL),
+                                 PutMessageStatus.SERVICE_NOT_AVAILABLE)}
 
 
 def put_status_of(err: DLedgerError, appended: bool) -> PutMessageStatus:
@@ -52,7 +55,7 @@ def put_status_of(err: DLedgerError, appended: bool) -> PutMessageStatus:
     -1), OS_PAGE_CACHE_BUSY; after, by the code."""
     if not appended:
         return PutMessageStatus.OS_PAGE_CACHE_BUSY
-    return _AFTER_APPEND.get(err.code, PutMessageStatus.SERVICE_NOT_AVAILABLE)
+    return _AFTER_APPEND.get(err.code, PutMessageStatus.UNKNOWN_ERROR)
 
 
 class DividedQueue:
@@ -146,10 +149,9 @@ class DLedgerReput(ReputMessageService):
 class DLedgerMessageStore(MessageStore):
     """MessageStore whose CommitLog is a DLedger log, and the member (``server``) that appends to it."""
 
-    def __init__(self, config: MessageStoreConfig, store_host: bytes, **dledger_timings: int) -> None:
-        """``dledger_timings``: DLedgerConfig's timing fields by name (tests shorten them); DLedger's defaults
-        otherwise, as Apache's broker runs. ConfigError for a bad dLeger key."""
-        dledger_config = DLedgerConfig.from_store_config(config, **dledger_timings)
+    def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
+        """ConfigError for a bad dLeger key."""
+        dledger_config = DLedgerConfig.from_store_config(config)
         super().__init__(dataclasses.replace(config, dispatch_mode=DispatchMode.THREAD), store_host)
         self.dledger = DLedgerCommitLog(DLedgerSetup.from_store_config(config))
         self.server = DLedgerServer(dledger_config, member_state=self.dledger.member_state, store=self.dledger.store)

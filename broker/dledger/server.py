@@ -198,10 +198,11 @@ class DLedgerServer:
             timer.cancel()
         if response.code != DLedgerResponseCode.SUCCESS:
             code = DLedgerResponseCode(response.code)
-            why = {DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: f"no quorum of {state.peer_size // 2 + 1} of "
-                   f"{state.peer_size} members acknowledged it within {self.config.max_wait_ack_time_ms} ms",
-                   DLedgerResponseCode.TERM_CHANGED: "leadership changed before it was committed; it may or may "
-                   "not survive"}.get(code, "")
+            quorum = f"quorum of {state.peer_size // 2 + 1} of {state.peer_size} members"
+            why = {DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT: f"no {quorum} acknowledged it within "
+                   f"{self.config.max_wait_ack_time_ms} ms",
+                   DLedgerResponseCode.TERM_CHANGED: f"{state.self_id} lost the leadership (now {state.role.name} in "
+                   f"term {state.current_term}) before a {quorum} held it; it may or may not survive"}.get(code, "")
             raise DLedgerError(code, f"{code.name}: entry {entry.index} of term {term} in group {state.group}: "
                                f"{why}", response.leader_id or state.leader_id)
         return AppendResult(entry.index, entry.pos)

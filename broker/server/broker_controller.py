@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -81,9 +81,7 @@ DLEDGER_SYNC_INTERVAL_MS = 10_000
 
 class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig, *,
-                 bind_host: str = "0.0.0.0", dledger_timings: Mapping[str, int] | None = None) -> None:
-        """``dledger_timings``: DLedgerConfig's timing fields by name, for a broker in DLedger mode (tests shorten
-        them; DLedger's defaults otherwise)."""
+                 bind_host: str = "0.0.0.0") -> None:
         if store_config.ha_listen_port <= 0:  # as BrokerStartup: the HA port follows the listen port
             store_config = dataclasses.replace(store_config, ha_listen_port=broker_config.listen_port + 1)
         self.broker_config = broker_config
@@ -92,7 +90,7 @@ class BrokerController:
         store_host = pack_host(broker_config.broker_ip1, broker_config.listen_port)
         # -- DLedger mode (enableDLegerCommitLog): the CommitLog is a Raft log; elections make this broker a master or
         # a slave (dledger_role.py), so it starts as neither: brokerId -1, no registration, no master-only service
-        self.dledger_store = (DLedgerMessageStore(store_config, store_host, **(dledger_timings or {}))
+        self.dledger_store = (DLedgerMessageStore(store_config, store_host)
                               if store_config.enable_d_leger_commit_log else None)
         self.store = self.dledger_store or MessageStore(store_config, store_host)
         # -- replication (broker/replication): slaves connect to haListenPort; a SLAVE follows its master
@@ -344,6 +342,9 @@ class BrokerController:
             return
         log.info("Begin to change to master brokerName=%s", self.broker_config.broker_name)
         self.slave_synchronize.pause()
+        # the halves and ops a follower got through the group's log never passed its put path: read the open
+        # transactions back from the store (and the synced CID_RMQ_SYS_TRANS offsets), so the checks see them
+        await self.transactional_message_service.start()
         await self._change_special_service_status(True)
         self.broker_config.change_role(MASTER_ID, role)
         await register_broker_all(self)

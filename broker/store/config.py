@@ -103,6 +103,11 @@ class MessageStoreConfig:
     preferred_leader_id: str = ""  # ids (";"-separated) DLedger hands leadership to when they can take it
     store_path_d_ledger_commit_log: str = ""  # "" means {store_path_root_dir}/dledger-<selfId>/data
     enable_batch_push: bool = False  # a DLedger leader pushes several entries a request
+    # rmq's keys for DLedger's timings (Apache's broker has none and runs DLedger's defaults, which these are)
+    d_leger_heart_beat_time_interval_ms: int = 2000  # a leader's heartbeat period
+    d_leger_max_heart_beat_leak: int = 3  # heartbeat periods a follower waits out before it stands for election
+    d_leger_min_vote_interval_ms: int = 300  # a candidate's next vote round: min + random(max - min) ms later
+    d_leger_max_vote_interval_ms: int = 1000
 
     @property
     def commit_log_dir(self) -> str:

@@ -51,8 +51,8 @@ from tests.helpers import broker_ids, client_config, mqadmin_ok, run
 from tests.integration.cluster import REPO, ServerProcess, start_broker, start_namesrv
 from tests.integration.in_process import broker_configs
 
-TIMINGS = {"heart_beat_time_interval_ms": 100, "max_heart_beat_leak": 3, "min_vote_interval_ms": 50,
-           "max_vote_interval_ms": 150}
+TIMINGS = {"d_leger_heart_beat_time_interval_ms": 100, "d_leger_max_heart_beat_leak": 3,
+           "d_leger_min_vote_interval_ms": 50, "d_leger_max_vote_interval_ms": 150}  # rmq's keys
 ROLE_TIMEOUT_S = 15.0
 SYNC_MS = 1000  # slaveSynchronizeInterval: a follower copies its master's metadata every second
 CHECK_MS = 100  # transactionCheckInterval: the master's check rounds, counted
@@ -60,7 +60,7 @@ CHECK_MS = 100  # transactionCheckInterval: the master's check rounds, counted
 
 def dledger_store(peers: dict[str, int], self_id: str) -> dict[str, object]:
     return {"enable_d_leger_commit_log": True, "d_leger_group": "broker-a", "d_leger_self_id": self_id,
-            "d_leger_peers": ";".join(f"{member}-127.0.0.1:{port}" for member, port in peers.items())}
+            "d_leger_peers": ";".join(f"{member}-127.0.0.1:{port}" for member, port in peers.items()), **TIMINGS}
 
 
 def member(tmp: Path, namesrv: str, peers: dict[str, int], self_id: str, port: int | None = None,
@@ -68,7 +68,7 @@ def member(tmp: Path, namesrv: str, peers: dict[str, int], self_id: str, port: i
     broker, store = broker_configs(tmp / self_id, port, namesrv_addr=namesrv, store=dledger_store(peers, self_id),
                                    slave_synchronize_interval=SYNC_MS, transaction_check_interval=CHECK_MS,
                                    broker_id=-1, **fields)  # -1: as load_broker_config makes it in DLedger mode
-    return BrokerController(broker, store, bind_host="127.0.0.1", dledger_timings=TIMINGS)
+    return BrokerController(broker, store, bind_host="127.0.0.1")
 
 
 @contextlib.asynccontextmanager
@@ -177,16 +177,20 @@ async def check_delayed_delivery(namesrv: NamesrvController) -> None:
     assert [m.body for m in got] == [b"later"] and time.monotonic() - sent_at > 0.5
 
 
-@pytest.mark.parametrize("peers, self_id, message", [
-    ("n0-127.0.0.1:40911;n1-127.0.0.1:40912", "n2", "dLegerSelfId 'n2' is not among dLegerPeers"),
-    ("n0-127.0.0.1:40911;n1:40912", "n0", "dLegerPeers: 'n1:40912' is not id-host:port"),
-    ("a-127.0.0.1:40911", "a", "dLegerSelfId 'a' must be a letter and a number"),
+@pytest.mark.parametrize("peers, self_id, extra, message", [
+    ("n0-127.0.0.1:40911;n1-127.0.0.1:40912", "n2", "", "dLegerSelfId 'n2' is not among dLegerPeers"),
+    ("n0-127.0.0.1:40911;n1:40912", "n0", "", "dLegerPeers: 'n1:40912' is not id-host:port"),
+    ("a-127.0.0.1:40911", "a", "", "dLegerSelfId 'a' must be a letter and a number"),
+    ("n0-127.0.0.1:40911", "n0", "dLegerMinVoteIntervalMs=400\ndLegerMaxVoteIntervalMs=300",
+     "dLegerMinVoteIntervalMs 400 must be at least 0 and below dLegerMaxVoteIntervalMs 300"),
+    ("n0-127.0.0.1:40911", "n0", "dLegerHeartBeatTimeIntervalMs=0", "dLegerHeartBeatTimeIntervalMs must be positive"),
+    ("n0-127.0.0.1:40911", "n0", "dLegerMaxHeartBeatLeak=many", "dLegerMaxHeartBeatLeak"),
 ])
 def test_bad_dledger_keys_stop_the_start_with_an_error_naming_them(tmp_path: Path, peers: str, self_id: str,
-                                                                   message: str) -> None:
+                                                                   extra: str, message: str) -> None:
     path = tmp_path / "broker.conf"
     path.write_text(f"enableDLegerCommitLog=true\ndLegerGroup=broker-a\ndLegerPeers={peers}\n"
-                    f"dLegerSelfId={self_id}\nstorePathRootDir={tmp_path / 'store'}\n")
+                    f"dLegerSelfId={self_id}\nstorePathRootDir={tmp_path / 'store'}\n{extra}\n")
     with pytest.raises(ConfigError, match=message):
         load_broker_config(path)
 

@@ -484,6 +484,8 @@ class SendMessageProcessor:
         message (also on FLUSH_DISK_TIMEOUT) gets the response header with its offsetMsgId(s) and queue offset."""
         code, remark = send_put_status(result.status, self.store_config)
         if not result.ok or result.append is None:
+            if result.reason and self.store_config.enable_d_leger_commit_log:  # rmq: which quorum or leader failed
+                remark = f"{remark} ({result.reason})"
             return self._answer(request, code, remark)
         append = result.append
         header = SendMessageResponseHeader(msg_id=append.msg_id_text, queue_id=queue_id,

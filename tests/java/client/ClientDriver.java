@@ -14,6 +14,9 @@
  *   produce      --namesrv A --topic T [--count N] [--size B] [--body-prefix P] [--tag X] [--keys-prefix K]
  *                [--mode sync|async|oneway|batch] [--batch 16] [--group G] [--queue Q] [--property k=v]...
  *                [--delay-level L] [--compress-over BYTES] [--timeout-ms MS] [--trace true] [--trace-topic T]
+ *                failover tests (sync mode): [--keep-going true] records a failed send as {"index", "sendFailure"}
+ *                and goes on, [--pause-ms MS] between sends, [--poll-namesrv-ms MS] (pollNameServerInterval: how
+ *                soon the producer's route follows a new master)
  *   produce-tx   --namesrv A --topic T --listener commit|rollback|unknown-then-commit|unknown [--count N] [--size B]
  *                [--body-prefix P] [--tag X] [--keys-prefix K] [--group G] [--property k=v]... [--timeout-ms MS]
  *                [--settle-ms MS] [--await-checks N]: a TransactionMQProducer whose executeLocalTransaction answers
@@ -341,6 +344,9 @@ public final class ClientDriver {
             producer.setCompressMsgBodyOverHowmuch(args.getInt("compress-over", 4 * 1024));
             producer.setRetryTimesWhenSendFailed(args.getInt("retries", 2));
             producer.setRetryTimesWhenSendAsyncFailed(args.getInt("retries", 2));
+            if (args.has("poll-namesrv-ms")) {
+                producer.setPollNameServerInterval(args.getInt("poll-namesrv-ms", 30_000));
+            }
             trace(producer, args);
             producer.start();
             long start = System.nanoTime();
@@ -348,9 +354,24 @@ public final class ClientDriver {
                 Integer queue = args.has("queue") ? args.getInt("queue", 0) : null;
                 switch (mode) {
                     case "sync":
+                        boolean keepGoing = Boolean.parseBoolean(args.get("keep-going", "false"));
+                        long pauseMs = args.getLong("pause-ms", 0);
                         for (int i = 0; i < messages.size(); i++) {
                             Message m = messages.get(i);
-                            emitSent(i, m, queue == null ? producer.send(m, timeout) : producer.send(m, Queues.target(producer, topic, queue), timeout));
+                            try {
+                                emitSent(i, m, queue == null ? producer.send(m, timeout) : producer.send(m, Queues.target(producer, topic, queue), timeout));
+                            } catch (Exception e) {
+                                if (!keepGoing) {
+                                    throw e;
+                                }
+                                JSONObject failed = new JSONObject();
+                                failed.put("index", i);
+                                failed.put("sendFailure", String.valueOf(e));
+                                emit(failed);
+                            }
+                            if (pauseMs > 0) {
+                                Thread.sleep(pauseMs);
+                            }
                         }
                         break;
                     case "async":

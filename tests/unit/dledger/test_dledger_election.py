@@ -4,6 +4,7 @@ without a quorum; and the vote and heartbeat rules as a member answers them on t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -256,8 +257,17 @@ def test_config_from_the_broker_keys() -> None:
     assert (config.group, config.self_id, config.self_address) == ("broker-a", "n1", "127.0.0.1:40912")
     assert (config.heart_beat_time_interval_ms, config.max_heart_beat_leak, config.min_vote_interval_ms,
             config.max_vote_interval_ms) == (2000, 3, 300, 1000)  # DLedger's defaults, which Apache's broker keeps
-    assert DLedgerConfig.from_store_config(store, heart_beat_time_interval_ms=50).heart_beat_time_interval_ms == 50
+    short = dataclasses.replace(store, d_leger_heart_beat_time_interval_ms=50, d_leger_max_heart_beat_leak=2,
+                                d_leger_min_vote_interval_ms=20, d_leger_max_vote_interval_ms=60)
+    config = DLedgerConfig.from_store_config(short)  # rmq's keys
+    assert (config.heart_beat_time_interval_ms, config.max_heart_beat_leak, config.min_vote_interval_ms,
+            config.max_vote_interval_ms) == (50, 2, 20, 60)
     with pytest.raises(ConfigError, match="n7"):
         DLedgerConfig("broker-a", "n7", config.peers)
-    with pytest.raises(ConfigError, match="minVoteIntervalMs"):
-        DLedgerConfig("broker-a", "n1", config.peers, min_vote_interval_ms=500, max_vote_interval_ms=500)
+    for bad, key in (({"d_leger_min_vote_interval_ms": 500, "d_leger_max_vote_interval_ms": 500},
+                      "dLegerMinVoteIntervalMs 500 must be at least 0 and below dLegerMaxVoteIntervalMs 500"),
+                     ({"d_leger_min_vote_interval_ms": -1}, "dLegerMinVoteIntervalMs -1"),
+                     ({"d_leger_heart_beat_time_interval_ms": 0}, "dLegerHeartBeatTimeIntervalMs must be positive"),
+                     ({"d_leger_max_heart_beat_leak": -2}, "dLegerMaxHeartBeatLeak must be positive")):
+        with pytest.raises(ConfigError, match=key):
+            DLedgerConfig.from_store_config(dataclasses.replace(store, **bad))
