@@ -221,12 +221,17 @@ def test_a_dead_letter_resent_from_the_page(page: Page, data: ConsoleData) -> No
     assert held(dlq_topic(data.dlq_group)) == 1  # the dead letter stays where it was
 
 
+CHART_STATE_JS = """return Array.from(document.querySelectorAll('figure.chart'), f => [
+    f.querySelector('figcaption').textContent, Number(f.dataset.points),
+    f.querySelectorAll('circle.pt').length > 0 && f.querySelectorAll('polyline.series').length > 0])"""
+
+
 def test_charts_draw_points(page: Page, data: ConsoleData) -> None:
+    """Read in one script each time: the page redraws its charts every sample, so elements found one call earlier
+    may be gone."""
     page.open("charts")
-    WebDriverWait(page.browser, WAIT_S).until(lambda d: all(
-        int(f.get_attribute("data-points")) >= 2 for f in d.find_elements(By.CSS_SELECTOR, "figure.chart")))
-    figures = page.browser.find_elements(By.CSS_SELECTOR, "figure.chart")
-    assert [f.find_element(By.TAG_NAME, "figcaption").text for f in figures] == [
+    charts = WebDriverWait(page.browser, WAIT_S).until(lambda d: (
+        state if (state := d.execute_script(CHART_STATE_JS)) and all(points >= 2 for _, points, _ in state) else None))
+    assert [caption for caption, _, _ in charts] == [
         "Messages in per second", "Messages out per second", "Consumer lag (messages)", "CommitLog disk used (%)"]
-    assert all(f.find_elements(By.CSS_SELECTOR, "circle.pt") and f.find_elements(By.CSS_SELECTOR, "polyline.series")
-               for f in figures)
+    assert all(drawn for _, _, drawn in charts)
