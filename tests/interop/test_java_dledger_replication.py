@@ -5,6 +5,7 @@ end up equal byte for byte (DLedger's data and index files)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -65,8 +66,8 @@ def test_entries_cross_between_our_member_and_apaches(tmp_path: Path, ours_leads
     commit_log = DLedgerCommitLog(DLedgerSetup.from_store_config(store_config))
     commit_log.open()
     # a loaded CI machine can keep Apache's JVMs from acknowledging within DLedger's 2.5 s; the order is the test
-    ours = DLedgerServer(DLedgerConfig.from_store_config(store_config, max_wait_ack_time_ms=15_000),
-                         store=commit_log.store)
+    patient = dataclasses.replace(DLedgerConfig.from_store_config(store_config), max_wait_ack_time_ms=15_000)
+    ours = DLedgerServer(patient, store=commit_log.store)
     loop = LoopThread(timeout=60)
     probe = DLedgerRpcClient(peers)
     running: dict[str, ApacheProcess] = {}
