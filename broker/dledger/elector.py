@@ -16,7 +16,6 @@ DLedger's ``synchronized (memberState)`` buys. Role-change handlers get ``(term,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -24,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.member_state import MemberState, Role
 from broker.dledger.protocol import (
@@ -111,11 +111,8 @@ class LeaderElector:
         self._task = asyncio.create_task(self._maintain(), name=f"dledger-elector-{self.member_state.self_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _maintain(self) -> None:
         while True:

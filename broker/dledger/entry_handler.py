@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from broker.common.errors import DLedgerError
+from broker.common.tasks import cancel_and_wait
 from broker.dledger.member_state import MemberState, Role
 from broker.dledger.protocol import DLedgerResponseCode, PushEntryRequest, PushEntryResponse, PushType
 from broker.dledger.rpc import RPC_TIMEOUT_MS
@@ -68,11 +69,8 @@ class EntryHandler:
         self._task = asyncio.create_task(self._run(), name=f"dledger-entry-handler-{self.member_state.self_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self.write_requests.clear()
 
     def wakeup(self) -> None:

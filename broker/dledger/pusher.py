@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from broker.common.errors import DLedgerError
+from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.layout import DLedgerEntry
 from broker.dledger.member_state import MemberState
@@ -85,11 +86,8 @@ class _Wakeable:
         self._task = asyncio.create_task(self._loop(), name=self.name)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def wakeup(self) -> None:
         if self._wake is not None:

@@ -11,13 +11,13 @@ flushFileInterval and writes the committed index to ``checkpoint`` every checkPo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from broker.common.errors import DLedgerError
+from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.elector import LeaderElector, RoleChangeHandler
 from broker.dledger.entry_handler import EntryHandler
@@ -120,11 +120,8 @@ class DLedgerServer:
         await self.elector.stop()
         await self.pusher.stop()
         await self.entry_handler.stop()
-        if self._flush_task is not None:
-            self._flush_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flush_task
-            self._flush_task = None
+        await cancel_and_wait(self._flush_task)
+        self._flush_task = None
         await self.rpc.stop()
         if self._own_store:
             self.store.shutdown()

@@ -15,12 +15,12 @@ Examples:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from broker.common.properties import write_config_file
+from broker.common.tasks import cancel_and_wait
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kv_config import KVConfigManager
 from broker.namesrv.processor import NamesrvProcessor
@@ -80,11 +80,8 @@ class NamesrvController:
         return self
 
     async def stop(self) -> None:
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
-            self._scan_task = None
+        await cancel_and_wait(self._scan_task)
+        self._scan_task = None
         await self.remoting_server.stop()
         if self.metrics is not None:
             await self.metrics.shutdown()

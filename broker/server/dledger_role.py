@@ -11,11 +11,11 @@ The elector's role changes are handled one at a time, in order, on the event loo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
 
+from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import slave_broker_id
 from broker.dledger.member_state import Role
 from broker.store.config import BrokerRole
@@ -46,11 +46,8 @@ class DLedgerRoleChangeHandler:
         self._task = asyncio.get_running_loop().create_task(self._work(), name="dledger-role-change")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _work(self) -> None:
         while True:
