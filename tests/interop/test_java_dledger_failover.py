@@ -65,12 +65,16 @@ def test_java_producer_and_push_consumer_across_a_master_kill(tmp_path: Path, dr
         after_kill = [r for r in acked if r["sentAtMs"] / 1000 > time.time() - (time.monotonic() - killed_at)]
         assert after_kill, f"no send acknowledged after the kill; failures: {failed[:3]}"
 
+        # everything stored, which can hold a message twice: a send the old master committed but never answered is
+        # sent again by the producer's retry (at least once, as with Apache's brokers); the retry's copy is acked
+        client.get_route(TOPIC, refresh=True)  # the new master's address
+        stored = stored_count(client)
         consumed = driver.run("consume-push", namesrv=group.namesrv.addr, topic=TOPIC, group="dledger_java_cg",
-                              max=before + len(acked), timeout_ms=60_000, timeout=120).records
-        by_id = {m["msgId"]: m for m in consumed}
+                              max=stored, timeout_ms=60_000, timeout=120).records
+        by_id: dict[str, set[tuple]] = {}
+        for m in consumed:
+            by_id.setdefault(m["msgId"], set()).add((m["keys"], m["queueId"], m["queueOffset"]))
         missing = [r["keys"] for r in acked if r["msgId"] not in by_id]
         assert not missing, f"{len(missing)} acknowledged messages not consumed: {missing[:5]}"
         for record in acked:
-            got = by_id[record["msgId"]]
-            assert (got["keys"], got["queueId"], got["queueOffset"]) == (
-                record["keys"], record["queueId"], record["queueOffset"])
+            assert (record["keys"], record["queueId"], record["queueOffset"]) in by_id[record["msgId"]]

@@ -58,7 +58,8 @@ async def elected(members: Group) -> DLedgerServer:
 @pytest.mark.parametrize("batch", [False, True], ids=["entry-a-push", "batch-push"])
 def test_appends_commit_and_the_logs_are_equal_byte_for_byte(tmp_path: Path, batch: bool) -> None:
     async def scenario() -> None:
-        async with group(tmp_path, **FILES, enable_batch_push=batch) as members:
+        # nobody is stopped here: 1 s heartbeats keep the leader through 300 appends on one loaded event loop
+        async with group(tmp_path, **FILES, enable_batch_push=batch, heart_beat_time_interval_ms=1000) as members:
             leader = await elected(members)
             commits: list[int] = []
             leader.add_commit_listener(commits.append)
