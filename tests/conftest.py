@@ -47,6 +47,18 @@ else:
         return SparkApartScheduling(config, log)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Each parallel worker draws its servers' ports from its own slice of the range (broker/tools/local_cluster.py's
+    port band): a broker restarted on its port finds it free even when the other worker chose ports meanwhile."""
+    import os
+
+    from broker.tools.local_cluster import PORT_BAND_ENV
+
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit():
+        os.environ.setdefault(PORT_BAND_ENV, f"{worker[2:]}/{count}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def server_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Servers the tests start write their log files under the session's temp dir, not the user's

@@ -48,6 +48,7 @@ SMALL_COMMIT_LOG = 1024 * 1024  # small files so tests roll them; Java's default
 
 
 LOWEST_PORT = 20000  # servers' ports are drawn from here up to the start of the kernel's ephemeral range
+PORT_BAND_ENV = "RMQ_PORT_BAND"
 
 
 def ephemeral_port_start() -> int:
@@ -59,14 +60,25 @@ def ephemeral_port_start() -> int:
         return 32768
 
 
+def port_band(low: int, high: int) -> tuple[int, int]:
+    """[low, high) narrowed to the slice ``PORT_BAND_ENV`` names ("i/n": the i-th of n equal slices), so that
+    processes choosing ports side by side (parallel test workers) never choose the same one."""
+    band = os.environ.get(PORT_BAND_ENV, "")
+    index, _, count = band.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        return low, high
+    width = (high - low) // int(count)
+    return low + int(index) * width, low + (int(index) + 1) * width
+
+
 def free_port() -> int:
     """A free port below the ephemeral range. A port the kernel chose (bind to 0) can be handed to any process's
     next outgoing connection as soon as it is released, so a server stopped and restarted on it (a broker's restart
     keeps its port) could find it taken; ports below that range are only ever taken by a bind."""
-    top = ephemeral_port_start()
-    if top > LOWEST_PORT + 1000:
+    low, top = port_band(LOWEST_PORT, ephemeral_port_start())
+    if top > low + 100:
         for _ in range(200):
-            port = random.randrange(LOWEST_PORT + 2, top - 1)  # room for a broker's listenPort - 2 and + 1
+            port = random.randrange(low + 2, top - 1)  # room for a broker's listenPort - 2 and + 1
             if _port_free(port):
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
