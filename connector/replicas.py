@@ -105,6 +105,7 @@ def wait_for_master(what: str, broker_name: str, wait_ms: int, attempt: Callable
                 raise
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                _refresh(what, before_retry)  # the next call (a resolver's next check) asks the new route
                 raise ConnectorError(f"rmq sink: {what}: the master of broker {broker_name} did not answer within "
                                      f"{wait_ms} ms (option masterWaitTimeoutMs; a slave takes no writes): "
                                      f"{err}") from err
@@ -113,8 +114,12 @@ def wait_for_master(what: str, broker_name: str, wait_ms: int, attempt: Callable
                             what, broker_name, err, wait_ms)
             time.sleep(min(RETRY_PAUSE_S[min(tries, len(RETRY_PAUSE_S) - 1)], remaining))
             tries += 1
-            if before_retry is not None:
-                try:
-                    before_retry()
-                except (RemotingError, MQClientError) as refresh_err:
-                    log.debug("refresh before retrying %s failed: %s", what, refresh_err)
+            _refresh(what, before_retry)
+
+
+def _refresh(what: str, before_retry: Callable[[], object] | None) -> None:
+    if before_retry is not None:
+        try:
+            before_retry()
+        except (RemotingError, MQClientError) as err:
+            log.debug("refresh after a failed %s failed: %s", what, err)
