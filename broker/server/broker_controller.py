@@ -74,6 +74,8 @@ def _waits_for_slaves(first: StoreMessage | EncodedRecord) -> bool:
     return props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
 
 CLIENT_SCAN_INTERVAL = 10.0  # seconds; also drops clients whose connection closed
+REGISTER_FIRST_S = 10.0  # the periodic registration's first run (Apache's initial delay): an unelected DLedger
+# member registers then with brokerId -1, as BrokerStartup leaves it
 # A DLedger follower syncs its master's metadata every 10 s, whatever slaveSynchronizeInterval says (Apache's
 # DLedgerRoleChangeHandler); a shorter slaveSynchronizeInterval is kept (tests use one).
 DLEDGER_SYNC_INTERVAL_MS = 10_000
@@ -89,7 +91,8 @@ class BrokerController:
         root = store_config.store_path_root_dir
         store_host = pack_host(broker_config.broker_ip1, broker_config.listen_port)
         # -- DLedger mode (enableDLegerCommitLog): the CommitLog is a Raft log; elections make this broker a master or
-        # a slave (dledger_role.py), so it starts as neither: brokerId -1, no registration, no master-only service
+        # a slave (dledger_role.py), so it starts as neither: brokerId -1, no master-only service, and no
+        # registration before the periodic one (then as -1 unless elected meanwhile)
         self.dledger_store = (DLedgerMessageStore(store_config, store_host)
                               if store_config.enable_d_leger_commit_log else None)
         self.store = self.dledger_store or MessageStore(store_config, store_host)
@@ -204,9 +207,10 @@ class BrokerController:
         self.every(SECONDS_S, self.stats_manager.sample_seconds)
         self.every(MINUTES_S, self.stats_manager.sample_minutes)
         self.every(HOURS_S, self.stats_manager.sample_hours)
-        await register_broker_all(self)
+        if self.dledger_store is None:  # a DLedger member registers once elected, or unelected at the first period
+            await register_broker_all(self)
         self.every(self.broker_config.effective_register_name_server_period / 1000,
-                    lambda: register_broker_all(self))
+                   lambda: register_broker_all(self), first=REGISTER_FIRST_S)
 
     async def shutdown(self) -> None:
         """Unregister, stop serving, persist metadata, flush and close the store (the abort file goes)."""
@@ -269,17 +273,19 @@ class BrokerController:
         if evaluator is not None or self.plain_acl is not None:
             self.server.set_request_pipeline(AuthPipeline(evaluator, self.plain_acl))
 
-    def every(self, seconds: float, action: Callable[[], object]) -> None:
-        """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown."""
+    def every(self, seconds: float, action: Callable[[], object], first: float | None = None) -> None:
+        """Run ``action`` (a function or coroutine function) every ``seconds`` until shutdown, the first time after
+        ``first`` seconds (default: ``seconds``)."""
         async def loop() -> None:
+            await asyncio.sleep(seconds if first is None else first)
             while True:
-                await asyncio.sleep(seconds)
                 try:
                     result = action()
                     if isinstance(result, Awaitable):
                         await result
                 except Exception:
                     log.exception("periodic task %s failed", action)
+                await asyncio.sleep(seconds)
 
         self._tasks.append(asyncio.get_running_loop().create_task(loop()))
 

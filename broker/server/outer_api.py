@@ -38,11 +38,9 @@ def _unregister_header(controller: BrokerController) -> UnRegisterBrokerRequestH
 
 
 async def register_broker_all(controller: BrokerController) -> None:
-    """REGISTER_BROKER to every NameServer; nothing from a DLedger member that no election gave a role yet
-    (brokerId -1)."""
+    """REGISTER_BROKER to every NameServer under the brokerId the broker has now (a DLedger member that no election
+    gave a role yet: -1, as Apache's)."""
     config = controller.broker_config
-    if config.broker_id < 0:
-        return
     body = encode_json({"topicConfigSerializeWrapper": controller.topic_config_manager.build_register_body(),
                         "filterServerList": []}).encode()
     header = RegisterBrokerRequestHeader(
@@ -58,8 +56,6 @@ async def register_broker_all(controller: BrokerController) -> None:
 
 
 async def unregister_broker_all(controller: BrokerController) -> None:
-    if controller.broker_config.broker_id < 0:
-        return
     await _call_all(controller, RequestCode.UNREGISTER_BROKER, _unregister_header(controller).to_ext(), b"")
 
 

@@ -3,12 +3,12 @@ DLedger timings (heartbeats every 100 ms, a new election after 3 missed), and as
 
 A group of one: our Producer and LitePullConsumer send and read, its schedule service delivers a delayed message; a
 restart, and a SIGKILL, keep messages and queue offsets. Bad DLedger keys stop the start with errors that name them.
-A group of three: exactly one member registers as master (brokerId 0) and runs the master-only services (delayed
-delivery, transaction checks), the two others register as slaves (brokerId = their self id's number + 1), refuse
-SEND as Apache's slave does (SYSTEM_BUSY, [REJECTREQUEST]) and copy the master's topics and offsets; stopping (or
-killing) the master moves all of it to another member, and clients' routes follow.
-
-Writes in the group of three need DLedger's replication, which is not in this slice.
+A group of three: a member started alone registers as brokerId -1 at the first periodic registration (10 s, as
+Apache's unelected member does); once the others start, exactly one member registers as master (brokerId 0) and
+runs the master-only services (delayed delivery, transaction checks), the two others register as slaves (brokerId =
+their self id's number + 1), refuse SEND as Apache's slave does (SYSTEM_BUSY, [REJECTREQUEST]) and copy the
+master's topics and offsets; stopping (or killing) the master moves all of it to another member, and clients' routes
+follow; writes are acknowledged once a quorum holds them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from broker.remoting.command import create_request
 from broker.remoting.route import TopicRouteData
 from broker.remoting.server import REJECT_REQUEST_REMARK
 from broker.remoting.subscription import SubscriptionGroupConfig
-from broker.server.broker_controller import BrokerController
+from broker.server.broker_controller import REGISTER_FIRST_S, BrokerController
 from broker.server.config import load_broker_config
 from broker.store.config import BrokerRole
 from broker.tools.local_cluster import free_port
@@ -212,9 +212,12 @@ def test_group_of_three_has_one_master_whose_role_and_services_move_when_it_stop
     async def scenario() -> None:
         async with namesrv_running(tmp_path) as namesrv:
             members = [member(tmp_path, namesrv.address, peers, self_id) for self_id in peers]
-            await asyncio.gather(*(m.start() for m in members))
             try:
-                await check_roles(namesrv, members)
+                await members[0].start()  # alone, no election: registered at the first period as -1 (Apache's)
+                await until_async(lambda: registered(namesrv), {-1: members[0].broker_addr},
+                                  "an unelected member registers as -1", timeout=REGISTER_FIRST_S + 5)
+                await asyncio.gather(*(m.start() for m in members[1:]))
+                await check_roles(namesrv, members)  # the elected ids replace the -1
                 master = master_of(members)
                 assert master is not None
                 await check_follower_refuses_send(members, master)
