@@ -8,20 +8,18 @@ SERVICE_NOT_AVAILABLE; any other, such as TERM_CHANGED: UNKNOWN_ERROR). Dispatch
 by the server's commit listener. Reads go through the plain CommitLog's code: below ``dividedCommitlogOffset`` in the
 old CommitLog files, above it in DLedger's data files, where each record sits 48 bytes into its entry.
 
-Puts are serialised (one lock): queue offsets are taken in the order entries land in the log, and ``append`` writes
-its entry locally before it first waits. DLedger mode always dispatches in a thread, never in a dispatch process;
+Puts are serialised (one lock): queue offsets are taken in the order entries land in the log, and ``start_append``
+writes a put's entries locally, all or none (one pending check, as DLedger's batch append), before it first waits. DLedger mode always dispatches in a thread, never in a dispatch process;
 CommitLog retention (CleanCommitLogService) and the SYNC_FLUSH group commit do not run: DLedger's files are
 DLedger's to delete and to flush.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable
 
 from broker.common.errors import DLedgerError, StoreError
 from broker.common.record import MessageRecord
@@ -29,7 +27,7 @@ from broker.dledger.commit_log import DLedgerCommitLog, DLedgerSetup
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.layout import BODY_OFFSET
 from broker.dledger.protocol import DLedgerResponseCode
-from broker.dledger.server import AppendResult, DLedgerServer
+from broker.dledger.server import DLedgerServer
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodedRecord, EncodeError, StoreMessage
 from broker.store.config import DispatchMode, MessageStoreConfig
@@ -56,6 +54,13 @@ def put_status_of(err: DLedgerError, appended: bool) -> PutMessageStatus:
     if not appended:
         return PutMessageStatus.OS_PAGE_CACHE_BUSY
     return _AFTER_APPEND.get(err.code, PutMessageStatus.UNKNOWN_ERROR)
+
+
+def _failed(err: Exception, appended: bool) -> PutMessageResult:
+    if isinstance(err, DLedgerError):
+        return PutMessageResult(put_status_of(err, appended), reason=str(err))
+    log.error("DLedger put failed: %s", err, exc_info=err)  # asyncPutMessage's "Put message error"
+    return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, reason=str(err))
 
 
 class DividedQueue:
@@ -118,6 +123,11 @@ class DLedgerRecordLog(CommitLog):
         ends = [*record_offsets[1:], total]
         records = [self._scratch[start:end] for start, end in zip(record_offsets, ends, strict=True)]
         return records, queue_offsets, pending
+
+    def take_offsets(self, pending: dict[tuple[str, int], int], store_ts: int) -> None:
+        """A put's entries are in the log: its queues' next offsets (``encode``'s) and its store time hold."""
+        self.queue_offsets.update(pending)
+        self.last_store_timestamp = store_ts
 
     def stored_record(self, msg: StoreMessage, append: AppendMessageResult, index: int = 0) -> MessageRecord:
         """As CommitLog's, each record's size read from it: the records of a put lie in separate entries."""
@@ -231,30 +241,19 @@ class DLedgerMessageStore(MessageStore):
         except EncodeError as err:
             return PutMessageResult(err.status, reason=str(err))
         end_before = self.dledger.store.ledger_end_index
-        waits: list[Awaitable[AppendResult]] = []
-        refused: Exception | None = None
-        for record in records:
-            try:
-                waits.append(self.server.start_append(record))
-            except Exception as err:  # noqa: BLE001  (a refusal, or the store failing: both answered below)
-                refused = err
-                break
-        appended = self.dledger.store.ledger_end_index != end_before
-        if appended:
-            log_.queue_offsets.update(pending)
-            log_.last_store_timestamp = store_ts
-        outcomes: list[AppendResult | BaseException] = list(await asyncio.gather(*waits, return_exceptions=True))
-        if refused is not None:
-            outcomes.append(refused)
-        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if isinstance(failed, DLedgerError):
-            return PutMessageResult(put_status_of(failed, appended), reason=str(failed))
-        if isinstance(failed, Exception):  # asyncPutMessage's "Put message error": UNKNOWN_ERROR
-            log.error("DLedger put failed: %s", failed, exc_info=failed)
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, reason=str(failed))
-        if failed is not None:  # cancelled
-            raise failed
-        offsets = [o.pos + BODY_OFFSET for o in outcomes]  # type: ignore[union-attr]
+        try:
+            appended, done = self.server.start_append(records)  # all of them or (refused) none
+        except Exception as err:  # noqa: BLE001  (a refusal, or the store failing: both answered below)
+            written = self.dledger.store.ledger_end_index != end_before
+            if written:  # the store failed part way: the entries written hold their offsets (a gap, never twice)
+                log_.take_offsets(pending, store_ts)
+            return _failed(err, written)
+        log_.take_offsets(pending, store_ts)
+        try:
+            await done
+        except Exception as err:  # noqa: BLE001
+            return _failed(err, True)
+        offsets = [a.pos + BODY_OFFSET for a in appended]
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             offsets[0], sum(len(r) for r in records), store_ts, queue_offsets, offsets, log_.store_host))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from broker.common.errors import DLedgerError
@@ -158,12 +158,17 @@ class DLedgerServer:
         DLedgerError with DLedger's code: NOT_LEADER (naming the leader) on another member, LEADER_PENDING_FULL
         with too many appends waiting, WAIT_QUORUM_ACK_TIMEOUT without a quorum within maxWaitAckTimeMs,
         TERM_CHANGED when leadership was lost meanwhile (the entry may or may not survive)."""
-        return await self.start_append(body)
+        _, done = self.start_append([body])
+        return await done
 
-    def start_append(self, body: bytes) -> Awaitable[AppendResult]:
-        """``append`` in two halves: the entry is in this member's log when this returns (or DLedgerError
-        NOT_LEADER / LEADER_PENDING_FULL is raised), and the awaitable answers once a quorum holds it. A caller
-        that must keep its own order (the broker's queue offsets) needs no lock across the quorum's wait."""
+    def start_append(self, bodies: Sequence[bytes]) -> tuple[list[AppendResult], Awaitable[AppendResult]]:
+        """``append`` in two halves, for one entry or a batch (DLedger's BatchAppendEntryRequest): the leader and
+        pending checks pass once for all (else DLedgerError NOT_LEADER / LEADER_PENDING_FULL and nothing is
+        appended), every entry is in this member's log when this returns (their index and pos), and the awaitable
+        answers once a quorum holds the last, and so all of them. A caller that must keep its own order (the
+        broker's queue offsets) needs no lock across the quorum's wait, and a batch never lands in part."""
+        if not bodies:
+            raise ValueError("start_append needs at least one body")
         state = self.member_state
         if not state.is_leader:
             raise DLedgerError(DLedgerResponseCode.NOT_LEADER, f"NOT_LEADER: {state.self_id} of group {state.group} is "
@@ -173,15 +178,17 @@ class DLedgerServer:
             raise DLedgerError(DLedgerResponseCode.LEADER_PENDING_FULL, f"LEADER_PENDING_FULL: more "
                                f"than {self.config.max_pending_requests_num} appends wait for their quorum on "
                                f"{state.self_id}", state.self_id)
-        entry = self.store.append_as_leader(body)
+        entries = [self.store.append_as_leader(body) for body in bodies]
+        appended = [AppendResult(entry.index, entry.pos) for entry in entries]
+        last = entries[-1]
         if state.peer_size == 1:
-            self.store.update_committed_index(entry.term, entry.index)
+            self.store.update_committed_index(last.term, last.index)
             done: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-            done.set_result(AppendResult(entry.index, entry.pos))
-            return done
-        pending = self.pusher.wait_ack(entry)
+            done.set_result(appended[-1])
+            return appended, done
+        pending = self.pusher.wait_ack(last)
         self.pusher.wake_up_dispatchers()
-        return self._quorum_of(entry, term, pending)
+        return appended, self._quorum_of(last, term, pending)
 
     async def _quorum_of(self, entry: DLedgerEntry, term: int, pending: PendingAppend) -> AppendResult:
         state = self.member_state

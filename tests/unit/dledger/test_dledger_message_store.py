@@ -17,6 +17,7 @@ from broker.common.record import decode_record
 from broker.dledger.layout import BODY_OFFSET
 from broker.dledger.message_store import DLedgerMessageStore
 from broker.dledger.protocol import DLedgerResponseCode
+from broker.dledger.server import AppendResult
 from broker.store.commit_log import StoreMessage
 from broker.store.config import MessageStoreConfig
 from broker.store.message_store import MessageStore
@@ -80,15 +81,15 @@ def test_refusals_answer_as_apache_and_take_queue_offsets_only_when_written(stor
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     start_append = store.server.start_append
 
-    def not_leader(body: bytes) -> None:
+    def not_leader(bodies: list[bytes]) -> None:
         raise DLedgerError(DLedgerResponseCode.NOT_LEADER, "n0 is CANDIDATE, not the leader")
 
-    def no_quorum(body: bytes) -> Awaitable[None]:
-        start_append(body)  # in the local log, never acknowledged by a quorum
+    def no_quorum(bodies: list[bytes]) -> tuple[list[AppendResult], Awaitable[None]]:
+        appended, _ = start_append(bodies)  # in the local log, never acknowledged by a quorum
 
         async def timed_out() -> None:
             raise DLedgerError(DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT, "no quorum within 2500 ms")
-        return timed_out()
+        return appended, timed_out()
 
     monkeypatch.setattr(store.server, "start_append", not_leader)
     refused = asyncio.run(store.put_messages_async([message(0)]))
@@ -103,6 +104,22 @@ def test_refusals_answer_as_apache_and_take_queue_offsets_only_when_written(stor
     stored = asyncio.run(store.put_messages_async([message(2)]))
     assert stored.status is PutMessageStatus.PUT_OK
     assert stored.append.queue_offsets == [1]  # message 1's entry holds offset 0; messages 0 and huge took none
+
+
+def test_a_batch_lands_whole_or_not_at_all(store: DLedgerMessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pending check passes once per put (DLedger's batch append): a put of many is never cut by the pending
+    limit filling part way, which left entries missing under queue offsets already taken."""
+    full = iter([False, True, False])  # the limit reached right after the first batch's check
+    monkeypatch.setattr(store.server.pusher, "is_pending_full", lambda term: next(full))
+    batch = asyncio.run(store.put_messages_async([message(i) for i in range(3)]))
+    assert (batch.status, batch.append.queue_offsets) == (PutMessageStatus.PUT_OK, [0, 1, 2])
+    end = store.dledger.store.ledger_end_index
+    refused = asyncio.run(store.put_messages_async([message(3), message(4)]))
+    assert refused.status is PutMessageStatus.OS_PAGE_CACHE_BUSY and store.dledger.store.ledger_end_index == end
+    after = asyncio.run(store.put_messages_async([message(5)]))
+    assert after.append.queue_offsets == [3]
+    dispatched(store)
+    assert bodies(store, 0) == [b"body-0", b"body-1", b"body-2", b"body-5"]
 
 
 def test_an_old_commit_log_stays_readable_below_the_divide(tmp_path: Path) -> None:
