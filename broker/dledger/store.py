@@ -3,7 +3,9 @@
 Data entries (``layout``) go into ``<member dir>/data``, their 32-byte index units into ``<member dir>/index``; an
 entry's place in the log (its index) finds its unit at ``index * 32``, the unit its data. ``checkpoint`` in the member
 folder keeps the committed index across restarts. ``recover`` is DLedgerMmapFileStore.recover: the same checks, the
-same place to stop, so that a folder either side wrote opens the same way in the other.
+same place to stop, so that a folder either side wrote opens the same way in the other. Retention
+(``delete_expired_files``, run by ``retention.CleanSpaceService``) deletes the oldest data files; the log then begins
+at the first entry left (ledgerBeginIndex), whose index unit's file becomes the first index file.
 """
 
 from __future__ import annotations

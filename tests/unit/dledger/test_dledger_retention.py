@@ -1,7 +1,8 @@
 """Retention in DLedger mode, in process: each member of a group deletes its expired data files (aged by their
 mtime, as retention reads it) and a follower stopped meanwhile catches up from what the leader kept; a broker's
 DLedger store drops the ConsumeQueue units of the deleted range, answers min offsets from what is left and restarts
-from its first kept file; an old plain CommitLog goes first, while DLedger deletes nothing. About 6 s in all."""
+from its first kept file; an old plain CommitLog goes first, while DLedger deletes nothing; a disk above the force
+ratio deletes young files, above the full ratio appends fail with DISK_FULL. About 6 s in all."""
 
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ def test_a_broker_store_drops_the_deleted_range_and_restarts_from_its_first_kept
         store.shutdown()
 
 
-def test_an_old_plain_commit_log_goes_first_while_dledger_deletes_nothing(tmp_path: Path) -> None:
+def test_an_old_plain_commit_log_goes_first_and_a_full_disk_forces_cleaning_and_refuses_appends(tmp_path: Path) -> None:
     config = retention_config(tmp_path)
     plain = MessageStore(dataclasses.replace(config, enable_d_leger_commit_log=False), HOST)
     plain.start()
@@ -173,5 +174,14 @@ def test_an_old_plain_commit_log_goes_first_while_dledger_deletes_nothing(tmp_pa
         store.cleaner.run_once()
         low, first = first_body(store)
         assert low > 200 and first == b"m%05d" % low
+        put(store, 400, 100)  # young files, then a disk above 90 %: forced clean, and appends refused
+        clean_space.disk_usage = lambda _path: 95.0
+        assert clean_space.run_once() >= 1 and len(store.dledger.store.data.files) == 1
+        full = asyncio.run(store.put_messages_async([StoreMessage("TopicD", 0, b"full")]))
+        # refused before it is written: Apache's broker answers OS_PAGECACHE_BUSY, whatever DLedger's code
+        assert full.status is PutMessageStatus.OS_PAGE_CACHE_BUSY and "DISK_FULL" in full.reason
+        clean_space.disk_usage = lambda _path: 10.0
+        clean_space.run_once()
+        put(store, 500, 1)
     finally:
         store.shutdown()
