@@ -320,8 +320,9 @@ class DLedgerMmapFileStore:
     # -- read -----------------------------------------------------------------------------------------------------
 
     def _check_index(self, index: int) -> None:
-        if not 0 <= self.ledger_begin_index <= index <= self.ledger_end_index:
-            raise StoreError(f"entry {index} is outside the log [{self.ledger_begin_index}, {self.ledger_end_index}]")
+        """INDEX_OUT_OF_RANGE as DLedger's get: what retention deleted, or what is not written yet."""
+        _check(0 <= self.ledger_begin_index <= index <= self.ledger_end_index, DLedgerResponseCode.INDEX_OUT_OF_RANGE,
+               f"entry {index} is outside the log [{self.ledger_begin_index}, {self.ledger_end_index}]")
 
     def entry_pos_and_size(self, index: int) -> tuple[int, int]:
         self._check_index(index)
