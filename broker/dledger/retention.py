@@ -80,8 +80,8 @@ class RetentionSettings:
 class CleanSpaceService:
     """One member's data file retention, a round at a time (``run_once``), run by its DLedgerServer.
 
-    ``deletable_end`` says how far files may go: the committed entries by default; the broker narrows it to what
-    it has dispatched."""
+    ``deletable_end``: the data offset no deleted file may reach past. The store never deletes past its committed
+    entries anyway; the broker narrows it to what it has dispatched."""
 
     def __init__(self, store: DLedgerMmapFileStore, settings: RetentionSettings, store_base_dir: str,
                  disk_usage: Callable[[str], float] = disk_usage_percent,

@@ -372,7 +372,7 @@ class MappedFileQueue:
         reaching past ``end`` (what its readers have not taken in yet). The first young file stops the walk, so no
         file in the middle goes; the last file stays unless not ``keep_last`` (a log no longer written)."""
         deleted: list[MappedFile] = []
-        for mf in list(self.files[:-1] if keep_last else self.files)[:batch_max]:
+        for mf in (self.files[:-1] if keep_last else self.files)[:batch_max]:  # a copy: deleting shortens files
             if not clean_at_once and (now - mf.last_modified()) * 1000 < reserved_ms:
                 break
             if mf.file_from_offset + self.file_size > end:
