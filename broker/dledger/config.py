@@ -4,6 +4,7 @@ The group, peers and self id come from the broker's keys (``dLegerGroup``, ``dLe
 ``preferredLeaderId``), as Apache's DLedgerCommitLog hands them over. Apache's broker passes no timings, so its
 members run on DLedger's defaults; ours read them from rmq's own keys (``dLegerHeartBeatTimeIntervalMs``,
 ``dLegerMaxHeartBeatLeak``, ``dLegerMinVoteIntervalMs``, ``dLegerMaxVoteIntervalMs``), whose defaults are DLedger's.
+Retention's keys (fileReservedHours, deleteWhen, ...) come from the broker's as Apache's does it (``retention``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.common.errors import ConfigError
+from broker.dledger.retention import RetentionSettings
 from broker.store.config import MessageStoreConfig
 
 
@@ -36,6 +38,7 @@ class DLedgerConfig:
     max_batch_push_size: int = 4 * 1024  # a batch push is sent once its entries reach these bytes
     flush_file_interval_ms: int = 10
     check_point_interval_ms: int = 3000  # the committed index goes to ``checkpoint`` this often
+    retention: RetentionSettings = field(default_factory=RetentionSettings)  # fileReservedHours, deleteWhen, ...
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -65,6 +68,7 @@ class DLedgerConfig:
                    store_base_dir=store.store_path_root_dir, preferred_leader_ids=store.preferred_leader_id,
                    mapped_file_size_for_entry_data=store.mapped_file_size_commit_log,
                    enable_batch_push=store.enable_batch_push,
+                   retention=RetentionSettings.from_store_config(store),
                    heart_beat_time_interval_ms=store.d_leger_heart_beat_time_interval_ms,
                    max_heart_beat_leak=store.d_leger_max_heart_beat_leak,
                    min_vote_interval_ms=store.d_leger_min_vote_interval_ms,

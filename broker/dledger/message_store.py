@@ -9,9 +9,10 @@ by the server's commit listener. Reads go through the plain CommitLog's code: be
 old CommitLog files, above it in DLedger's data files, where each record sits 48 bytes into its entry.
 
 Puts are serialised (one lock): queue offsets are taken in the order entries land in the log, and ``start_append``
-writes a put's entries locally, all or none (one pending check, as DLedger's batch append), before it first waits. DLedger mode always dispatches in a thread, never in a dispatch process;
-CommitLog retention (CleanCommitLogService) and the SYNC_FLUSH group commit do not run: DLedger's files are
-DLedger's to delete and to flush.
+writes a put's entries locally, all or none (one pending check, as DLedger's batch append), before it first waits.
+DLedger mode always dispatches in a thread, never in a dispatch process; the SYNC_FLUSH group commit does not run:
+DLedger's files are DLedger's to flush. Retention is DLedger's too, with the broker's keys (``retention``); a member
+never deletes a data file it has not dispatched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from broker.dledger.commit_log import DLedgerCommitLog, DLedgerSetup
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.layout import BODY_OFFSET
 from broker.dledger.protocol import DLedgerResponseCode
+from broker.dledger.retention import DLedgerCleanCommitLogService
 from broker.dledger.server import DLedgerServer
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog, EncodedRecord, EncodeError, StoreMessage
@@ -169,6 +171,8 @@ class DLedgerMessageStore(MessageStore):
         self.commit_log = DLedgerRecordLog(self.config, store_host, self.dledger, self.plain_log.queue)
         self.reput = self.dispatch = DLedgerReput(self.dledger, self.reput)
         self.server.add_commit_listener(lambda _index: self.dispatch.wakeup())
+        self.server.clean_space.deletable_end = lambda: self.dispatch.reput_from_offset
+        self._live_config = config  # retention reads its keys again each round, as updated at runtime
 
     @property
     def caught_up(self) -> bool:
@@ -184,6 +188,7 @@ class DLedgerMessageStore(MessageStore):
         log's end, dispatch what is committed and not dispatched yet, then start the services."""
         config = self.config
         os.makedirs(config.store_path_root_dir, exist_ok=True)
+        os.makedirs(config.commit_log_dir, exist_ok=True)  # retention measures the disk usage there
         last_exit_ok = not os.path.exists(config.abort_path)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
         plain = self.plain_log.queue
@@ -204,14 +209,19 @@ class DLedgerMessageStore(MessageStore):
         # an index file's offsets are records' (an entry's pos + 48): dispatch starts at the entry holding one
         self.reput.reput_from_offset = self.dledger.entry_start(max(min(reput_from, end), self.dledger.min_offset))
         self.reput.do_reput()
+        for cq in self.consume_queues.queues():  # units below the log's first kept file are gone
+            cq.correct_min_offset(self.commit_log.queue.min_offset)
         self.recover_topic_queue_table()
         self.commit_log.last_store_timestamp = max(self.reput.last_store_timestamp,
                                                    self.checkpoint.value.physic_msg_timestamp)
         with open(config.abort_path, "w"):
             pass
+        self.cleaner = DLedgerCleanCommitLogService(self._live_config, self.plain_log, self.dispatch,
+                                                    self.server.clean_space, lambda: self.commit_log.queue.min_offset,
+                                                    self._disk_usage)
         self._services = [self.dispatch, FlushRealTimeService(config, self.commit_log, self.checkpoint),
                           FlushConsumeQueueService(config, self.consume_queues, self.index, self.dispatch,
-                                                   self.checkpoint)]
+                                                   self.checkpoint), self.cleaner]
         for service in self._services:
             service.start()
         self.running = True

@@ -5,7 +5,8 @@ with the others. As leader it appends (``append``, or a client's APPEND) and its
 (``pusher``); as follower its EntryHandler takes the leader's pushes (``entry_handler``). Requests meant for another
 member or group are refused before either sees them, with UNKNOWN_MEMBER or UNKNOWN_GROUP and the leader this
 member knows, as DLedgerServer's PreConditions do. Like DLedger's store, the member flushes its log every
-flushFileInterval and writes the committed index to ``checkpoint`` every checkPointInterval.
+flushFileInterval, writes the committed index to ``checkpoint`` every checkPointInterval, and deletes its expired
+data files (``retention``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from broker.dledger.protocol import (
     VoteResponse,
 )
 from broker.dledger.pusher import DLedgerEntryPusher, PendingAppend
+from broker.dledger.retention import CLEAN_SPACE_INTERVAL_MS, CleanSpaceService
 from broker.dledger.rpc import DLedgerRpcService
 from broker.dledger.store import CommitListener, DLedgerMmapFileStore
 
@@ -92,8 +94,10 @@ class DLedgerServer:
         self.elector = LeaderElector(config, member_state, self.rpc.client)
         self.pusher = DLedgerEntryPusher(config, member_state, store, self.rpc.client.push)
         self.entry_handler = EntryHandler(member_state, store)
+        self.clean_space = CleanSpaceService(store, config.retention, config.store_base_dir)
         self.elector.add_role_change_handler(self._role_changed)
         self._flush_task: asyncio.Task[None] | None = None
+        self._clean_task: asyncio.Task[None] | None = None
 
     def add_role_change_handler(self, handler: RoleChangeHandler) -> None:
         self.elector.add_role_change_handler(handler)
@@ -114,6 +118,7 @@ class DLedgerServer:
             self.elector.change_role_to_leader(self.member_state.current_term)
         await self.elector.start()
         self._flush_task = asyncio.create_task(self._flush_loop(), name=f"dledger-flush-{self.config.self_id}")
+        self._clean_task = asyncio.create_task(self._clean_loop(), name=f"dledger-clean-{self.config.self_id}")
         return self
 
     async def stop(self) -> None:
@@ -121,7 +126,8 @@ class DLedgerServer:
         await self.pusher.stop()
         await self.entry_handler.stop()
         await cancel_and_wait(self._flush_task)
-        self._flush_task = None
+        await cancel_and_wait(self._clean_task)
+        self._flush_task = self._clean_task = None
         await self.rpc.stop()
         if self._own_store:
             self.store.shutdown()
@@ -141,6 +147,15 @@ class DLedgerServer:
                     last_checkpoint = time.monotonic()
             except Exception:
                 log.exception("%s: flushing the DLedger log failed", self.config.self_id)
+
+    async def _clean_loop(self) -> None:
+        """DLedgerMmapFileStore's CleanSpaceService, on the event loop: the store changes only there."""
+        while True:
+            await asyncio.sleep(CLEAN_SPACE_INTERVAL_MS / 1000)
+            try:
+                self.clean_space.run_once()
+            except Exception:
+                log.exception("%s: cleaning the DLedger log failed", self.config.self_id)
 
     def _role_changed(self, term: int, role: Role) -> None:
         if role is not Role.LEADER:  # no waiting append can reach its quorum through this member any more

@@ -3,7 +3,9 @@
 Data entries (``layout``) go into ``<member dir>/data``, their 32-byte index units into ``<member dir>/index``; an
 entry's place in the log (its index) finds its unit at ``index * 32``, the unit its data. ``checkpoint`` in the member
 folder keeps the committed index across restarts. ``recover`` is DLedgerMmapFileStore.recover: the same checks, the
-same place to stop, so that a folder either side wrote opens the same way in the other.
+same place to stop, so that a folder either side wrote opens the same way in the other. Retention
+(``delete_expired_files``, run by ``retention.CleanSpaceService``) deletes the oldest data files; the log then begins
+at the first entry left (ledgerBeginIndex), whose index unit's file becomes the first index file.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class DLedgerMmapFileStore:
         self.ledger_end_term = -1
         self.committed_index = -1
         self.committed_pos = -1
+        self.disk_full = False  # set by CleanSpaceService: appends fail with DISK_FULL meanwhile
         self.append_hooks: list[AppendHook] = []
         self.commit_listeners: list[CommitListener] = []
 
@@ -153,8 +156,28 @@ class DLedgerMmapFileStore:
         return index_problem(header, decode_index_unit(unit), at)
 
     def _revise_ledger_begin_index(self) -> None:
+        """The log begins at the first data file's first entry; index files wholly below its unit go
+        (reviseLedgerBeginIndex and the index list's resetOffset)."""
         first = self.data.files[0]
         self.ledger_begin_index = decode_entry_header(first.buffer, 0).index
+        index = self.index.queue
+        while index.files and index.files[0].file_from_offset + index.file_size <= \
+                self.ledger_begin_index * INDEX_UNIT_SIZE:
+            log.info("index file %s holds only units below the log's first entry %d: deleted", index.files[0].path,
+                     self.ledger_begin_index)
+            index.delete_first()
+
+    def delete_expired_files(self, reserved_ms: float, now: float, *, clean_at_once: bool, end: int) -> int:
+        """Retention (MmapFileList.deleteExpiredFileByTime on the data files): delete the oldest data files not
+        modified for ``reserved_ms`` (any, when ``clean_at_once``), never the last one nor one reaching past data
+        offset ``end``; the log then begins at the first entry left. Returns how many files went."""
+        if self.committed_index < 0:
+            return 0
+        end = min(end, self.committed_pos)
+        deleted = self.data.queue.delete_expired(reserved_ms, now, clean_at_once=clean_at_once, end=end)
+        if deleted:
+            self._revise_ledger_begin_index()
+        return len(deleted)
 
     def _load_checkpoint(self) -> None:
         if not os.path.exists(self.checkpoint_path):
@@ -185,6 +208,7 @@ class DLedgerMmapFileStore:
         entry once its pos is known (before anything is written)."""
         state = self.member_state
         _check(state.is_leader, DLedgerResponseCode.NOT_LEADER, f"{state.self_id} is {state.role}", state.leader_id)
+        _check(not self.disk_full, DLedgerResponseCode.DISK_FULL, f"the disk of {state.self_id} is full")
         if BODY_OFFSET + len(body) > MAX_ENTRY_SIZE:
             raise StoreError(f"an entry of {BODY_OFFSET + len(body)} bytes is more than DLedger's {MAX_ENTRY_SIZE}")
         index, term = self.ledger_end_index + 1, state.current_term
@@ -205,6 +229,7 @@ class DLedgerMmapFileStore:
     def append_as_follower(self, entry: DLedgerEntry, leader_term: int, leader_id: str | None) -> DLedgerEntry:
         """Write the leader's ``entry`` as it is (header fields included) at its own pos, as the log's next entry."""
         self._check_follower(leader_term, leader_id)
+        _check(not self.disk_full, DLedgerResponseCode.DISK_FULL, f"the disk of {self.member_state.self_id} is full")
         _check(entry.index == self.ledger_end_index + 1, DLedgerResponseCode.INCONSISTENT_INDEX,
                f"entry {entry.index} after {self.ledger_end_index}")
         self._write_entry(entry)
@@ -295,8 +320,9 @@ class DLedgerMmapFileStore:
     # -- read -----------------------------------------------------------------------------------------------------
 
     def _check_index(self, index: int) -> None:
-        if not 0 <= self.ledger_begin_index <= index <= self.ledger_end_index:
-            raise StoreError(f"entry {index} is outside the log [{self.ledger_begin_index}, {self.ledger_end_index}]")
+        """INDEX_OUT_OF_RANGE as DLedger's get: what retention deleted, or what is not written yet."""
+        _check(0 <= self.ledger_begin_index <= index <= self.ledger_end_index, DLedgerResponseCode.INDEX_OUT_OF_RANGE,
+               f"entry {index} is outside the log [{self.ledger_begin_index}, {self.ledger_end_index}]")
 
     def entry_pos_and_size(self, index: int) -> tuple[int, int]:
         self._check_index(index)

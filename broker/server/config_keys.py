@@ -90,7 +90,7 @@ WARNED: tuple[WarnedFamily, ...] = (
                                  r"|commitCommitLogLeastPages|maxTransfer\w*OnMessageInDisk|dataReadAheadEnable"
                                  r"|fastFailIfNoBufferInStorePool|brokerFastFailureEnable|waitTimeMills\w*"
                                  r"|maxErrorRateOfBloomFilter|expectConsumerNumUseFilter|mappedFile\w*Swap\w*"
-                                 r"|cleanFileForciblyEnable|redeleteHangedFileInterval|destroyMapedFileIntervalForcibly"),
+                                 r"|redeleteHangedFileInterval|destroyMapedFileIntervalForcibly"),
     WarnedFamily("metrics and statistics", r"metrics\w*|\w*Metrics\w*|\w*[Ss]tats?\w*|enableDetailStat"),
     WarnedFamily("pop consumption", r"pop\w*|enablePop\w*|revive\w*|enableRetryTopicV2"
                                     r"|retrieveMessageFromPopRetryTopicV1|initPopOffsetByCheckMsgInMem"),

@@ -48,7 +48,7 @@ RUNTIME_BROKER_KEYS = frozenset({
 })
 RUNTIME_STORE_KEYS = frozenset({
     "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",
-    "diskSpaceWarningLevelRatio", "maxMessageSize",
+    "diskSpaceWarningLevelRatio", "cleanFileForciblyEnable", "maxMessageSize",
 })
 RUNTIME_KEYS = RUNTIME_BROKER_KEYS | RUNTIME_STORE_KEYS
 

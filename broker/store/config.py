@@ -69,6 +69,7 @@ class MessageStoreConfig:
     delete_when: str = "04"  # hours of the day, "04;05"
     disk_max_used_space_ratio: int = 75  # percent: clean expired files above it at any hour
     disk_space_clean_forcibly_ratio: int = 85  # percent: delete the oldest files even if not expired
+    clean_file_forcibly_enable: bool = True  # allow that (DLedger mode: DLedger's enableDiskForceClean)
     disk_space_warning_level_ratio: int = 90  # percent: refuse writes
     clean_resource_interval: int = 10_000  # ms
     delete_commit_log_files_interval: int = 100  # ms between two deleted files

@@ -109,14 +109,22 @@ def disk_usage_percent(path: str) -> float:
     return 100.0 * usage.used / usage.total if usage.total else 0.0
 
 
+def is_it_time_to_do(when: str, now: float) -> bool:
+    """``when`` names hours of the day ("04;05"); is ``now`` (local time) in one of them (UtilAll.isItTimeToDo,
+    which DLedger's DLedgerUtils repeats)."""
+    hours = {int(h) for h in when.split(";") if h.strip().isdigit()}
+    return time.localtime(now).tm_hour in hours
+
+
 class CleanCommitLogService(ServiceThread):
     """Retention: deletes CommitLog files older than fileReservedTime at the deleteWhen hours or when the disk is
-    fuller than diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio deletes the oldest files even if young;
-    above diskSpaceWarningLevelRatio the store refuses writes. Derived files below the new minimum go with them."""
+    fuller than diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio (with cleanFileForciblyEnable) deletes the
+    oldest files even if young; above diskSpaceWarningLevelRatio the store refuses writes. Derived files below the
+    new minimum go with them."""
 
     name = "CleanCommitLogService"
-    DELETE_FILES_BATCH_MAX = 10
     MAX_MANUAL_DELETE_FILE_TIMES = 20  # rounds a DELETE_EXPIRED_COMMITLOG request lasts
+    keep_last_file = True  # the file being written stays, however old
 
     def __init__(self, config: MessageStoreConfig, commit_log: CommitLog, dispatch: DispatchService,
                  disk_usage: Callable[[str], float] = disk_usage_percent,
@@ -137,18 +145,14 @@ class CleanCommitLogService(ServiceThread):
         self.manual_delete_requests = self.MAX_MANUAL_DELETE_FILE_TIMES
         log.info("executeDeleteFilesManually was invoked")
 
-    def _time_up(self) -> bool:
-        hours = {int(h) for h in self.config.delete_when.split(";") if h.strip().isdigit()}
-        return time.localtime(self.clock()).tm_hour in hours
-
     def run_once(self) -> int:
         """One retention round; returns how many CommitLog files it deleted."""
         usage = self.disk_usage(self.config.commit_log_dir)
         self.disk_full = usage >= self.config.disk_space_warning_level_ratio
-        forcibly = usage >= self.config.disk_space_clean_forcibly_ratio
+        forcibly = usage >= self.config.disk_space_clean_forcibly_ratio and self.config.clean_file_forcibly_enable
         space_full = usage >= self.config.disk_max_used_space_ratio
         manual = self.manual_delete_requests > 0
-        if not (self._time_up() or space_full or manual):
+        if not (is_it_time_to_do(self.config.delete_when, self.clock()) or space_full or manual):
             return 0
         if manual:
             self.manual_delete_requests -= 1
@@ -158,16 +162,10 @@ class CleanCommitLogService(ServiceThread):
         return deleted
 
     def delete_expired(self, reserved_ms: float, *, clean_at_once: bool) -> int:
-        queue = self.commit_log.queue
-        candidates = queue.files[:-1] if clean_at_once else queue.expired_head(reserved_ms, self.clock())
-        deleted = 0
-        for mf in candidates[: self.DELETE_FILES_BATCH_MAX]:
-            if mf.file_from_offset + mf.file_size > self.dispatch.reput_from_offset:
-                break  # never delete what has not been dispatched
-            queue.delete_first()
-            deleted += 1
-            log.info("retention deleted %s", mf.path)
-        return deleted
+        """Never what has not been dispatched."""
+        return len(self.commit_log.queue.delete_expired(reserved_ms, self.clock(), clean_at_once=clean_at_once,
+                                                        end=self.dispatch.reput_from_offset,
+                                                        keep_last=self.keep_last_file))
 
     def clean_derived(self) -> None:
         """CleanConsumeQueueService: ConsumeQueue and index files that only point below the CommitLog minimum,

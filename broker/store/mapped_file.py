@@ -11,7 +11,6 @@ import logging
 import mmap
 import os
 import sys
-import time
 from enum import Enum
 
 from broker.common.errors import StoreError
@@ -208,6 +207,9 @@ class MappedFile:
         os.unlink(self.path)
 
 
+DELETE_FILES_BATCH_MAX = 10  # files one retention round deletes at most (Apache's and DLedger's)
+
+
 class MappedFileQueue:
     """The files of one log in offset order, as RocketMQ's MappedFileQueue."""
 
@@ -363,15 +365,21 @@ class MappedFileQueue:
         while self.files:
             self.delete_first()
 
-    def expired_head(self, reserved_ms: float, now: float | None = None) -> list[MappedFile]:
-        """The leading full files not modified for ``reserved_ms``; the file being written is never included."""
-        now = time.time() if now is None else now
-        result = []
-        for mf in self.files[:-1]:
-            if (now - mf.last_modified()) * 1000 < reserved_ms:
+    def delete_expired(self, reserved_ms: float, now: float, *, clean_at_once: bool, end: int,
+                       keep_last: bool = True, batch_max: int = DELETE_FILES_BATCH_MAX) -> list[MappedFile]:
+        """Retention's deletion (MappedFileQueue/MmapFileList.deleteExpiredFileByTime): the leading files not
+        modified for ``reserved_ms`` (any when ``clean_at_once``), up to ``batch_max`` a call and never a file
+        reaching past ``end`` (what its readers have not taken in yet). The first young file stops the walk, so no
+        file in the middle goes; the last file stays unless not ``keep_last`` (a log no longer written)."""
+        deleted: list[MappedFile] = []
+        for mf in (self.files[:-1] if keep_last else self.files)[:batch_max]:  # a copy: deleting shortens files
+            if not clean_at_once and (now - mf.last_modified()) * 1000 < reserved_ms:
                 break
-            result.append(mf)
-        return result
+            if mf.file_from_offset + self.file_size > end:
+                break
+            deleted.append(self.delete_first())
+            log.info("retention deleted %s", mf.path)
+        return deleted
 
 
 class PrefaultService(ServiceThread):

@@ -2,8 +2,9 @@
 DLedger timings (heartbeats every 200 ms, a new election after 3 missed: at 100 ms a loaded machine made a leader
 lose its lead mid-test), and as processes on DLedger's own.
 
-A group of one: our Producer and LitePullConsumer send and read, its schedule service delivers a delayed message; a
-restart, and a SIGKILL, keep messages and queue offsets. Bad DLedger keys stop the start with errors that name them.
+A group of one: our Producer and LitePullConsumer send and read, its schedule service delivers a delayed message,
+haStatus gets Apache's answer for a broker without an HA service; a restart, and a SIGKILL, keep messages and queue
+offsets. Bad DLedger keys stop the start with errors that name them.
 A group of three: a member started alone registers as brokerId -1 at the first periodic registration (10 s, as
 Apache's unelected member does); once the others start, exactly one member registers as master (brokerId 0) and
 runs the master-only services (delayed delivery, transaction checks), the two others register as slaves (brokerId =
@@ -48,7 +49,7 @@ from broker.server.broker_controller import REGISTER_FIRST_S, BrokerController
 from broker.server.config import load_broker_config
 from broker.store.config import BrokerRole
 from broker.tools.local_cluster import free_port
-from tests.helpers import broker_ids, client_config, mqadmin_ok, run
+from tests.helpers import broker_ids, client_config, mqadmin, mqadmin_ok, run
 from tests.integration.cluster import REPO, ServerProcess, start_broker, start_namesrv
 from tests.integration.in_process import broker_configs
 
@@ -142,6 +143,7 @@ def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_p
                 assert await registered(namesrv) == {0: broker.broker_addr}
                 first = await send_and_read(namesrv, 12, 0)
                 await check_delayed_delivery(namesrv)
+                await check_no_ha_status(broker.broker_addr)
             finally:
                 await broker.shutdown()
             port = broker.broker_config.listen_port
@@ -157,6 +159,16 @@ def test_group_of_one_sends_consumes_and_keeps_everything_across_a_restart(tmp_p
                 await again.shutdown()
 
     run(scenario())
+
+
+async def check_no_ha_status(addr: str) -> None:
+    """GET_BROKER_HA_STATUS (mqadmin haStatus) as Apache's DLedger broker answers it: no HA service, SYSTEM_ERROR."""
+    async with RemotingClient() as client:
+        response = await client.invoke(addr, create_request(RequestCode.GET_BROKER_HA_STATUS), 3000)
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark.startswith("Can not get HARuntimeInfo, may be duplicationEnable is true (DLedger mode")
+    done = await asyncio.to_thread(mqadmin, "haStatus", "-b", addr)
+    assert done.code != 0 and "Can not get HARuntimeInfo" in done.out + done.err, done
 
 
 async def check_delayed_delivery(namesrv: NamesrvController) -> None:

@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+NO_HA_RUNTIME_INFO = "Can not get HARuntimeInfo, may be duplicationEnable is true"  # Apache's, when no HA service runs
+
 BROKER_VERSION_DESC = "V5_5_1"  # MQVersion.getVersionDesc(CURRENT_VERSION): the release rmq speaks (REMOTING_VERSION)
 # BrokerConfig's request queue capacities (Java's defaults), reported in the runtime info: clusterList prints the send
 # and pull queues' sizes and head waits as #InTPS(LOAD) and #OutTPS(LOAD). rmq serves requests on the event loop as they
@@ -275,7 +277,12 @@ class AdminBrokerProcessor:
         return info
 
     async def get_broker_ha_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        """HARuntimeInfo (``mqadmin haStatus``): a master's slaves, or a slave's HAClient."""
+        """HARuntimeInfo (``mqadmin haStatus``): a master's slaves, or a slave's HAClient. A DLedger member runs no
+        HA service (its group replicates through DLedger): SYSTEM_ERROR with Apache's remark, as its store has no
+        HARuntimeInfo to give."""
+        if self.store_config.enable_d_leger_commit_log:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"{NO_HA_RUNTIME_INFO} (DLedger mode: the "
+                                   "group replicates through DLedger, no HA service runs)")
         return success(request, json_body(ha_runtime_info(self.ha_state()).to_json()))
 
     def _disk_info(self) -> dict[str, str]:

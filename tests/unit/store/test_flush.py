@@ -1,4 +1,5 @@
-"""The store's background services, driven round by round: retention on request (DELETE_EXPIRED_COMMITLOG)."""
+"""The store's background services, driven round by round: retention on request (DELETE_EXPIRED_COMMITLOG), and
+forced by a full disk only with cleanFileForciblyEnable."""
 
 from __future__ import annotations
 
@@ -47,5 +48,28 @@ def test_a_manual_delete_request_lasts_twenty_rounds_outside_delete_when(store_c
         age([queue.files[0].path], 2)
         assert cleaner.run_once() == 0  # the request is used up
         assert store.commit_log.min_offset == 3 * file_size
+    finally:
+        store.shutdown()
+
+
+def test_a_disk_above_the_forcibly_ratio_deletes_young_files_only_with_clean_file_forcibly_enable(store_config):
+    far_hour = f"{(time.localtime().tm_hour + 12) % 24:02d}"
+    config = dataclasses.replace(store_config, delete_when=far_hour, clean_resource_interval=3_600_000,
+                                 clean_file_forcibly_enable=False)
+    store = MessageStore(config, disk_usage=lambda _path: 87.0)  # above 85 % (forcibly), below 90 % (writes refused)
+    store.start()
+    try:
+        for i in range(30):
+            store.put_message(StoreMessage("TopicA", 0, bytes([i]) * 300))
+        deadline = time.monotonic() + 5
+        while store.dispatch_behind_bytes and time.monotonic() < deadline:
+            time.sleep(0.005)
+        cleaner = store.cleaner
+        assert cleaner is not None and len(store.commit_log.queue.files) > 2
+        assert cleaner.run_once() == 0  # young files stay: forcing is not enabled
+        object.__setattr__(config, "clean_file_forcibly_enable", True)  # as a runtime update sets it
+        before = len(store.commit_log.queue.files)
+        assert cleaner.run_once() == min(before - 1, 10)  # the oldest, however young, 10 a round, never the last
+        assert len(store.commit_log.queue.files) == before - min(before - 1, 10)
     finally:
         store.shutdown()
