@@ -3,7 +3,8 @@
 The group, peers and self id come from the broker's keys (``dLegerGroup``, ``dLegerPeers``, ``dLegerSelfId``,
 ``preferredLeaderId``), as Apache's DLedgerCommitLog hands them over. Apache's broker passes no timings, so its
 members run on DLedger's defaults; ours read them from rmq's own keys (``dLegerHeartBeatTimeIntervalMs``,
-``dLegerMaxHeartBeatLeak``, ``dLegerMinVoteIntervalMs``, ``dLegerMaxVoteIntervalMs``), whose defaults are DLedger's.
+``dLegerMaxHeartBeatLeak``, ``dLegerMinVoteIntervalMs``, ``dLegerMaxVoteIntervalMs``, ``dLegerMaxPendingRequestsNum``,
+``dLegerMaxBatchPushSize``), whose defaults are DLedger's.
 Retention's keys (fileReservedHours, deleteWhen, ...) come from the broker's as Apache's does it (``retention``).
 """
 
@@ -49,11 +50,13 @@ class DLedgerConfig:
             raise ConfigError(f"dLegerMinVoteIntervalMs {self.min_vote_interval_ms} must be at least 0 and below "
                               f"dLegerMaxVoteIntervalMs {self.max_vote_interval_ms}")
         for key, value in (("dLegerHeartBeatTimeIntervalMs", self.heart_beat_time_interval_ms),
-                           ("dLegerMaxHeartBeatLeak", self.max_heart_beat_leak)):
+                           ("dLegerMaxHeartBeatLeak", self.max_heart_beat_leak),
+                           ("dLegerMaxPendingRequestsNum", self.max_pending_requests_num),
+                           ("dLegerMaxBatchPushSize", self.max_batch_push_size)):
             if value <= 0:
                 raise ConfigError(f"{key} must be positive, not {value}")
-        for name in ("max_pending_requests_num", "max_wait_ack_time_ms", "max_push_time_out_ms",
-                     "max_batch_push_size", "flush_file_interval_ms", "check_point_interval_ms"):
+        for name in ("max_wait_ack_time_ms", "max_push_time_out_ms", "flush_file_interval_ms",
+                     "check_point_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
 
@@ -72,7 +75,9 @@ class DLedgerConfig:
                    heart_beat_time_interval_ms=store.d_leger_heart_beat_time_interval_ms,
                    max_heart_beat_leak=store.d_leger_max_heart_beat_leak,
                    min_vote_interval_ms=store.d_leger_min_vote_interval_ms,
-                   max_vote_interval_ms=store.d_leger_max_vote_interval_ms)
+                   max_vote_interval_ms=store.d_leger_max_vote_interval_ms,
+                   max_pending_requests_num=store.d_leger_max_pending_requests_num,
+                   max_batch_push_size=store.d_leger_max_batch_push_size)
 
 
 def slave_broker_id(self_id: str) -> int:

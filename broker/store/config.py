@@ -109,6 +109,8 @@ class MessageStoreConfig:
     d_leger_max_heart_beat_leak: int = 3  # heartbeat periods a follower waits out before it stands for election
     d_leger_min_vote_interval_ms: int = 300  # a candidate's next vote round: min + random(max - min) ms later
     d_leger_max_vote_interval_ms: int = 1000
+    d_leger_max_pending_requests_num: int = 10_000  # appends waiting for their quorum before LEADER_PENDING_FULL
+    d_leger_max_batch_push_size: int = 4 * 1024  # bytes of entries in one push (with enableBatchPush)
 
     @property
     def commit_log_dir(self) -> str:

@@ -256,7 +256,13 @@ def test_config_from_the_broker_keys() -> None:
     config = DLedgerConfig.from_store_config(store)
     assert (config.group, config.self_id, config.self_address) == ("broker-a", "n1", "127.0.0.1:40912")
     assert (config.heart_beat_time_interval_ms, config.max_heart_beat_leak, config.min_vote_interval_ms,
-            config.max_vote_interval_ms) == (2000, 3, 300, 1000)  # DLedger's defaults, which Apache's broker keeps
+            config.max_vote_interval_ms, config.max_pending_requests_num, config.max_batch_push_size) == (
+        2000, 3, 300, 1000, 10_000, 4096)  # DLedger's defaults, which Apache's broker keeps
+    sized = MessageStoreConfig.from_properties({"dLegerGroup": "broker-a", "dLegerSelfId": "n1",
+                                                "dLegerPeers": "n1-127.0.0.1:40912",
+                                                "dLegerMaxPendingRequestsNum": "64", "dLegerMaxBatchPushSize": "65536"})
+    assert (DLedgerConfig.from_store_config(sized).max_pending_requests_num,
+            DLedgerConfig.from_store_config(sized).max_batch_push_size) == (64, 65536)
     short = dataclasses.replace(store, d_leger_heart_beat_time_interval_ms=50, d_leger_max_heart_beat_leak=2,
                                 d_leger_min_vote_interval_ms=20, d_leger_max_vote_interval_ms=60)
     config = DLedgerConfig.from_store_config(short)  # rmq's keys
@@ -268,6 +274,8 @@ def test_config_from_the_broker_keys() -> None:
                       "dLegerMinVoteIntervalMs 500 must be at least 0 and below dLegerMaxVoteIntervalMs 500"),
                      ({"d_leger_min_vote_interval_ms": -1}, "dLegerMinVoteIntervalMs -1"),
                      ({"d_leger_heart_beat_time_interval_ms": 0}, "dLegerHeartBeatTimeIntervalMs must be positive"),
-                     ({"d_leger_max_heart_beat_leak": -2}, "dLegerMaxHeartBeatLeak must be positive")):
+                     ({"d_leger_max_heart_beat_leak": -2}, "dLegerMaxHeartBeatLeak must be positive"),
+                     ({"d_leger_max_pending_requests_num": 0}, "dLegerMaxPendingRequestsNum must be positive"),
+                     ({"d_leger_max_batch_push_size": -1}, "dLegerMaxBatchPushSize must be positive")):
         with pytest.raises(ConfigError, match=key):
             DLedgerConfig.from_store_config(dataclasses.replace(store, **bad))
