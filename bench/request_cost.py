@@ -13,7 +13,8 @@ of each case.
 ``--sockets N`` adds what the exchange-only cases leave out: the same single sends by N blocking senders over
 loopback connections (a thread of this process, each sender waiting for its answer as the Java client's sync send
 does), so the event loop (uvloop, as the broker runs), the connection's bytes in, the request's task or its lack,
-and the answer's write count too. The CPU is still the loop thread's, divided by the requests answered.
+and the answer's write count too. The CPU is still the loop thread's, divided by the requests answered; beside it
+the requests per second the senders got (wall clock: it moves with the machine's load).
 
 Examples
 --------
@@ -125,8 +126,10 @@ def sender(port: int, frames: list[bytes], count: int, start: threading.Barrier)
                 answer += sock.recv(65536)
 
 
-async def drive_sockets(controller: BrokerController, frames: list[bytes], senders: int, count: int) -> float:
-    """CPU seconds of the loop's thread while ``senders`` threads send ``count`` requests each over loopback."""
+async def drive_sockets(controller: BrokerController, frames: list[bytes], senders: int,
+                        count: int) -> tuple[float, float]:
+    """CPU seconds of the loop's thread, and wall seconds, while ``senders`` threads send ``count`` requests each
+    over loopback."""
     start = threading.Barrier(senders + 1)
     threads = [threading.Thread(target=sender, args=(controller.server.port, frames, count, start), daemon=True)
                for _ in range(senders)]
@@ -134,10 +137,10 @@ async def drive_sockets(controller: BrokerController, frames: list[bytes], sende
         thread.start()
     await asyncio.sleep(0.2)  # the connections accepted
     await asyncio.get_running_loop().run_in_executor(None, start.wait)
-    begin = time.thread_time()
+    begin, wall = time.thread_time(), time.perf_counter()
     while any(thread.is_alive() for thread in threads):
         await asyncio.sleep(0.005)
-    return time.thread_time() - begin
+    return time.thread_time() - begin, time.perf_counter() - wall
 
 
 def run_socket_case(controller: BrokerController, label: str, frames: list[bytes], senders: int, count: int,
@@ -146,10 +149,12 @@ def run_socket_case(controller: BrokerController, label: str, frames: list[bytes
     loop = asyncio.get_event_loop()
     loop.run_until_complete(drive_sockets(controller, frames, senders, 200))  # warm-up
     size = max(count // rounds // senders, 1)
-    costs = [loop.run_until_complete(drive_sockets(controller, frames, senders, size)) * 1e6 / (size * senders)
-             for _ in range(rounds)]
+    runs = [loop.run_until_complete(drive_sockets(controller, frames, senders, size)) for _ in range(rounds)]
+    costs = [cpu * 1e6 / (size * senders) for cpu, _ in runs]
+    rates = [size * senders / wall for _, wall in runs]
     median = f"  median {statistics.median(costs):7.1f} us/request" if rounds > 1 else ""
-    print(f"{label:24} {min(costs):7.1f} us/request  {min(costs):6.2f} us/msg{median}", flush=True)
+    print(f"{label:24} {min(costs):7.1f} us/request  {min(costs):6.2f} us/msg{median}  "
+          f"{max(rates):8,.0f} requests/s (best; median {statistics.median(rates):8,.0f})", flush=True)
     if profile:
         print_profile(lambda: loop.run_until_complete(drive_sockets(controller, frames, senders, size)))
 
