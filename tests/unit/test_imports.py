@@ -58,6 +58,17 @@ def test_an_executor_loads_no_event_loop() -> None:
     assert done.stdout.split() == ["[]"]
 
 
+def test_the_resolver_loads_no_spark() -> None:
+    """The sink starts a resolver process per batch job, beside the job's tasks: importing the ``connector`` package
+    on the way to ``connector.resolver`` must not pull in PySpark (a fifth of that process's start); the package's
+    ``RmqDataSource`` still loads when named."""
+    code = ("import sys, connector.resolver\nbefore = 'pyspark' in sys.modules\n"
+            "from connector import RmqDataSource\nprint(before, 'pyspark' in sys.modules, RmqDataSource.name())")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "rmq"]
+
+
 @pytest.mark.parametrize("statement", ["import connector.source", "import connector.sink"])
 def test_an_executor_loads_only_the_headers_it_frames(statement: str) -> None:
     """broker.remoting.headers' face imports each header from its module when first used: the read path (pull, and
