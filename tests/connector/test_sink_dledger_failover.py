@@ -34,6 +34,9 @@ PER_BATCH = 3_000
 # leader steps down with nobody killed; 500 ms hold (a failover takes about 2 s). Entries pushed one a request
 # (enableBatchPush=false) missed the 2.5 s quorum wait under the sink's bursts on a loaded machine: batched here.
 HEART_BEAT_MS = 500
+# The new master checks the first batch's 3,000 halves, each answered by the resolver and ended through the group's
+# quorum: 10 s on a quiet machine, 40 s in a loaded CI run (about 80 a second).
+CHECKS_S = 120
 
 
 def add_input(tmp_path: Path, batch: int) -> list[str]:
@@ -90,7 +93,7 @@ def test_stream_fails_over_a_master_kill_and_reruns_exactly_once(spark, resolver
             return Counter(m.body.decode() for m in read_topic(group.namesrv.addr, TOPIC)) - Counter(["first"])
 
         try:
-            wait_until("every row visible", lambda: sum(visible().values()) >= len(bodies), 30, interval=0.5,
+            wait_until("every row visible", lambda: sum(visible().values()) >= len(bodies), CHECKS_S, interval=0.5,
                        ignoring=(MQClientError,))  # no master in the route for a moment: an election under load
         except AssertionError:
             seen = visible()
