@@ -100,14 +100,13 @@ class CleanSpaceService:
 
     def run_once(self) -> int:
         """One round; returns how many data files it deleted."""
-        settings, store = self.settings, self.store
+        settings, store, now = self.settings, self.store, self.clock()
         ratio = self.disk_ratio()
         store.disk_full = ratio > settings.disk_full_ratio
         force = ratio > settings.force_clean_ratio and settings.enable_disk_force_clean
-        if not (is_it_time_to_do(settings.delete_when, self.clock())
-                or ratio > settings.disk_space_ratio_to_check_expired):
+        if not (is_it_time_to_do(settings.delete_when, now) or ratio > settings.disk_space_ratio_to_check_expired):
             return 0
-        count = store.delete_expired_files(settings.file_reserved_hours * HOUR_MS, self.clock(), clean_at_once=force,
+        count = store.delete_expired_files(settings.file_reserved_hours * HOUR_MS, now, clean_at_once=force,
                                            end=self.deletable_end())
         if count or force or store.disk_full:
             log.info("%s: clean space deleted %d files (forced=%s, disk full=%s, disk ratio %.2f); the log begins at "
