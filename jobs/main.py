@@ -213,9 +213,11 @@ def wait_for_interrupt() -> None:
 def print_next_steps(table: str, workdir: Path, *, console: str, keep_running: bool) -> None:
     """How to look further and where the logs are; the last line is the web console's address (``console``), where
     a newcomer goes next."""
+    from jobs.spark import DELTA_JARS  # loaded already: the demo's session came from it
+
     step(f"done in {time.monotonic() - _STARTED:.0f} s; to look further")
     print(f"""\
-  pyspark --packages io.delta:delta-spark_4.2_2.13:4.4.0 \\
+  pyspark --packages {DELTA_JARS} \\
     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \\
     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog
   >>> spark.read.format("delta").load("{table}").groupBy("storeDate", "tags").count().show()
