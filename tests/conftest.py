@@ -43,6 +43,7 @@ else:
             path = nodeid.split("::", 1)[0]
             return "spark" if path.startswith(SPARK_DIRS) else path
 
+    @pytest.hookimpl(optionalhook=True)  # known only while xdist is on: `-p no:xdist` must still run
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> SparkApartScheduling:
         return SparkApartScheduling(config, log)
 
