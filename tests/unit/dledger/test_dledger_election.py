@@ -184,6 +184,9 @@ def test_vote_and_heartbeat_rules_on_the_wire(tmp_path: Path) -> None:
                 assert await beat_answer("n2", 3) == (DLedgerResponseCode.EXPIRED_TERM, 4)
                 assert await beat_answer("n1", 4) == (DLedgerResponseCode.SUCCESS, -1)
                 assert me.role is Role.FOLLOWER and me.leader_id == "n1"
+                # voted for n1, and now follows it: another candidate of that term hears of the leader
+                assert await result(vote(candidate="n2", term=4, end_term=5)) == ("REJECT_ALREADY_HAS_LEADER", 4)
+                assert await beat_answer("n0", 4) == (DLedgerResponseCode.UNEXPECTED_MEMBER, 4)  # itself as leader
                 assert await beat_answer("n2", 4) == (DLedgerResponseCode.INCONSISTENT_LEADER, -1)
                 assert await beat_answer("n2", 5) == (DLedgerResponseCode.TERM_NOT_READY, -1)
                 assert me.role is Role.CANDIDATE and me.current_term == 4
