@@ -324,9 +324,9 @@ class EntryDispatcher(_Wakeable):
     # -- APPEND ---------------------------------------------------------------------------------------------------
 
     async def do_append(self) -> None:
-        config = self.pusher.config
-        while self._appending():
-            if self.write_index > self.store.ledger_end_index:
+        config, store = self.pusher.config, self.store
+        while not self.not_leader_and_fresh_state() and self.type is PushType.APPEND:
+            if self.write_index > store.ledger_end_index:
                 if self.batch:
                     self._send_batch()
                 self._do_commit()
@@ -341,8 +341,8 @@ class EntryDispatcher(_Wakeable):
             if len(self.pending) >= MAX_PENDING_PUSHES:
                 await self._check_append_response()
                 return
-            entry = self.store.get(self.write_index)
-            if self.store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES \
+            entry = store.get(self.write_index)
+            if store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES \
                     and await self._check_quota_and_wait(entry) and not self._appending():
                 return  # the state changed while it waited
             if not config.enable_batch_push:
@@ -354,6 +354,7 @@ class EntryDispatcher(_Wakeable):
             self.write_index += 1
 
     def _appending(self) -> bool:
+        """Still pushing APPENDs in the same term: asked again after a wait."""
         return not self.not_leader_and_fresh_state() and self.type is PushType.APPEND
 
     async def _check_quota_and_wait(self, entry: DLedgerEntry) -> bool:

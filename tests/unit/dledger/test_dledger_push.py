@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from broker.common.errors import DLedgerError
-from broker.dledger.member_state import Role
+from broker.dledger.config import DLedgerConfig
+from broker.dledger.member_state import MemberState, Role
 from broker.dledger.protocol import DLedgerResponseCode, PushEntryRequest, PushEntryResponse, PushType
+from broker.dledger.pusher import DLedgerEntryPusher
 from broker.dledger.quota import Quota
 from broker.dledger.server import DLedgerServer
+from broker.dledger.store import DLedgerMmapFileStore
 from tests.helpers import eventually, run
 from tests.unit.dledger.dledger_group import HB_MS, group
 from tests.unit.dledger.test_dledger_replication import FILES, body, caught_up, elected, member_files
@@ -83,6 +86,30 @@ def test_appends_waiting_when_the_leader_steps_down_fail_with_term_changed(tmp_p
             assert time.monotonic() - stopped >= 3 * HB_MS / 1000 * 0.9
 
     run(scenario())
+
+
+@pytest.mark.parametrize(("marks", "quorum_index"), [
+    ({"n0": 9, "n1": 7, "n2": 3}, 7),  # 2 of 3 hold 7
+    ({"n0": 9, "n1": 7, "n2": 3, "n3": 1}, 3),  # 3 of 4 hold 3, only 2 hold 7
+    ({"n0": 9, "n1": 1, "n2": 8, "n3": 2, "n4": 5}, 5),  # 3 of 5
+])
+def test_the_quorum_index_is_the_middle_water_mark(tmp_path: Path, marks: dict[str, int], quorum_index: int) -> None:
+    peers = {member: f"127.0.0.1:{40911 + i}" for i, member in enumerate(marks)}
+    state = MemberState(str(tmp_path), "n0", peers=peers)
+    state.lead_alone()
+    assert [state.is_quorum(n) for n in range(len(peers) + 1)] == [n >= len(peers) // 2 + 1
+                                                                    for n in range(len(peers) + 1)]
+    store = DLedgerMmapFileStore(state, str(tmp_path / "data"), str(tmp_path / "index"), 4096, 32 * 64)
+    store.load()
+    store.recover()
+    for i in range(10):
+        store.append_as_leader(body(i))
+    pusher = DLedgerEntryPusher(DLedgerConfig("broker-a", "n0", peers), state, store, push=None)
+    for member, index in marks.items():
+        pusher.update_peer_water_mark(state.current_term, member, index)
+    pusher.quorum_ack_checker.do_work()
+    assert store.committed_index == quorum_index  # sortedDesc(water marks)[size / 2]
+    store.shutdown()
 
 
 def test_quota_counts_bytes_per_second_in_a_window_of_five_slots() -> None:
