@@ -125,8 +125,9 @@ def test_quota_counts_bytes_per_second_in_a_window_of_five_slots() -> None:
     assert not quota.validate_now(now_ms=17_500)  # its slot last counted another second
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["entry-a-push", "batch-push"])
 def test_a_follower_far_behind_catches_up_at_the_quota_and_one_that_keeps_up_is_not_slowed(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, batch: bool) -> None:
     caplog.set_level(logging.WARNING, logger="broker.dledger.pusher")
 
     async def append(leader: DLedgerServer, first: int, count: int, size: int = 100) -> None:
@@ -136,7 +137,7 @@ def test_a_follower_far_behind_catches_up_at_the_quota_and_one_that_keeps_up_is_
                                                                                           first + count))))
 
     async def scenario() -> None:
-        async with group(tmp_path, **THROTTLE) as members:
+        async with group(tmp_path, **THROTTLE, enable_batch_push=batch) as members:  # DLedger 0.4.0 throttles both
             leader = await elected(members)
             leader_id = leader.config.self_id
             away, running = (m for m in members.peers if m != leader_id)
