@@ -342,9 +342,9 @@ class EntryDispatcher(_Wakeable):
                 await self._check_append_response()
                 return
             entry = store.get(self.write_index)
-            if store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES \
-                    and await self._check_quota_and_wait(entry) and not self._appending():
-                return  # the state changed while it waited
+            far_behind = store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES
+            if far_behind and await self._check_quota_and_wait(entry):
+                return
             if not config.enable_batch_push:
                 self._send([entry])
             else:
@@ -353,14 +353,11 @@ class EntryDispatcher(_Wakeable):
                     self._send_batch()
             self.write_index += 1
 
-    def _appending(self) -> bool:
-        """Still pushing APPENDs in the same term: asked again after a wait."""
-        return not self.not_leader_and_fresh_state() and self.type is PushType.APPEND
-
     async def _check_quota_and_wait(self, entry: DLedgerEntry) -> bool:
         """Count ``entry`` (more than MAX_PENDING_PUSHES entries before the log's end: the caller looks) against the
         quota when the leader's data runs peerPushThrottlePoint bytes past it; wait the rest of the second once the
-        quota is spent. True when it waited."""
+        quota is spent. True when the dispatcher must push nothing and start over: it stopped leading, or left
+        APPEND, while it waited."""
         store, config = self.store, self.pusher.config
         if store.data.max_wrote_position - entry.pos < config.peer_push_throttle_point:
             return False
@@ -371,7 +368,7 @@ class EntryDispatcher(_Wakeable):
         log.warning("%s: the push quota to %s is spent (%d bytes a second), waiting %d ms",
                     self.pusher.member_state.self_id, self.peer, config.peer_push_quota, left_ms)
         await asyncio.sleep(left_ms / 1000)
-        return True
+        return self.not_leader_and_fresh_state() or self.type is not PushType.APPEND
 
     def _send(self, entries: list[DLedgerEntry]) -> None:
         """An APPEND of ``entries``: one in ``entry``, or a batch when enableBatchPush."""
@@ -418,7 +415,7 @@ class EntryDispatcher(_Wakeable):
             entries = [self.store.get(i) for i in range(first, first + sent[1])]
             if self.store.ledger_end_index - first > MAX_PENDING_PUSHES:
                 for entry in entries:
-                    if await self._check_quota_and_wait(entry) and not self._appending():
+                    if await self._check_quota_and_wait(entry):
                         return
             log.warning("%s: pushing %d..%d to %s again", self.pusher.member_state.self_id, first,
                         first + sent[1] - 1, self.peer)

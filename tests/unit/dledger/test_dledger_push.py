@@ -1,7 +1,8 @@
 """The leader's pushes in an in-process group on loopback: a lost push goes again after maxPushTimeOutMs and the log
 goes on without a gap; with nothing to push, a COMMIT alone brings the followers the committed index within about a
 second; appends waiting when the leader steps down fail with TERM_CHANGED; a follower catching up from far behind is
-held to the push quota while one that keeps up is not slowed; DLedger's Quota counts bytes per wall-clock second."""
+held to the push quota while one that keeps up is not slowed; DLedger's Quota counts bytes per wall-clock second;
+the committed index is the middle water mark."""
 
 from __future__ import annotations
 
