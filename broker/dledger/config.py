@@ -4,7 +4,7 @@ The group, peers and self id come from the broker's keys (``dLegerGroup``, ``dLe
 ``preferredLeaderId``), as Apache's DLedgerCommitLog hands them over. Apache's broker passes no timings, so its
 members run on DLedger's defaults; ours read them from rmq's own keys (``dLegerHeartBeatTimeIntervalMs``,
 ``dLegerMaxHeartBeatLeak``, ``dLegerMinVoteIntervalMs``, ``dLegerMaxVoteIntervalMs``, ``dLegerMaxPendingRequestsNum``,
-``dLegerMaxBatchPushSize``), whose defaults are DLedger's.
+``dLegerMaxBatchPushSize``, ``dLegerPeerPushThrottlePoint``, ``dLegerPeerPushQuota``), whose defaults are DLedger's.
 Retention's keys (fileReservedHours, deleteWhen, ...) come from the broker's as Apache's does it (``retention``).
 """
 
@@ -37,6 +37,9 @@ class DLedgerConfig:
     max_push_time_out_ms: int = 1000  # an unanswered push is sent again after this
     enable_batch_push: bool = False  # RocketMQ's enableBatchPush: several entries a push
     max_batch_push_size: int = 4 * 1024  # a batch push is sent once its entries reach these bytes
+    # a follower more than 1000 entries and this many bytes behind gets at most peer_push_quota bytes a second
+    peer_push_throttle_point: int = 300 * 1024 * 1024
+    peer_push_quota: int = 20 * 1024 * 1024
     flush_file_interval_ms: int = 10
     check_point_interval_ms: int = 3000  # the committed index goes to ``checkpoint`` this often
     retention: RetentionSettings = field(default_factory=RetentionSettings)  # fileReservedHours, deleteWhen, ...
@@ -52,7 +55,9 @@ class DLedgerConfig:
         for key, value in (("dLegerHeartBeatTimeIntervalMs", self.heart_beat_time_interval_ms),
                            ("dLegerMaxHeartBeatLeak", self.max_heart_beat_leak),
                            ("dLegerMaxPendingRequestsNum", self.max_pending_requests_num),
-                           ("dLegerMaxBatchPushSize", self.max_batch_push_size)):
+                           ("dLegerMaxBatchPushSize", self.max_batch_push_size),
+                           ("dLegerPeerPushThrottlePoint", self.peer_push_throttle_point),
+                           ("dLegerPeerPushQuota", self.peer_push_quota)):
             if value <= 0:
                 raise ConfigError(f"{key} must be positive, not {value}")
         for name in ("max_wait_ack_time_ms", "max_push_time_out_ms", "flush_file_interval_ms",
@@ -77,7 +82,9 @@ class DLedgerConfig:
                    min_vote_interval_ms=store.d_leger_min_vote_interval_ms,
                    max_vote_interval_ms=store.d_leger_max_vote_interval_ms,
                    max_pending_requests_num=store.d_leger_max_pending_requests_num,
-                   max_batch_push_size=store.d_leger_max_batch_push_size)
+                   max_batch_push_size=store.d_leger_max_batch_push_size,
+                   peer_push_throttle_point=store.d_leger_peer_push_throttle_point,
+                   peer_push_quota=store.d_leger_peer_push_quota)
 
 
 def slave_broker_id(self_id: str) -> int:

@@ -6,7 +6,9 @@ by one) until the follower holds the same entry; TRUNCATE then makes that entry 
 tail the follower has from an older term, or writing the entry when the follower lacks it), and APPEND pushes the
 entries after it, a thousand pushes in flight at most. A push unanswered after maxPushTimeOutMs goes again; an
 INCONSISTENT_STATE answer sends the dispatcher back to COMPARE. When there is nothing to push, a COMMIT carries the
-committed index at least once a second (APPENDs carry it too).
+committed index at least once a second (APPENDs carry it too). A follower catching up from far behind (more than
+1000 entries and peerPushThrottlePoint bytes) is pushed peerPushQuota bytes a second at most: the dispatcher waits
+out the rest of a second whose quota is spent (checkQuotaAndWait; as DLedger does from 0.4.0, in batch pushes too).
 
 Each member's progress is its water mark, per term; the QuorumAckChecker takes the middle one as the quorum index,
 moves the store's committed index there and completes the appends up to it. Appends past it that waited
@@ -35,6 +37,7 @@ from broker.dledger.protocol import (
     PushEntryResponse,
     PushType,
 )
+from broker.dledger.quota import Quota
 from broker.dledger.store import DLedgerMmapFileStore
 
 log = logging.getLogger(__name__)
@@ -244,6 +247,7 @@ class EntryDispatcher(_Wakeable):
         self.last_check_leak_ms = _now_ms()
         self.pending: dict[int, tuple[int, int]] = {}  # first index -> (sent at, entry count)
         self.batch: list[DLedgerEntry] = []
+        self.quota = Quota(pusher.config.peer_push_quota)
         self._calls: set[asyncio.Task[None]] = set()
 
     @property
@@ -260,7 +264,7 @@ class EntryDispatcher(_Wakeable):
             try:
                 if not self.not_leader_and_fresh_state():
                     if self.type is PushType.APPEND:
-                        self.do_append()
+                        await self.do_append()
                     else:
                         await self.do_compare()
                 await self._idle()
@@ -319,14 +323,14 @@ class EntryDispatcher(_Wakeable):
 
     # -- APPEND ---------------------------------------------------------------------------------------------------
 
-    def do_append(self) -> None:
-        config = self.pusher.config
+    async def do_append(self) -> None:
+        config, store = self.pusher.config, self.store
         while not self.not_leader_and_fresh_state() and self.type is PushType.APPEND:
-            if self.write_index > self.store.ledger_end_index:
+            if self.write_index > store.ledger_end_index:
                 if self.batch:
                     self._send_batch()
                 self._do_commit()
-                self._check_append_response()
+                await self._check_append_response()
                 return
             if len(self.pending) >= MAX_PENDING_PUSHES or _now_ms() - self.last_check_leak_ms > LEAK_CHECK_MS:
                 mark = self.pusher.water_marks(self.term)[self.peer]
@@ -335,9 +339,12 @@ class EntryDispatcher(_Wakeable):
                         del self.pending[first]
                 self.last_check_leak_ms = _now_ms()
             if len(self.pending) >= MAX_PENDING_PUSHES:
-                self._check_append_response()
+                await self._check_append_response()
                 return
-            entry = self.store.get(self.write_index)
+            entry = store.get(self.write_index)
+            far_behind = store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES
+            if far_behind and await self._check_quota_and_wait(entry):
+                return
             if not config.enable_batch_push:
                 self._send([entry])
             else:
@@ -345,6 +352,23 @@ class EntryDispatcher(_Wakeable):
                 if sum(e.size for e in self.batch) >= config.max_batch_push_size:
                     self._send_batch()
             self.write_index += 1
+
+    async def _check_quota_and_wait(self, entry: DLedgerEntry) -> bool:
+        """Count ``entry`` (more than MAX_PENDING_PUSHES entries before the log's end: the caller looks) against the
+        quota when the leader's data runs peerPushThrottlePoint bytes past it; wait the rest of the second once the
+        quota is spent. True when the dispatcher must push nothing and start over: it stopped leading, or left
+        APPEND, while it waited."""
+        store, config = self.store, self.pusher.config
+        if store.data.max_wrote_position - entry.pos < config.peer_push_throttle_point:
+            return False
+        self.quota.sample(entry.size)
+        if not self.quota.validate_now():
+            return False
+        left_ms = self.quota.left_now_ms()
+        log.warning("%s: the push quota to %s is spent (%d bytes a second), waiting %d ms",
+                    self.pusher.member_state.self_id, self.peer, config.peer_push_quota, left_ms)
+        await asyncio.sleep(left_ms / 1000)
+        return self.not_leader_and_fresh_state() or self.type is not PushType.APPEND
 
     def _send(self, entries: list[DLedgerEntry]) -> None:
         """An APPEND of ``entries``: one in ``entry``, or a batch when enableBatchPush."""
@@ -382,14 +406,20 @@ class EntryDispatcher(_Wakeable):
             self._call(self._request(PushType.COMMIT))
             self.last_push_commit_ms = _now_ms()
 
-    def _check_append_response(self) -> None:
-        """Push again what the follower should have answered by now (maxPushTimeOutMs)."""
+    async def _check_append_response(self) -> None:
+        """Push again what the follower should have answered by now (maxPushTimeOutMs), within the quota: a follower
+        back from a stop is caught up by these pushes, one after the other, up to where its dispatcher got."""
         first = self.pusher.water_marks(self.term)[self.peer] + 1
         sent = self.pending.get(first)
         if sent is not None and _now_ms() - sent[0] > self.pusher.config.max_push_time_out_ms:
+            entries = [self.store.get(i) for i in range(first, first + sent[1])]
+            if self.store.ledger_end_index - first > MAX_PENDING_PUSHES:
+                for entry in entries:
+                    if await self._check_quota_and_wait(entry):
+                        return
             log.warning("%s: pushing %d..%d to %s again", self.pusher.member_state.self_id, first,
                         first + sent[1] - 1, self.peer)
-            self._send([self.store.get(i) for i in range(first, first + sent[1])])
+            self._send(entries)
 
     # -- COMPARE and TRUNCATE -------------------------------------------------------------------------------------
 

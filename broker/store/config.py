@@ -111,6 +111,10 @@ class MessageStoreConfig:
     d_leger_max_vote_interval_ms: int = 1000
     d_leger_max_pending_requests_num: int = 10_000  # appends waiting for their quorum before LEADER_PENDING_FULL
     d_leger_max_batch_push_size: int = 4 * 1024  # bytes of entries in one push (with enableBatchPush)
+    # a follower more than 1000 entries and dLegerPeerPushThrottlePoint bytes behind is pushed dLegerPeerPushQuota
+    # bytes a second at most
+    d_leger_peer_push_throttle_point: int = 300 * 1024 * 1024
+    d_leger_peer_push_quota: int = 20 * 1024 * 1024
 
     @property
     def commit_log_dir(self) -> str:

@@ -198,6 +198,8 @@ async def check_delayed_delivery(namesrv: NamesrvController) -> None:
      "dLegerMinVoteIntervalMs 400 must be at least 0 and below dLegerMaxVoteIntervalMs 300"),
     ("n0-127.0.0.1:40911", "n0", "dLegerHeartBeatTimeIntervalMs=0", "dLegerHeartBeatTimeIntervalMs must be positive"),
     ("n0-127.0.0.1:40911", "n0", "dLegerMaxHeartBeatLeak=many", "dLegerMaxHeartBeatLeak"),
+    ("n0-127.0.0.1:40911", "n0", "dLegerPeerPushQuota=0", "dLegerPeerPushQuota must be positive"),
+    ("n0-127.0.0.1:40911", "n0", "dLegerPeerPushThrottlePoint=300m", "dLegerPeerPushThrottlePoint"),
 ])
 def test_bad_dledger_keys_stop_the_start_with_an_error_naming_them(tmp_path: Path, peers: str, self_id: str,
                                                                    extra: str, message: str) -> None:

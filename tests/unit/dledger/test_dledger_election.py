@@ -184,6 +184,9 @@ def test_vote_and_heartbeat_rules_on_the_wire(tmp_path: Path) -> None:
                 assert await beat_answer("n2", 3) == (DLedgerResponseCode.EXPIRED_TERM, 4)
                 assert await beat_answer("n1", 4) == (DLedgerResponseCode.SUCCESS, -1)
                 assert me.role is Role.FOLLOWER and me.leader_id == "n1"
+                # voted for n1, and now follows it: another candidate of that term hears of the leader
+                assert await result(vote(candidate="n2", term=4, end_term=5)) == ("REJECT_ALREADY_HAS_LEADER", 4)
+                assert await beat_answer("n0", 4) == (DLedgerResponseCode.UNEXPECTED_MEMBER, 4)  # itself as leader
                 assert await beat_answer("n2", 4) == (DLedgerResponseCode.INCONSISTENT_LEADER, -1)
                 assert await beat_answer("n2", 5) == (DLedgerResponseCode.TERM_NOT_READY, -1)
                 assert me.role is Role.CANDIDATE and me.current_term == 4
@@ -256,13 +259,15 @@ def test_config_from_the_broker_keys() -> None:
     config = DLedgerConfig.from_store_config(store)
     assert (config.group, config.self_id, config.self_address) == ("broker-a", "n1", "127.0.0.1:40912")
     assert (config.heart_beat_time_interval_ms, config.max_heart_beat_leak, config.min_vote_interval_ms,
-            config.max_vote_interval_ms, config.max_pending_requests_num, config.max_batch_push_size) == (
-        2000, 3, 300, 1000, 10_000, 4096)  # DLedger's defaults, which Apache's broker keeps
-    sized = MessageStoreConfig.from_properties({"dLegerGroup": "broker-a", "dLegerSelfId": "n1",
-                                                "dLegerPeers": "n1-127.0.0.1:40912",
-                                                "dLegerMaxPendingRequestsNum": "64", "dLegerMaxBatchPushSize": "65536"})
-    assert (DLedgerConfig.from_store_config(sized).max_pending_requests_num,
-            DLedgerConfig.from_store_config(sized).max_batch_push_size) == (64, 65536)
+            config.max_vote_interval_ms, config.max_pending_requests_num, config.max_batch_push_size,
+            config.peer_push_throttle_point, config.peer_push_quota) == (
+        2000, 3, 300, 1000, 10_000, 4096, 300 * 1024 * 1024, 20 * 1024 * 1024)  # DLedger's, which Apache's keeps
+    sized = DLedgerConfig.from_store_config(MessageStoreConfig.from_properties({
+        "dLegerGroup": "broker-a", "dLegerSelfId": "n1", "dLegerPeers": "n1-127.0.0.1:40912",
+        "dLegerMaxPendingRequestsNum": "64", "dLegerMaxBatchPushSize": "65536",
+        "dLegerPeerPushThrottlePoint": "65536", "dLegerPeerPushQuota": "262144"}))
+    assert (sized.max_pending_requests_num, sized.max_batch_push_size, sized.peer_push_throttle_point,
+            sized.peer_push_quota) == (64, 65536, 65536, 262144)
     short = dataclasses.replace(store, d_leger_heart_beat_time_interval_ms=50, d_leger_max_heart_beat_leak=2,
                                 d_leger_min_vote_interval_ms=20, d_leger_max_vote_interval_ms=60)
     config = DLedgerConfig.from_store_config(short)  # rmq's keys
@@ -276,6 +281,8 @@ def test_config_from_the_broker_keys() -> None:
                      ({"d_leger_heart_beat_time_interval_ms": 0}, "dLegerHeartBeatTimeIntervalMs must be positive"),
                      ({"d_leger_max_heart_beat_leak": -2}, "dLegerMaxHeartBeatLeak must be positive"),
                      ({"d_leger_max_pending_requests_num": 0}, "dLegerMaxPendingRequestsNum must be positive"),
-                     ({"d_leger_max_batch_push_size": -1}, "dLegerMaxBatchPushSize must be positive")):
+                     ({"d_leger_max_batch_push_size": -1}, "dLegerMaxBatchPushSize must be positive"),
+                     ({"d_leger_peer_push_throttle_point": 0}, "dLegerPeerPushThrottlePoint must be positive"),
+                     ({"d_leger_peer_push_quota": -5}, "dLegerPeerPushQuota must be positive, not -5")):
         with pytest.raises(ConfigError, match=key):
             DLedgerConfig.from_store_config(dataclasses.replace(store, **bad))

@@ -1,6 +1,7 @@
 """DLedgerMessageStore, a group of one, in this process: puts become entries (a batch one entry per message), reads
 cross from an old plain CommitLog to DLedger's data, and DLedger's refusals become Apache's put statuses, with the
-queue offsets taken only by entries that were written. A few hundred milliseconds."""
+queue offsets taken only by entries that were written; a new leader serves as master only once its log is committed
+and dispatched, with its queue offsets rebuilt. A few hundred milliseconds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Awaitable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,11 +17,13 @@ from broker.common.errors import DLedgerError
 from broker.common.message import pack_host
 from broker.common.record import decode_record
 from broker.dledger.layout import BODY_OFFSET
+from broker.dledger.member_state import Role
 from broker.dledger.message_store import DLedgerMessageStore
 from broker.dledger.protocol import DLedgerResponseCode
 from broker.dledger.server import AppendResult
+from broker.server.dledger_role import DLedgerRoleChangeHandler
 from broker.store.commit_log import StoreMessage
-from broker.store.config import MessageStoreConfig
+from broker.store.config import BrokerRole, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageStatus, PutMessageStatus
 
@@ -120,6 +124,55 @@ def test_a_batch_lands_whole_or_not_at_all(store: DLedgerMessageStore, monkeypat
     assert after.append.queue_offsets == [3]
     dispatched(store)
     assert bodies(store, 0) == [b"body-0", b"body-1", b"body-2", b"body-5"]
+
+
+class Controller:
+    """The two switches DLedgerRoleChangeHandler asks of a BrokerController, recorded."""
+
+    def __init__(self) -> None:
+        self.broker_config = SimpleNamespace(broker_role=BrokerRole.SLAVE)
+        self.switches: list[object] = []
+
+    async def change_to_master(self, role: BrokerRole) -> None:
+        self.switches.append(role)
+        self.broker_config.broker_role = role
+
+    async def change_to_slave(self, broker_id: int) -> None:
+        self.switches.append(broker_id)
+        self.broker_config.broker_role = BrokerRole.SLAVE
+
+
+def test_a_new_leader_serves_as_master_once_its_log_is_committed_and_dispatched(
+        store: DLedgerMessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def uncommitted(bodies: list[bytes]) -> tuple[list[AppendResult], Awaitable[None]]:
+        """The entries as an old leader left them to this member: in its log, not committed."""
+        entries = [store.dledger.store.append_as_leader(body) for body in bodies]
+        return [AppendResult(e.index, e.pos) for e in entries], asyncio.sleep(0)
+
+    monkeypatch.setattr(store.server, "start_append", uncommitted)
+    asyncio.run(store.put_messages_async([message(i) for i in range(3)]))
+    log = store.dledger.store
+    assert (log.ledger_end_index, log.committed_index) == (2, -1) and not store.caught_up
+    store.commit_log.queue_offsets = {}  # a follower's: it never put
+    controller = Controller()
+    handler = DLedgerRoleChangeHandler(controller, store)
+
+    async def scenario() -> None:
+        handler.start()
+        handler.handle(log.member_state.current_term, Role.LEADER)
+        await asyncio.sleep(0.3)
+        assert controller.switches == []  # not a master while its log is not committed
+        log.update_committed_index(log.member_state.current_term, 2)
+        deadline = time.monotonic() + 5
+        while not controller.switches:
+            assert time.monotonic() < deadline, "no switch to master"
+            await asyncio.sleep(0.01)
+        await handler.stop()
+
+    asyncio.run(scenario())
+    assert controller.switches == [BrokerRole.SYNC_MASTER] and store.caught_up
+    assert store.commit_log.queue_offsets == {("TopicD", 0): 3}  # recoverTopicQueueTable
+    assert bodies(store) == [b"body-0", b"body-1", b"body-2"]
 
 
 def test_an_old_commit_log_stays_readable_below_the_divide(tmp_path: Path) -> None:

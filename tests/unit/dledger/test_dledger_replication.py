@@ -241,7 +241,10 @@ def test_a_follower_answers_pushes_with_dledgers_codes(tmp_path: Path) -> None:
                 assert await waiting == DLedgerResponseCode.INCONSISTENT_STATE
                 assert store.ledger_end_index == 2 and store.committed_index == 1
                 assert member_files(tmp_path, "n0") == before
-                # a COMMIT moves the committed index, never past the log's end
+                # a COMMIT moves the committed index forward only, in the current term, never past the log's end
+                assert await code(PushType.COMMIT, None, commit_index=2, term=2) == DLedgerResponseCode.SUCCESS
+                assert await code(PushType.COMMIT, None, commit_index=0) == DLedgerResponseCode.SUCCESS
+                assert store.committed_index == 1
                 assert await code(PushType.COMMIT, None, commit_index=9) == DLedgerResponseCode.SUCCESS
                 assert store.committed_index == 2
 
