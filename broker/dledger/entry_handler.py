@@ -6,8 +6,11 @@ order; a COMPARE or TRUNCATE drops the appends still waiting (the leader starts 
 those pushes are never answered, as in DLedger). Only a follower works through them: a leader or candidate lets
 them wait. Every answer carries the follower's log bounds, which the leader's COMPARE reads.
 
-Two stuck cases are answered by a check at most once a second (checkAbnormalFuture): a push of entries the log holds
-already (its answer was lost) is answered by comparing them, SUCCESS or INCONSISTENT_STATE; a push past the log's
+A push of entries the log holds already (the answer to an earlier one was lost) is answered by comparing them,
+SUCCESS or INCONSISTENT_STATE: when it arrives, where DLedger waits for its once-a-second check. The leader pushes
+again only its follower's water mark + 1, so a follower that held a long run of entries whose answers were lost (a
+slow restart) would otherwise be caught up one entry a second. The check at most once a second (checkAbnormalFuture)
+answers those that were waiting already when the log reached them, and one stuck case: a push past the log's
 end that waited over a second while nothing before it came is answered INCONSISTENT_STATE, which sends the leader
 back to COMPARE. Any failure to write an entry is INCONSISTENT_STATE too, whatever the store said (a stale term, a
 leader this member does not follow, an entry not at its pos).
@@ -84,7 +87,10 @@ class EntryHandler:
         if request.type is PushType.APPEND:
             if not request.entries:
                 raise DLedgerError(DLedgerResponseCode.UNEXPECTED_ARGUMENT, "an APPEND push without entries")
-            if self.write_requests.setdefault(request.first_entry_index, push) is not push:
+            end = self.store.ledger_end_index
+            if request.last_entry_index <= end and self.member_state.role is Role.FOLLOWER:
+                self._answer_held(push, end)  # at once: the leader's pushes again come one by one
+            elif self.write_requests.setdefault(request.first_entry_index, push) is not push:
                 log.warning("%s: a push of index %d is waiting already", self.member_state.self_id,
                             request.first_entry_index)
                 push.answer(self._response(request, DLedgerResponseCode.REPEATED_PUSH))
@@ -195,6 +201,19 @@ class EntryHandler:
         push.answer(self._response(request, DLedgerResponseCode.SUCCESS))
         self._commit_to(request)
 
+    def _answer_held(self, push: _Push, end: int) -> None:
+        """A push of entries the log holds already (the answer to an earlier push was lost): SUCCESS when they are
+        the leader's, else INCONSISTENT_STATE (DLedger's PushFallBehind)."""
+        request = push.request
+        try:
+            same = all(entry.same_as(self.store.get(entry.index)) for entry in request.entries)
+        except Exception:
+            same = False
+        log.warning("%s: a push of %d..%d arrived after the log reached %d", self.member_state.self_id,
+                    request.first_entry_index, request.last_entry_index, end)
+        push.answer(self._response(request, DLedgerResponseCode.SUCCESS if same
+                                   else DLedgerResponseCode.INCONSISTENT_STATE))
+
     def _check_abnormal(self, end: int) -> None:
         """Answer the pushes that would otherwise wait for good (checkAbnormalFuture)."""
         if _now_ms() - self._last_abnormal_check_ms < ABNORMAL_CHECK_MS:
@@ -203,16 +222,9 @@ class EntryHandler:
         stuck = None
         for first, push in list(self.write_requests.items()):
             request = push.request
-            if request.last_entry_index <= end:  # entries held already: the answer to an earlier push was lost
-                try:
-                    same = all(entry.same_as(self.store.get(entry.index)) for entry in request.entries)
-                except Exception:
-                    same = False
-                log.warning("%s: a push of %d..%d arrived after the log reached %d", self.member_state.self_id,
-                            first, request.last_entry_index, end)
-                push.answer(self._response(request, DLedgerResponseCode.SUCCESS if same
-                                           else DLedgerResponseCode.INCONSISTENT_STATE))
+            if request.last_entry_index <= end:
                 del self.write_requests[first]
+                self._answer_held(push, end)
             elif first == end + 1:
                 return
             elif _now_ms() - push.created_ms >= PUSH_WAIT_MS and (stuck is None or first < stuck):

@@ -13,6 +13,7 @@ import pytest
 
 from broker.common.errors import DLedgerError
 from broker.common.properties import read_properties
+from broker.dledger import entry_handler
 from broker.dledger.layout import BODY_OFFSET, DLedgerEntry
 from broker.dledger.member_state import Role
 from broker.dledger.protocol import (
@@ -215,6 +216,14 @@ def test_a_follower_answers_pushes_with_dledgers_codes(tmp_path: Path) -> None:
                 store = members.members["n0"].store
                 assert store.ledger_end_index == 2 and store.committed_index == 1  # the pushes' commitIndex
                 assert [store.get(i).same_as(e) for i, e in enumerate(good)] == [True] * 3
+                # a push of an entry held already (its answer was lost) is answered as it arrives: with the
+                # once-a-second check switched off, SUCCESS when it is the leader's, else INCONSISTENT_STATE
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(entry_handler, "ABNORMAL_CHECK_MS", 10**9)
+                    held = await push(entry=good[1])
+                    assert (held["code"], held["index"], held["endIndex"]) == (200, 1, 2)
+                    not_ours = DLedgerEntry(1, 2, good[1].pos, good[1].size, b"y" * 20)
+                    assert (await push(entry=not_ours))["code"] == DLedgerResponseCode.INCONSISTENT_STATE
                 before = member_files(tmp_path, "n0")
                 following = entries_from(3, 3, good[-1].pos + good[-1].size, b"d" * 5)[0]
 
