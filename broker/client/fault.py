@@ -13,22 +13,18 @@ isolated brokers in the background) is not implemented: ``start_detector_enable`
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.client.message import MessageQueue
 from broker.client.route import TopicPublishInfo
+from broker.common.clock import now_ms
 
 log = logging.getLogger(__name__)
 
 LATENCY_MAX = (50, 100, 550, 1800, 3000, 5000, 15000)  # ms, lower bound of each bucket
 NOT_AVAILABLE_DURATION = (0, 0, 2000, 5000, 6000, 10000, 30000)  # ms out of selection, per bucket
 ISOLATION_LATENCY = 10_000  # the latency charged for a failure
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -45,7 +41,7 @@ class FaultItem:
 class LatencyFaultTolerance:
     """Brokers by name with their last latency and when they are usable again (LatencyFaultToleranceImpl)."""
 
-    def __init__(self, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, clock: Callable[[], int] = now_ms) -> None:
         self._clock = clock
         self.items: dict[str, FaultItem] = {}
 
@@ -94,7 +90,7 @@ class MQFaultStrategy:
         False
     """
 
-    def __init__(self, send_latency_fault_enable: bool = True, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, send_latency_fault_enable: bool = True, clock: Callable[[], int] = now_ms) -> None:
         self.send_latency_fault_enable = send_latency_fault_enable
         self.fault_tolerance = LatencyFaultTolerance(clock)
 

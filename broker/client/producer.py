@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -41,12 +40,14 @@ from broker.client.route import TopicPublishInfo, no_route_info
 from broker.client.selector import MessageQueueSelector
 from broker.client.trace_batch import TraceDispatcherType
 from broker.client.trace_dispatcher import AsyncTraceDispatcher, start_trace_dispatcher
+from broker.common.clock import now_ms
 from broker.common.errors import ClientErrorCode, MQBrokerError, MQClientError, RemotingConnectError, RemotingError
 from broker.common.message import PROPERTY_TRANSACTION_PREPARED, SysFlag
 from broker.common.validation import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
 from broker.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
+
 
 class CommunicationMode(Enum):
     SYNC = "SYNC"
@@ -212,7 +213,7 @@ class Producer:
         """sendDefaultImpl: choose a queue, send, on failure choose again avoiding the last broker."""
         self._make_sure_started()
         check_message(msg, self.config.max_message_size)
-        begin_first = _now_ms()
+        begin_first = now_ms()
         info = await self._find_topic_publish_info(msg.topic)
         if not info.ok():
             raise await self._no_route(msg.topic)
@@ -230,20 +231,20 @@ class Producer:
                 break
             mq = selected
             brokers_sent.append(mq.broker_name)
-            begin = _now_ms()
+            begin = now_ms()
             if timeout_ms < begin - begin_first:
                 raise MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, "sendDefaultImpl call timeout")
             try:
                 result = await self._send_kernel(msg, mq, mode, timeout_ms - (begin - begin_first))
             except (MQClientError, RemotingError) as err:
                 isolation = isinstance(err, RemotingError)
-                self.fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, isolation=isolation,
+                self.fault_strategy.update_fault_item(mq.broker_name, now_ms() - begin, isolation=isolation,
                                                       reachable=True)
                 log.warning("send to %s failed (%s), trying again at once", mq, err)
                 error = err
                 continue
             except MQBrokerError as err:
-                self.fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, isolation=True,
+                self.fault_strategy.update_fault_item(mq.broker_name, now_ms() - begin, isolation=True,
                                                       reachable=False)
                 log.warning("send to %s answered %s", mq, err)
                 error = err
@@ -252,7 +253,7 @@ class Producer:
                 if result is not None:
                     return result
                 raise
-            self.fault_strategy.update_fault_item(mq.broker_name, _now_ms() - begin, isolation=False, reachable=True)
+            self.fault_strategy.update_fault_item(mq.broker_name, now_ms() - begin, isolation=False, reachable=True)
             if mode is CommunicationMode.ONEWAY or result is None:
                 return None
             if result.send_status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok:
@@ -260,7 +261,7 @@ class Producer:
             return result
         if result is not None:
             return result
-        raise _send_failed(len(brokers_sent), _now_ms() - begin_first, msg.topic, brokers_sent, error)
+        raise _send_failed(len(brokers_sent), now_ms() - begin_first, msg.topic, brokers_sent, error)
 
     async def _send_to_selected(self, msg: Message, mq: MessageQueue | None, selector: MessageQueueSelector | None,
                                 arg: Any, timeout_ms: int,
@@ -268,7 +269,7 @@ class Producer:
         """sendSelectImpl / send to a given queue: one attempt, no fault avoidance."""
         self._make_sure_started()
         check_message(msg, self.config.max_message_size)
-        begin = _now_ms()
+        begin = now_ms()
         if mq is None:
             info = await self._find_topic_publish_info(msg.topic)
             if not info.ok():
@@ -279,7 +280,7 @@ class Producer:
                 raise MQClientError(-1, "select message queue return null.")
         elif mq.topic != msg.topic:
             raise MQClientError(-1, f"message's topic not equal mq's topic: {msg.topic} != {mq.topic}")
-        remaining = timeout_ms - (_now_ms() - begin)
+        remaining = timeout_ms - (now_ms() - begin)
         if remaining <= 0:
             raise MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, "call timeout")
         return await self._send_kernel(msg, mq, mode, remaining)
@@ -287,7 +288,7 @@ class Producer:
     async def _send_kernel(self, msg: Message, mq: MessageQueue, mode: CommunicationMode,
                            timeout_ms: int) -> SendResult | None:
         """sendKernelImpl: stamp the message id, compress, build the header, and call the broker's master."""
-        begin = _now_ms()
+        begin = now_ms()
         addr = await self.instance.broker_address_for(mq)
         batch = isinstance(msg, MessageBatch)
         if not batch:
@@ -302,7 +303,7 @@ class Producer:
                                               default_topic_queue_nums=self.config.default_topic_queue_nums)
         request = protocol.send_message_request(header, body, batch=batch, v2=self.config.send_message_v2)
         trace = self.trace_dispatcher.send_before(self.group, msg, addr, len(body)) if self.trace_dispatcher else None
-        remaining = timeout_ms - (_now_ms() - begin)
+        remaining = timeout_ms - (now_ms() - begin)
         if remaining <= 0:
             raise MQClientError(ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION, "sendKernelImpl call timeout")
         if mode is CommunicationMode.ONEWAY:
@@ -333,7 +334,3 @@ def _send_failed(times: int, cost_ms: int, topic: str, brokers: list[str], error
     failure = MQClientError(code, f"{info}: {error}" if error else info)
     failure.__cause__ = error
     return failure
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

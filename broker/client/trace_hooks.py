@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from broker.client.message import Message, MessageExt, SendResult, SendStatus
 from broker.client.trace import DEFAULT_REGION_ID, ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType
+from broker.common.clock import now_ms
 from broker.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_MSG_REGION,
@@ -152,7 +153,3 @@ def consume_return_type(succeeded: bool, begin: float) -> ConsumeReturnType:
     if time.monotonic() - begin >= CONSUME_TIMEOUT_S:
         return ConsumeReturnType.TIME_OUT
     return ConsumeReturnType.SUCCESS if succeeded else ConsumeReturnType.FAILED
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000

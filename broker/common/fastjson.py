@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
+
+from broker.common.clock import now_ms
 
 _INDENT = "\t"
 
 
 # -- DataVersion ------------------------------------------------------------------------------------------------------
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +43,10 @@ class DataVersion:
     @classmethod
     def new(cls) -> DataVersion:
         """A fresh version: counter 0, timestamp now (what ``new DataVersion()`` gives in Java)."""
-        return cls(timestamp=_now_ms())
+        return cls(timestamp=now_ms())
 
     def next_version(self, state_version: int = 0) -> DataVersion:
-        return replace(self, state_version=state_version, timestamp=_now_ms(), counter=self.counter + 1)
+        return replace(self, state_version=state_version, timestamp=now_ms(), counter=self.counter + 1)
 
     def to_json(self) -> dict[str, int]:
         return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
@@ -190,4 +187,3 @@ def decode_bean(text: str) -> Any:
     """Parse JSON without bare integer keys (a bean as fastjson 1 writes it, as DLedger's members do): json's parser
     alone, without ``decode_json``'s scan for bare keys, which costs as much again on a large body."""
     return json.loads(text)
-

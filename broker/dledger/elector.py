@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.common.clock import monotonic_ms
 from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import DLedgerConfig
 from broker.dledger.member_state import MemberState, Role
@@ -50,12 +50,8 @@ class PeerCalls(Protocol):
     def heart_beat(self, request: HeartBeatRequest) -> Awaitable[HeartBeatResponse]: ...
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def _elapsed(since_ms: int) -> int:
-    return _now_ms() - since_ms
+    return monotonic_ms() - since_ms
 
 
 @dataclass(slots=True)
@@ -159,7 +155,7 @@ class LeaderElector:
     def change_role_to_follower(self, term: int, leader_id: str) -> None:
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.member_state.change_to_follower(term, leader_id)
-        self.last_leader_heart_beat_time = _now_ms()
+        self.last_leader_heart_beat_time = monotonic_ms()
         log.info("%s: follower of %s in term %s", self.member_state.self_id, leader_id, term)
         self._role_changed(term, Role.FOLLOWER)
 
@@ -187,7 +183,7 @@ class LeaderElector:
                 self.change_role_to_follower(request.term, request.leader_id)
                 return HeartBeatResponse()
             if request.leader_id == state.leader_id:
-                self.last_leader_heart_beat_time = _now_ms()
+                self.last_leader_heart_beat_time = monotonic_ms()
                 return HeartBeatResponse()
             log.error("%s: term %s has leader %s, but %s sent a heartbeat", state.self_id, state.current_term,
                       state.leader_id, request.leader_id)
@@ -234,7 +230,7 @@ class LeaderElector:
         if _elapsed(self.last_send_heart_beat_time) <= self.config.heart_beat_time_interval_ms:
             return
         state = self.member_state
-        self.last_send_heart_beat_time = _now_ms()
+        self.last_send_heart_beat_time = monotonic_ms()
         await self._send_heartbeats(state.current_term, state.self_id)
 
     async def _send_heartbeats(self, term: int, leader_id: str) -> None:
@@ -274,7 +270,7 @@ class LeaderElector:
             log.warning("%s: term %s is not the group's largest, %s is", state.self_id, term, max_term)
             self.change_role_to_candidate(max_term)
         elif state.is_quorum(succ_num):
-            self.last_succ_heart_beat_time = _now_ms()
+            self.last_succ_heart_beat_time = monotonic_ms()
         elif state.is_quorum(succ_num + not_ready_num):
             self.last_send_heart_beat_time = -1
         elif inconsistent_leader:
@@ -296,10 +292,10 @@ class LeaderElector:
 
     def _next_time_to_request_vote(self) -> int:
         low, high = self.config.min_vote_interval_ms, self.config.max_vote_interval_ms
-        return _now_ms() + low + random.randrange(high - low)
+        return monotonic_ms() + low + random.randrange(high - low)
 
     async def _maintain_as_candidate(self) -> None:
-        if _now_ms() < self.next_time_to_request_vote and not self.need_increase_term_immediately:
+        if monotonic_ms() < self.next_time_to_request_vote and not self.need_increase_term_immediately:
             return
         state = self.member_state
         if state.role is not Role.CANDIDATE:
@@ -314,7 +310,7 @@ class LeaderElector:
             self.next_time_to_request_vote = self._next_time_to_request_vote()
             self.need_increase_term_immediately = False
             return
-        started = _now_ms()
+        started = monotonic_ms()
         tally = await self._collect_votes(term, state.ledger_end_term, state.ledger_end_index)
         self.last_vote_cost = _elapsed(started)
         self.last_parse_result = self._parse(tally)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 
+from broker.common.clock import monotonic_ms
 from broker.common.errors import DLedgerError
 from broker.common.tasks import cancel_and_wait
 from broker.dledger.member_state import MemberState, Role
@@ -39,16 +39,12 @@ PRIORITY_QUEUE_SIZE = 100  # COMPARE, TRUNCATE and COMMIT waiting at most; a fur
 IDLE_WAIT_S = 0.1
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 @dataclass(slots=True)
 class _Push:
     request: PushEntryRequest
     future: asyncio.Future[PushEntryResponse | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
-    created_ms: int = field(default_factory=_now_ms)
+    created_ms: int = field(default_factory=monotonic_ms)
 
     def answer(self, response: PushEntryResponse | None) -> None:
         """The first answer counts: None is the leader's call given up on (no answer is written)."""
@@ -64,7 +60,7 @@ class EntryHandler:
         self._priority: asyncio.Queue[_Push] | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._last_abnormal_check_ms = _now_ms()
+        self._last_abnormal_check_ms = monotonic_ms()
 
     async def start(self) -> None:
         self._priority = asyncio.Queue(PRIORITY_QUEUE_SIZE)
@@ -216,9 +212,9 @@ class EntryHandler:
 
     def _check_abnormal(self, end: int) -> None:
         """Answer the pushes that would otherwise wait for good (checkAbnormalFuture)."""
-        if _now_ms() - self._last_abnormal_check_ms < ABNORMAL_CHECK_MS:
+        if monotonic_ms() - self._last_abnormal_check_ms < ABNORMAL_CHECK_MS:
             return
-        self._last_abnormal_check_ms = _now_ms()
+        self._last_abnormal_check_ms = monotonic_ms()
         stuck = None
         for first, push in list(self.write_requests.items()):
             request = push.request
@@ -227,7 +223,7 @@ class EntryHandler:
                 self._answer_held(push, end)
             elif first == end + 1:
                 return
-            elif _now_ms() - push.created_ms >= PUSH_WAIT_MS and (stuck is None or first < stuck):
+            elif monotonic_ms() - push.created_ms >= PUSH_WAIT_MS and (stuck is None or first < stuck):
                 stuck = first
         if stuck is not None:
             log.warning("%s: a push of %d waits after the log's end %d: the leader must compare",

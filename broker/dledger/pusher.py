@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from broker.common.clock import monotonic_ms
 from broker.common.errors import DLedgerError
 from broker.common.tasks import cancel_and_wait
 from broker.dledger.config import DLedgerConfig
@@ -52,10 +52,6 @@ IDLE_WAIT_S = 0.05
 Push = Callable[[PushEntryRequest], Awaitable[PushEntryResponse]]
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 @dataclass(slots=True)
 class PendingAppend:
     """An append waiting for its quorum (DLedger's AppendFuture)."""
@@ -64,11 +60,11 @@ class PendingAppend:
     timeout_ms: int
     future: asyncio.Future[AppendEntryResponse] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
-    created_ms: int = field(default_factory=_now_ms)
+    created_ms: int = field(default_factory=monotonic_ms)
 
     @property
     def timed_out(self) -> bool:
-        return _now_ms() - self.created_ms >= self.timeout_ms
+        return monotonic_ms() - self.created_ms >= self.timeout_ms
 
     def complete(self, response: AppendEntryResponse) -> None:
         if not self.future.done():
@@ -178,7 +174,7 @@ class QuorumAckChecker(_Wakeable):
         self.pusher = pusher
         self.name = f"dledger-quorum-ack-{pusher.member_state.self_id}"
         self.last_quorum_index = -1
-        self.last_check_leak_ms = _now_ms()
+        self.last_check_leak_ms = monotonic_ms()
 
     async def _loop(self) -> None:
         while True:
@@ -220,12 +216,12 @@ class QuorumAckChecker(_Wakeable):
                 pending.complete(pusher.answer(term, index, code=DLedgerResponseCode.WAIT_QUORUM_ACK_TIMEOUT))
                 del responses[index]
                 index += 1
-        if _now_ms() - self.last_check_leak_ms > LEAK_CHECK_MS or need_check:
+        if monotonic_ms() - self.last_check_leak_ms > LEAK_CHECK_MS or need_check:
             pusher.update_peer_water_mark(term, state.self_id, pusher.store.ledger_end_index)
             for index in [i for i in responses if i <= quorum_index]:
                 pending = responses.pop(index)
                 pending.complete(pusher.answer(term, index, pending.pos))
-            self.last_check_leak_ms = _now_ms()
+            self.last_check_leak_ms = monotonic_ms()
         self.last_quorum_index = quorum_index
         return ack_num > 0
 
@@ -244,7 +240,7 @@ class EntryDispatcher(_Wakeable):
         self.compare_index = -1
         self.write_index = -1
         self.last_push_commit_ms = -1
-        self.last_check_leak_ms = _now_ms()
+        self.last_check_leak_ms = monotonic_ms()
         self.pending: dict[int, tuple[int, int]] = {}  # first index -> (sent at, entry count)
         self.batch: list[DLedgerEntry] = []
         self.quota = Quota(pusher.config.peer_push_quota)
@@ -332,12 +328,12 @@ class EntryDispatcher(_Wakeable):
                 self._do_commit()
                 await self._check_append_response()
                 return
-            if len(self.pending) >= MAX_PENDING_PUSHES or _now_ms() - self.last_check_leak_ms > LEAK_CHECK_MS:
+            if len(self.pending) >= MAX_PENDING_PUSHES or monotonic_ms() - self.last_check_leak_ms > LEAK_CHECK_MS:
                 mark = self.pusher.water_marks(self.term)[self.peer]
                 for first, (_, count) in list(self.pending.items()):
                     if first + count - 1 <= mark:
                         del self.pending[first]
-                self.last_check_leak_ms = _now_ms()
+                self.last_check_leak_ms = monotonic_ms()
             if len(self.pending) >= MAX_PENDING_PUSHES:
                 await self._check_append_response()
                 return
@@ -376,9 +372,9 @@ class EntryDispatcher(_Wakeable):
             request = self._request(PushType.APPEND, batch=list(entries))
         else:
             request = self._request(PushType.APPEND, entries[0])
-        self.pending[entries[0].index] = (_now_ms(), len(entries))
+        self.pending[entries[0].index] = (monotonic_ms(), len(entries))
         self._call(request, self._appended)
-        self.last_push_commit_ms = _now_ms()
+        self.last_push_commit_ms = monotonic_ms()
 
     def _send_batch(self) -> None:
         self._send(self.batch)
@@ -402,16 +398,16 @@ class EntryDispatcher(_Wakeable):
             log.debug("%s: %s answers %s to a push", self.pusher.member_state.self_id, self.peer, code)
 
     def _do_commit(self) -> None:
-        if _now_ms() - self.last_push_commit_ms > COMMIT_PUSH_INTERVAL_MS:
+        if monotonic_ms() - self.last_push_commit_ms > COMMIT_PUSH_INTERVAL_MS:
             self._call(self._request(PushType.COMMIT))
-            self.last_push_commit_ms = _now_ms()
+            self.last_push_commit_ms = monotonic_ms()
 
     async def _check_append_response(self) -> None:
         """Push again what the follower should have answered by now (maxPushTimeOutMs), within the quota: a follower
         back from a stop is caught up by these pushes, one after the other, up to where its dispatcher got."""
         first = self.pusher.water_marks(self.term)[self.peer] + 1
         sent = self.pending.get(first)
-        if sent is not None and _now_ms() - sent[0] > self.pusher.config.max_push_time_out_ms:
+        if sent is not None and monotonic_ms() - sent[0] > self.pusher.config.max_push_time_out_ms:
             entries = [self.store.get(i) for i in range(first, first + sent[1])]
             if self.store.ledger_end_index - first > MAX_PENDING_PUSHES:
                 for entry in entries:
@@ -471,7 +467,7 @@ class EntryDispatcher(_Wakeable):
         if response.code != DLedgerResponseCode.SUCCESS:
             raise DLedgerError(response.code, f"{self.peer} answers {_code_name(response.code)} to TRUNCATE at "
                                f"{truncate_index}")
-        self.last_push_commit_ms = _now_ms()
+        self.last_push_commit_ms = monotonic_ms()
         self.change_state(truncate_index, PushType.APPEND)
 
 

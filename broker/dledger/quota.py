@@ -8,13 +8,9 @@ rest of that second (``left_now_ms``).
 
 from __future__ import annotations
 
-import time
+from broker.common.clock import now_ms
 
 MIN_WINDOW = 5
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Quota:
@@ -26,22 +22,22 @@ class Quota:
         self.samples = [0] * self.window
         self.seconds = [-1] * self.window  # the second each slot counts
 
-    def sample(self, value: int, now_ms: int | None = None) -> None:
-        second = (_now_ms() if now_ms is None else now_ms) // 1000
+    def sample(self, value: int, at_ms: int | None = None) -> None:
+        second = (now_ms() if at_ms is None else at_ms) // 1000
         slot = second % self.window
         if self.seconds[slot] != second:
             self.seconds[slot], self.samples[slot] = second, value
         else:
             self.samples[slot] += value
 
-    def validate_now(self, now_ms: int | None = None) -> bool:
+    def validate_now(self, at_ms: int | None = None) -> bool:
         """True when this second's samples reached the budget (DLedger's validateNow)."""
-        second = (_now_ms() if now_ms is None else now_ms) // 1000
+        second = (now_ms() if at_ms is None else at_ms) // 1000
         slot = second % self.window
         return self.seconds[slot] == second and self.samples[slot] >= self.max
 
     @staticmethod
-    def left_now_ms(now_ms: int | None = None) -> int:
+    def left_now_ms(at_ms: int | None = None) -> int:
         """Milliseconds to the next second (DLedger's leftNow)."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = now_ms() if at_ms is None else at_ms
         return (now // 1000 + 1) * 1000 - now

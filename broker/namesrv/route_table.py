@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker.common.clock import now_ms
 from broker.common.fastjson import DataVersion
 from broker.common.hash_order import concurrent_map_order, hash_map_copy_order, hash_map_order
 from broker.common.topic import PERM_READ, PERM_WRITE, TopicConfig, is_writeable
@@ -56,10 +56,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 1000 * 60 * 2  # ms without a registration before a broker is dropped
 SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"  # TopicValidator: never rewritten for acting masters
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, as System.currentTimeMillis (the liveness timestamps)."""
-    return time.time_ns() // 1_000_000
 
 
 class RouteInfoManager:

@@ -19,12 +19,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from broker.common.clock import now_ms
 from broker.common.properties import write_config_file
 from broker.common.tasks import cancel_and_wait
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kv_config import KVConfigManager
 from broker.namesrv.processor import NamesrvProcessor
-from broker.namesrv.route_table import RouteInfoManager, now_ms
+from broker.namesrv.route_table import RouteInfoManager
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.server import RemotingServer
 

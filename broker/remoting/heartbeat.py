@@ -17,11 +17,11 @@ Examples:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.common.clock import now_ms
 from broker.common.errors import FilterExpressionError, RemoteProtocolError
 from broker.common.message import java_hash
 
@@ -29,10 +29,6 @@ SUB_ALL = "*"  # SubscriptionData.SUB_ALL: every message of the topic
 EXPRESSION_TAG = "TAG"  # ExpressionType.TAG
 EXPRESSION_SQL92 = "SQL92"  # ExpressionType.SQL92
 TAG_SEPARATOR = "||"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -46,7 +42,7 @@ class SubscriptionData:
     expression_type: str = EXPRESSION_TAG
     tags_set: list[str] = field(default_factory=list)
     code_set: list[int] = field(default_factory=list)
-    sub_version: int = field(default_factory=_now_ms)
+    sub_version: int = field(default_factory=now_ms)
     class_filter_mode: bool = False
 
     def matches_tag(self, tags: str | None) -> bool:

@@ -17,6 +17,7 @@ import logging
 import socket
 import time
 
+from broker.common.clock import now_ms
 from broker.common.errors import HAProtocolError
 from broker.replication.flow import FlowMonitor
 from broker.replication.protocol import REPORT, TransferDecoder
@@ -29,10 +30,6 @@ log = logging.getLogger(__name__)
 RECONNECT_WAIT_S = 5.0  # Java's closeMasterAndWait / a failed connectMaster
 CONNECT_TIMEOUT_S = 3.0
 SOCKET_TIMEOUT_S = 1.0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def split_address(addr: str) -> tuple[str, int]:

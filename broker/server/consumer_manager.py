@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from broker.common.clock import now_ms
 from broker.remoting.codes import LanguageCode
 from broker.remoting.connection import RemotingConnection
 from broker.remoting.heartbeat import SubscriptionData
@@ -37,10 +37,6 @@ CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # pull consumers
 CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push consumers
 CLUSTERING = "CLUSTERING"
 BROADCASTING = "BROADCASTING"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True, eq=False)
@@ -299,5 +295,3 @@ class ConsumerManager:
                     del info.subscriptions[topic]
             if not info.subscriptions:
                 del self._compensation[group]
-
-

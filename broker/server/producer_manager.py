@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 
+from broker.common.clock import now_ms
 from broker.remoting.connection import RemotingConnection
-from broker.server.consumer_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ChannelCloser, ClientChannelInfo, now_ms
+from broker.server.consumer_manager import CHANNEL_EXPIRED_TIMEOUT_MS, ChannelCloser, ClientChannelInfo
 
 log = logging.getLogger(__name__)
 

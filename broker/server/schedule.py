@@ -43,10 +43,10 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from broker.common.clock import now_ms
 from broker.common.config_manager import ConfigManager
 from broker.common.errors import CorruptRecord
 from broker.common.fastjson import DataVersion, encode_json_pretty
@@ -303,7 +303,7 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
                    units: list[CqUnit]) -> tuple[list[tuple[int, StoreMessage | None]], int]:
         """The leading due units of ``units`` as (offset, timed-up message or None to skip), and when nothing is
         due, the milliseconds until the first is."""
-        now = _now_ms()
+        now = now_ms()
         budget = self.store.config.mapped_file_size_commit_log // 4
         batch: list[tuple[int, StoreMessage | None]] = []
         for i, unit in enumerate(units):
@@ -428,7 +428,7 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
     def skip_delivered(self) -> None:
         """Move each level past the units already delivered (stored in their real topic after the scheduled
         record, found by UNIQ_KEY): a crash can leave delayOffset.json up to one persist interval behind."""
-        now = _now_ms()
+        now = now_ms()
         for level in self.delay_level_table:
             cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if cq is None:
@@ -467,7 +467,3 @@ class ScheduleMessageService(ConfigManager[DelayOffsets]):
             max_offset = self.store.max_offset_in_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             stats[f"scheduleMessageOffset_{level}"] = f"{offset},{max_offset}"
         return stats
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

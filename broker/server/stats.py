@@ -8,8 +8,8 @@ import collections
 import datetime
 from dataclasses import dataclass
 
+from broker.common.clock import now_ms
 from broker.remoting.admin_bodies import BrokerStatsData, BrokerStatsItem
-from broker.server.consumer_manager import now_ms
 from broker.store.message_store import MessageStore
 
 

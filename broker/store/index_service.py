@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker.common.clock import now_ms
 from broker.common.errors import StoreError
 from broker.common.message import TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE, transaction_type
 from broker.store.index_file import IndexFile
@@ -54,10 +54,6 @@ class QueryOffsetResult:
     index_last_update_phyoffset: int = 0
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class IndexService:
     """The index files of a store, oldest first; the last one takes new keys.
 
@@ -75,7 +71,7 @@ class IndexService:
     """
 
     def __init__(self, index_dir: str, slot_num: int, index_num: int, *, max_num_cap: int = MAX_MSGS_NUM_BATCH,
-                 clock_ms: Callable[[], int] = _now_ms) -> None:
+                 clock_ms: Callable[[], int] = now_ms) -> None:
         self.index_dir = index_dir
         self.slot_num = slot_num
         self.index_num = index_num

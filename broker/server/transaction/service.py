@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from broker.common.clock import now_ms
 from broker.common.errors import RemotingError
 from broker.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -69,9 +69,6 @@ if TYPE_CHECKING:
     from broker.server.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class TransactionalMessageService:

@@ -116,14 +116,14 @@ def test_the_quorum_index_is_the_middle_water_mark(tmp_path: Path, marks: dict[s
 def test_quota_counts_bytes_per_second_in_a_window_of_five_slots() -> None:
     quota = Quota(100, window=2)
     assert quota.window == 5  # DLedger's least
-    quota.sample(60, now_ms=7_100)
-    assert not quota.validate_now(now_ms=7_200)
-    quota.sample(40, now_ms=7_900)
-    assert quota.validate_now(now_ms=7_999) and Quota.left_now_ms(now_ms=7_250) == 750
-    assert not quota.validate_now(now_ms=8_000)  # a new second, a new budget
-    quota.sample(10, now_ms=12_000)  # the slot of second 7 again (12 % 5): it starts over
-    assert quota.samples[2] == 10 and not quota.validate_now(now_ms=12_500)
-    assert not quota.validate_now(now_ms=17_500)  # its slot last counted another second
+    quota.sample(60, at_ms=7_100)
+    assert not quota.validate_now(at_ms=7_200)
+    quota.sample(40, at_ms=7_900)
+    assert quota.validate_now(at_ms=7_999) and Quota.left_now_ms(at_ms=7_250) == 750
+    assert not quota.validate_now(at_ms=8_000)  # a new second, a new budget
+    quota.sample(10, at_ms=12_000)  # the slot of second 7 again (12 % 5): it starts over
+    assert quota.samples[2] == 10 and not quota.validate_now(at_ms=12_500)
+    assert not quota.validate_now(at_ms=17_500)  # its slot last counted another second
 
 
 @pytest.mark.parametrize("batch", [False, True], ids=["entry-a-push", "batch-push"])
