@@ -216,6 +216,7 @@ def test_the_shipped_group_of_three_loads_with_no_broker_id_until_elected() -> N
         (-1, True, f"n{i}") for i in range(3)]  # -1 as BrokerStartup sets it
     assert len({s.d_leger_peers for _, s in loaded}) == 1 and len({b.listen_port for b, _ in loaded}) == 3
     assert len({s.store_path_root_dir for _, s in loaded}) == 3
+    assert all(s.enable_batch_push for _, s in loaded)
 
 
 # -- a group of three -------------------------------------------------------------------------------------------------
