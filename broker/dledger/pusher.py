@@ -338,8 +338,7 @@ class EntryDispatcher(_Wakeable):
                 await self._check_append_response()
                 return
             entry = store.get(self.write_index)
-            far_behind = store.ledger_end_index - self.write_index > MAX_PENDING_PUSHES
-            if far_behind and await self._check_quota_and_wait(entry):
+            if self._far_behind(self.write_index) and await self._check_quota_and_wait(entry):
                 return
             if not config.enable_batch_push:
                 self._send([entry])
@@ -349,11 +348,15 @@ class EntryDispatcher(_Wakeable):
                     self._send_batch()
             self.write_index += 1
 
+    def _far_behind(self, index: int) -> bool:
+        """More than MAX_PENDING_PUSHES entries before the log's end: the first of checkQuotaAndWait's conditions,
+        asked by the callers so that a push within it costs no coroutine."""
+        return self.store.ledger_end_index - index > MAX_PENDING_PUSHES
+
     async def _check_quota_and_wait(self, entry: DLedgerEntry) -> bool:
-        """Count ``entry`` (more than MAX_PENDING_PUSHES entries before the log's end: the caller looks) against the
-        quota when the leader's data runs peerPushThrottlePoint bytes past it; wait the rest of the second once the
-        quota is spent. True when the dispatcher must push nothing and start over: it stopped leading, or left
-        APPEND, while it waited."""
+        """Count ``entry`` (``_far_behind``: the caller looks) against the quota when the leader's data runs
+        peerPushThrottlePoint bytes past it; wait the rest of the second once the quota is spent. True when the
+        dispatcher must push nothing and start over: it stopped leading, or left APPEND, while it waited."""
         store, config = self.store, self.pusher.config
         if store.data.max_wrote_position - entry.pos < config.peer_push_throttle_point:
             return False
@@ -409,7 +412,7 @@ class EntryDispatcher(_Wakeable):
         sent = self.pending.get(first)
         if sent is not None and monotonic_ms() - sent[0] > self.pusher.config.max_push_time_out_ms:
             entries = [self.store.get(i) for i in range(first, first + sent[1])]
-            if self.store.ledger_end_index - first > MAX_PENDING_PUSHES:
+            if self._far_behind(first):
                 for entry in entries:
                     if await self._check_quota_and_wait(entry):
                         return

@@ -26,6 +26,7 @@ from broker.store.commit_log import StoreMessage
 from broker.store.config import BrokerRole, MessageStoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.results import GetMessageStatus, PutMessageStatus
+from tests.helpers import eventually, wait_until
 
 HOST = pack_host("127.0.0.1", 10911)
 
@@ -43,10 +44,7 @@ def message(i: int, queue_id: int = 0) -> StoreMessage:
 
 
 def dispatched(store: MessageStore) -> None:
-    deadline = time.monotonic() + 5
-    while store.dispatch_behind_bytes:
-        assert time.monotonic() < deadline, "dispatch did not catch up"
-        time.sleep(0.01)
+    wait_until("dispatch caught up", lambda: not store.dispatch_behind_bytes, 5, interval=0.01)
 
 
 def bodies(store: MessageStore, queue_id: int = 0) -> list[bytes]:
@@ -163,10 +161,7 @@ def test_a_new_leader_serves_as_master_once_its_log_is_committed_and_dispatched(
         await asyncio.sleep(0.3)
         assert controller.switches == []  # not a master while its log is not committed
         log.update_committed_index(log.member_state.current_term, 2)
-        deadline = time.monotonic() + 5
-        while not controller.switches:
-            assert time.monotonic() < deadline, "no switch to master"
-            await asyncio.sleep(0.01)
+        await eventually("the switch to master", lambda: controller.switches, 5, interval=0.01)
         await handler.stop()
 
     asyncio.run(scenario())

@@ -9,6 +9,7 @@ import time
 
 from broker.store.commit_log import StoreMessage
 from broker.store.message_store import MessageStore
+from tests.helpers import wait_until
 
 
 def age(paths: list[str], hours: float) -> None:
@@ -26,9 +27,7 @@ def test_a_manual_delete_request_lasts_twenty_rounds_outside_delete_when(store_c
     try:
         for i in range(60):
             store.put_message(StoreMessage("TopicA", 0, bytes([i]) * 300, {"KEYS": f"key-{i}"}))
-        deadline = time.monotonic() + 5
-        while store.dispatch_behind_bytes and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until("dispatch caught up", lambda: not store.dispatch_behind_bytes, 5, interval=0.005)
         cleaner, queue = store.cleaner, store.commit_log.queue
         assert cleaner is not None and len(queue.files) > 5
         file_size = config.mapped_file_size_commit_log
@@ -61,9 +60,7 @@ def test_a_disk_above_the_forcibly_ratio_deletes_young_files_only_with_clean_fil
     try:
         for i in range(30):
             store.put_message(StoreMessage("TopicA", 0, bytes([i]) * 300))
-        deadline = time.monotonic() + 5
-        while store.dispatch_behind_bytes and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until("dispatch caught up", lambda: not store.dispatch_behind_bytes, 5, interval=0.005)
         cleaner = store.cleaner
         assert cleaner is not None and len(store.commit_log.queue.files) > 2
         assert cleaner.run_once() == 0  # young files stay: forcing is not enabled
